@@ -1,0 +1,41 @@
+"""emublas: BLAS-3 routines with scipy.linalg.blas signatures over emulation backends.
+
+>>> import numpy as np, emublas
+>>> a = np.random.rand(4, 3)
+>>> c = emublas.dgemm(1.0, a, a, trans_b=1)            # the selected backend
+>>> c = emublas.zherk(1.0, a + 1j * a, backend="native")  # one call's backend
+>>> with emublas.use("native"):                         # a block's backend
+...     c = emublas.gemm(2.0, a, a.T)
+"""
+from ._version import __version__
+from .blas import ROUTINES as _ROUTINES
+from .blas import gemm, her2k, herk, syr2k, syrk
+from .config import Selection, get_backend, set_backend, use
+from .errors import BackendUnavailableError
+from .info import info
+
+sgemm = _ROUTINES["sgemm"]
+dgemm = _ROUTINES["dgemm"]
+cgemm = _ROUTINES["cgemm"]
+zgemm = _ROUTINES["zgemm"]
+ssyrk = _ROUTINES["ssyrk"]
+dsyrk = _ROUTINES["dsyrk"]
+csyrk = _ROUTINES["csyrk"]
+zsyrk = _ROUTINES["zsyrk"]
+cherk = _ROUTINES["cherk"]
+zherk = _ROUTINES["zherk"]
+ssyr2k = _ROUTINES["ssyr2k"]
+dsyr2k = _ROUTINES["dsyr2k"]
+csyr2k = _ROUTINES["csyr2k"]
+zsyr2k = _ROUTINES["zsyr2k"]
+cher2k = _ROUTINES["cher2k"]
+zher2k = _ROUTINES["zher2k"]
+
+__all__ = [
+    "__version__",
+    "gemm", "syrk", "herk", "syr2k", "her2k",
+    "sgemm", "dgemm", "cgemm", "zgemm",
+    "ssyrk", "dsyrk", "csyrk", "zsyrk", "cherk", "zherk",
+    "ssyr2k", "dsyr2k", "csyr2k", "zsyr2k", "cher2k", "zher2k",
+    "use", "set_backend", "get_backend", "Selection", "info", "BackendUnavailableError",
+]

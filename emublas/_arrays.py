@@ -1,0 +1,134 @@
+"""Array-library plumbing shared by the front and the backends.
+
+numpy arrays compute on the CPU, cupy arrays on their GPU.  cupy is never
+imported unless a cupy array is actually passed in, so ``import emublas`` and
+every CPU call stay free of the CUDA start-up cost.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+__all__ = ["is_cupy", "namespace", "device_of", "as_matrix", "real_scalar", "complex_scalar", "flag"]
+
+
+def is_cupy(x: Any) -> bool:
+    """True for a ``cupy.ndarray`` (checked without importing cupy)."""
+    return type(x).__module__.split(".", 1)[0] == "cupy" and hasattr(x, "__cuda_array_interface__")
+
+
+def namespace(**arrays: Any):
+    """The array module (numpy or cupy) that the named arguments live in.
+
+    Lists, scalars and ``None`` follow the others; numpy and cupy arrays in
+    the same call are an error, and so are cupy arrays on different devices.
+
+    Raises
+    ------
+    TypeError
+        numpy and cupy arrays mixed; the message names the arguments.
+    ValueError
+        cupy arrays on different GPUs.
+    """
+    on_gpu = {name: x for name, x in arrays.items() if is_cupy(x)}
+    if not on_gpu:
+        return np
+    on_cpu = [name for name, x in arrays.items() if isinstance(x, np.ndarray)]
+    if on_cpu:
+        raise TypeError(
+            f"emublas: {', '.join(on_cpu)} {'is a numpy.ndarray' if len(on_cpu) == 1 else 'are numpy.ndarrays'}"
+            f" but {', '.join(on_gpu)} {'is a cupy.ndarray' if len(on_gpu) == 1 else 'are cupy.ndarrays'};"
+            " pass all arrays on the same device (cupy.asarray / cupy.asnumpy)"
+        )
+    devices = {name: x.device.id for name, x in on_gpu.items()}
+    if len(set(devices.values())) > 1:
+        where = ", ".join(f"{n} on GPU {d}" for n, d in devices.items())
+        raise ValueError(f"emublas: arrays live on different GPUs ({where})")
+    import cupy
+
+    return cupy
+
+
+def device_of(xp, *arrays: Any):
+    """Context manager that makes the arrays' GPU current (no-op on the CPU)."""
+    if xp is np:
+        import contextlib
+
+        return contextlib.nullcontext()
+    for x in arrays:
+        if is_cupy(x):
+            return x.device
+    return xp.cuda.Device()
+
+
+def as_matrix(x: Any, dtype: np.dtype, xp, name: str):
+    """Convert ``x`` to a 2-D array of ``dtype`` the way scipy's BLAS wrappers do.
+
+    A scalar becomes 1×1 and a 1-D array a column; the memory layout is kept
+    (no copy when the dtype already matches), so transposed views stay views.
+    """
+    if xp is np:
+        arr = np.asarray(x)
+    else:
+        arr = x if is_cupy(x) else xp.asarray(np.asarray(x))
+    if arr.dtype.kind not in "biufc":
+        # Let numpy raise its own conversion error for strings; reject the rest.
+        if arr.dtype.kind in "USO":
+            arr = arr.astype(dtype)
+        else:
+            raise TypeError(f"{name} has dtype {arr.dtype}, which is not numeric")
+    if arr.ndim == 0:
+        arr = arr.reshape(1, 1)
+    elif arr.ndim == 1:
+        arr = arr.reshape(-1, 1)
+    elif arr.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array, got {arr.ndim}-D with shape {arr.shape}")
+    if arr.dtype != dtype:
+        arr = arr.astype(dtype)  # complex -> real warns (ComplexWarning), as in scipy
+    return arr
+
+
+def _item(value: Any, name: str) -> Any:
+    if isinstance(value, (int, float, complex)):
+        return value
+    if hasattr(value, "item") and getattr(value, "size", 1) == 1:
+        return value.item()
+    arr = np.asarray(value)
+    if arr.size != 1:
+        raise ValueError(f"{name} must be a scalar, got shape {arr.shape}")
+    return arr.reshape(()).item()
+
+
+def real_scalar(value: Any, name: str) -> float:
+    """A real BLAS scalar; complex input keeps only its real part, as BLAS reads it."""
+    try:
+        v = _item(value, name)
+        return float(v.real) if isinstance(v, complex) else float(v)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} = {value!r} cannot be converted to a real number") from exc
+
+
+def complex_scalar(value: Any, name: str) -> complex:
+    """A complex BLAS scalar."""
+    try:
+        return complex(_item(value, name))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} = {value!r} cannot be converted to a complex number") from exc
+
+
+def flag(value: Any, name: str, allowed: tuple[int, ...]) -> int:
+    """An integer code (trans, lower, overwrite_c) restricted to ``allowed``."""
+    try:
+        code = operator.index(value)
+    except TypeError:
+        try:
+            code = int(value)
+            if code != value:
+                raise ValueError
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be one of {allowed}, got {value!r}") from None
+    if code not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+    return code

@@ -1,0 +1,59 @@
+"""The backend registry.
+
+A backend is one module exposing ``BACKEND``, an instance of a
+:class:`~emublas.backends.base.Backend` subclass.  Adding one is adding its
+module and a line to ``_MODULES``; modules are imported on first use so that
+``import emublas`` stays cheap.  :func:`register` adds backends at run time
+(plugins, tests).
+"""
+from __future__ import annotations
+
+import importlib
+
+from .base import Backend, Option
+
+__all__ = ["Backend", "Option", "names", "get", "register", "unregister"]
+
+_MODULES: dict[str, str] = {
+    "native": "emublas.backends.native",
+}
+_loaded: dict[str, Backend] = {}
+
+
+def names() -> list[str]:
+    """Names of every known backend, built-in and registered."""
+    return sorted(set(_MODULES) | set(_loaded))
+
+
+def get(name: str) -> Backend:
+    """Return the backend called ``name``.
+
+    Raises
+    ------
+    ValueError
+        If no backend has that name; the message lists the valid names.
+    """
+    key = str(name).strip().lower() if isinstance(name, str) else name
+    if key in _loaded:
+        return _loaded[key]
+    if key not in _MODULES:
+        raise ValueError(f"unknown emublas backend {name!r}; valid backends: {', '.join(names())}")
+    backend = importlib.import_module(_MODULES[key]).BACKEND
+    _loaded[key] = backend
+    return backend
+
+
+def register(backend: Backend, *, replace: bool = False) -> None:
+    """Make ``backend`` selectable by its ``name``."""
+    if not backend.name:
+        raise ValueError("a backend needs a non-empty name")
+    if not replace and backend.name in names():
+        raise ValueError(f"backend {backend.name!r} is already registered")
+    _loaded[backend.name] = backend
+
+
+def unregister(name: str) -> None:
+    """Remove a backend added with :func:`register`."""
+    if name in _MODULES:
+        raise ValueError(f"{name!r} is built in and cannot be unregistered")
+    _loaded.pop(name, None)

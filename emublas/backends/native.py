@@ -1,0 +1,219 @@
+"""The ``native`` backend: the platform BLAS, the reference for every other backend.
+
+numpy arrays go to scipy's BLAS (OpenBLAS, MKL, ... whatever scipy was built
+with); cupy arrays go to cuBLAS on cupy's handle and current stream.  cupy
+wraps only gemm and syrk at the level we need, so herk, syr2k and her2k on the
+GPU are derived from cuBLAS gemm by the front.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg.blas as fblas
+
+from .._arrays import is_cupy
+from .base import Backend
+
+_INT_MAX = 2**31 - 1  # LP64 BLAS and the 32-bit cuBLAS API take int dimensions
+_PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
+           np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
+
+
+def _rows_of_op(x, trans: int, sl: slice):
+    """Rows ``sl`` of op(x), as a view of x."""
+    return x[sl, :] if trans == 0 else x[:, sl]
+
+
+def _cols_of_op(x, trans: int, sl: slice):
+    """Columns ``sl`` of op(x), as a view of x."""
+    return x[:, sl] if trans == 0 else x[sl, :]
+
+
+# ---------------------------------------------------------------------------
+# CPU: scipy.linalg.blas
+# ---------------------------------------------------------------------------
+
+def _cpu_operand(x, trans: int):
+    """Hand f2py a Fortran-contiguous operand where a flipped transpose gives one for free."""
+    if not x.flags.f_contiguous and x.flags.c_contiguous and trans in (0, 1):
+        return x.T, 1 - trans
+    return x, trans
+
+
+def _cpu_call(fn, *args, c, **kw) -> None:
+    result = fn(*args, c=c, overwrite_c=1, **kw)
+    if result is not c:  # only when f2py had to copy c; the front prevents that
+        c[...] = result
+
+
+# ---------------------------------------------------------------------------
+# GPU: cuBLAS through cupy's handle
+# ---------------------------------------------------------------------------
+
+def _gpu_layout(x):
+    """``(order, ld)`` if cuBLAS can read ``x`` in place, else None."""
+    rows, cols = x.shape
+    it = x.itemsize
+    s0, s1 = x.strides
+    if (rows <= 1 or s0 == it) and s1 > 0 and s1 % it == 0:
+        ld = s1 // it if cols > 1 else max(1, rows)
+        if ld >= max(1, rows):
+            return "F", ld
+    if (cols <= 1 or s1 == it) and s0 > 0 and s0 % it == 0:
+        ld = s0 // it if rows > 1 else max(1, cols)
+        if ld >= max(1, cols):
+            return "C", ld
+    return None
+
+
+def _gpu_operand(x, trans: int, flip_ok: bool = True):
+    """``(array, trans, ld)`` for cuBLAS: in place when the layout allows, else a Fortran copy."""
+    layout = _gpu_layout(x)
+    if layout is not None:
+        order, ld = layout
+        if order == "F":
+            return x, trans, ld
+        if flip_ok and trans in (0, 1):
+            return x.T, 1 - trans, ld
+    x = x.copy(order="F")
+    return x, trans, max(1, x.shape[0])
+
+
+class _CublasCall:
+    """cupy's cuBLAS handle on the current stream, host pointer mode, restored afterwards."""
+
+    def __enter__(self):
+        import cupy
+        from cupy_backends.cuda.libs import cublas
+
+        self.cublas = cublas
+        self.handle = cupy.cuda.device.get_cublas_handle()
+        cublas.setStream(self.handle, cupy.cuda.get_current_stream().ptr)
+        self.mode = cublas.getPointerMode(self.handle)
+        cublas.setPointerMode(self.handle, cublas.CUBLAS_POINTER_MODE_HOST)
+        return self
+
+    def __exit__(self, *exc):
+        self.cublas.setPointerMode(self.handle, self.mode)
+        return False
+
+
+def _host_scalar(value, dtype):
+    # cuBLAS reads host-mode scalars before the call returns, so a local array is enough.
+    return np.array(value, dtype=dtype)
+
+
+# ---------------------------------------------------------------------------
+# the backend
+# ---------------------------------------------------------------------------
+
+class NativeBackend(Backend):
+    """scipy's BLAS on numpy arrays, cuBLAS on cupy arrays."""
+
+    name = "native"
+    description = "the platform BLAS: scipy.linalg.blas on the CPU, cuBLAS through cupy on the GPU"
+    options = {}
+
+    def readiness(self):
+        import scipy
+
+        cpu = (True, f"scipy {scipy.__version__} BLAS")
+        try:
+            import cupy
+
+            count = cupy.cuda.runtime.getDeviceCount()
+            gpu = (count > 0, f"cupy {cupy.__version__}, {count} GPU(s)" if count else "cupy found, no GPU")
+        except Exception as exc:  # ImportError, CUDA driver errors: report, don't fail
+            gpu = (False, f"cupy/GPU not usable: {type(exc).__name__}: {exc}".splitlines()[0])
+        return {"cpu": cpu, "gpu": gpu}
+
+    def check(self, device: str) -> None:
+        if device == "cpu":
+            return  # scipy is a hard dependency
+        super().check(device)
+
+    # -- gemm ------------------------------------------------------------------
+    def gemm(self, alpha, a, b, beta, c, trans_a, trans_b, **opts) -> None:
+        m, n = c.shape
+        k = a.shape[0] if trans_a else a.shape[1]
+        # Split dimensions beyond the 32-bit BLAS interface; each piece is a plain call.
+        if k > _INT_MAX:
+            for i, start in enumerate(range(0, k, _INT_MAX)):
+                sl = slice(start, start + _INT_MAX)
+                self.gemm(alpha, _cols_of_op(a, trans_a, sl), _rows_of_op(b, trans_b, sl),
+                          beta if i == 0 else 1.0, c, trans_a, trans_b)
+            return
+        if m > _INT_MAX or n > _INT_MAX:
+            half = slice(0, (m + 1) // 2) if m > _INT_MAX else slice(0, (n + 1) // 2)
+            rest = slice(half.stop, None)
+            for sl in (half, rest):
+                if m > _INT_MAX:
+                    self.gemm(alpha, _rows_of_op(a, trans_a, sl), b, beta, c[sl, :], trans_a, trans_b)
+                else:
+                    self.gemm(alpha, a, _cols_of_op(b, trans_b, sl), beta, c[:, sl], trans_a, trans_b)
+            return
+        if is_cupy(c):
+            self._gpu_gemm(alpha, a, b, beta, c, trans_a, trans_b)
+            return
+        fn = getattr(fblas, _PREFIX[c.dtype] + "gemm")
+        a, trans_a = _cpu_operand(a, trans_a)
+        b, trans_b = _cpu_operand(b, trans_b)
+        _cpu_call(fn, alpha, a, b, beta, trans_a=trans_a, trans_b=trans_b, c=c)
+
+    def _gpu_gemm(self, alpha, a, b, beta, c, trans_a, trans_b) -> None:
+        m, n = c.shape
+        k = a.shape[0] if trans_a else a.shape[1]
+        if not c.flags.f_contiguous:  # the front always passes Fortran output
+            raise ValueError("native gemm: output must be Fortran-contiguous")
+        a, trans_a, lda = _gpu_operand(a, trans_a)
+        b, trans_b, ldb = _gpu_operand(b, trans_b)
+        al, be = _host_scalar(alpha, c.dtype), _host_scalar(beta, c.dtype)
+        with _CublasCall() as cb:
+            fn = getattr(cb.cublas, _PREFIX[c.dtype] + "gemm")
+            fn(cb.handle, trans_a, trans_b, m, n, k, al.ctypes.data, a.data.ptr, lda,
+               b.data.ptr, ldb, be.ctypes.data, c.data.ptr, max(1, m))
+
+    # -- rank-k ------------------------------------------------------------------
+    def syrk(self, alpha, a, beta, c, trans, lower, **opts):
+        if max(a.shape) > _INT_MAX:
+            return NotImplemented  # the front derives it from gemm, which splits
+        if is_cupy(c):
+            n = c.shape[0]
+            k = a.shape[0] if trans else a.shape[1]
+            a, trans, lda = _gpu_operand(a, trans)
+            al, be = _host_scalar(alpha, c.dtype), _host_scalar(beta, c.dtype)
+            with _CublasCall() as cb:
+                uplo = cb.cublas.CUBLAS_FILL_MODE_LOWER if lower else cb.cublas.CUBLAS_FILL_MODE_UPPER
+                fn = getattr(cb.cublas, _PREFIX[c.dtype] + "syrk")
+                fn(cb.handle, uplo, trans, n, k, al.ctypes.data, a.data.ptr, lda,
+                   be.ctypes.data, c.data.ptr, max(1, n))
+            return None
+        fn = getattr(fblas, _PREFIX[c.dtype] + "syrk")
+        a, trans = _cpu_operand(a, trans)
+        _cpu_call(fn, alpha, a, beta, trans=trans, lower=lower, c=c)
+        return None
+
+    def herk(self, alpha, a, beta, c, trans, lower, **opts):
+        if is_cupy(c) or max(a.shape) > _INT_MAX:
+            return NotImplemented
+        fn = getattr(fblas, _PREFIX[c.dtype] + "herk")
+        _cpu_call(fn, alpha, a, beta, trans=trans, lower=lower, c=c)
+        return None
+
+    def syr2k(self, alpha, a, b, beta, c, trans, lower, **opts):
+        if is_cupy(c) or max(a.shape) > _INT_MAX:
+            return NotImplemented
+        fn = getattr(fblas, _PREFIX[c.dtype] + "syr2k")
+        if a.flags.c_contiguous and b.flags.c_contiguous and not (a.flags.f_contiguous and b.flags.f_contiguous):
+            a, b, trans = a.T, b.T, 1 - trans
+        _cpu_call(fn, alpha, a, b, beta, trans=trans, lower=lower, c=c)
+        return None
+
+    def her2k(self, alpha, a, b, beta, c, trans, lower, **opts):
+        if is_cupy(c) or max(a.shape) > _INT_MAX:
+            return NotImplemented
+        fn = getattr(fblas, _PREFIX[c.dtype] + "her2k")
+        _cpu_call(fn, alpha, a, b, beta, trans=trans, lower=lower, c=c)
+        return None
+
+
+BACKEND = NativeBackend()

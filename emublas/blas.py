@@ -1,0 +1,379 @@
+"""The BLAS-3 front: scipy.linalg.blas signatures, argument rules, dispatch.
+
+Every routine here checks and converts its arguments exactly once, prepares
+the Fortran-ordered result, settles the cases where no product is needed
+(empty results, ``k == 0``, ``alpha == 0``: reference-BLAS quick returns, so
+``a`` and ``b`` are then not read) and hands the product to the selected
+backend.  Rank-k routines a backend has no special path for are derived here
+from its ``gemm``; the untouched triangle, beta scaling and the real diagonal
+of Hermitian results are enforced here for every backend.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy.linalg.blas import find_best_blas_type
+
+from . import config
+from ._arrays import as_matrix, complex_scalar, device_of, flag, is_cupy, namespace, real_scalar
+
+__all__ = ["gemm", "syrk", "herk", "syr2k", "her2k"]
+
+DTYPES = {"s": np.dtype(np.float32), "d": np.dtype(np.float64),
+          "c": np.dtype(np.complex64), "z": np.dtype(np.complex128)}
+_REAL_OF = {"c": "s", "z": "d"}
+
+
+# ---------------------------------------------------------------------------
+# argument helpers
+# ---------------------------------------------------------------------------
+
+def _prefix_of(**arrays: Any) -> str:
+    """BLAS prefix for the generic routines, promoted like scipy's find_best_blas_type."""
+    probes = []
+    for x in arrays.values():
+        if x is None:
+            continue
+        dt = x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype
+        probes.append(np.empty(0, dtype=dt))
+    prefix, _, _ = find_best_blas_type(probes)
+    return prefix
+
+
+def _device(xp) -> str:
+    return "cpu" if xp is np else "gpu"
+
+
+def _prepare_out(c: Any, shape: tuple[int, int], dtype: np.dtype, xp, overwrite_c: bool, *inputs):
+    """The array the routine writes and returns.
+
+    ``c`` itself when BLAS would update it in place (``overwrite_c`` and ``c``
+    already a Fortran-contiguous, writeable array of the right dtype),
+    otherwise a Fortran-ordered copy; zeros when ``c`` is None.  Returns
+    ``(out, alias)`` where ``alias`` is True when ``out`` overlaps an input, in
+    which case the caller must compute into a temporary first.
+    """
+    if c is None:
+        return xp.zeros(shape, dtype=dtype, order="F"), False
+    is_array = isinstance(c, np.ndarray) if xp is np else is_cupy(c)
+    arr = as_matrix(c, dtype, xp, "c") if not is_array or c.ndim != 2 else c
+    if arr.shape != shape:
+        raise ValueError(f"c has shape {arr.shape[0]}x{arr.shape[1]} but the result is {shape[0]}x{shape[1]}")
+    in_place = (overwrite_c and is_array and arr is c and c.dtype == dtype and c.flags.f_contiguous
+                and (xp is not np or c.flags.writeable))
+    if not in_place:
+        return xp.array(arr, dtype=dtype, order="F", copy=True), False
+    may_share = np.may_share_memory if xp is np else _cupy_may_share
+    return c, any(may_share(c, x) for x in inputs)
+
+
+def _cupy_may_share(x, y) -> bool:
+    import cupy
+
+    return bool(cupy.may_share_memory(x, y))
+
+
+def _trans_codes(prefix: str, kind: str, trans: Any, name: str = "trans") -> int:
+    """Legal trans codes per routine; real routines map 2 (C) to 1 (T).
+
+    scipy lets BLAS print a warning and return garbage for an illegal code;
+    emublas raises instead.
+    """
+    if prefix in "sd":
+        return min(flag(trans, name, (0, 1, 2)), 1)
+    if kind in ("syrk", "syr2k"):
+        allowed, why = (0, 1), f"a conjugate transpose is not defined for complex symmetric updates (use {prefix}{kind.replace('sy', 'he')})"
+    elif kind in ("herk", "her2k"):
+        allowed, why = (0, 2), f"a plain transpose is not defined for Hermitian updates (use {prefix}{kind.replace('he', 'sy')})"
+    else:
+        return flag(trans, name, (0, 1, 2))
+    try:
+        return flag(trans, "trans", allowed)
+    except ValueError:
+        raise ValueError(f"{prefix}{kind}: trans must be one of {allowed}, got {trans!r}; {why}") from None
+
+
+def _scale(out, beta, xp) -> None:
+    if beta == 0:
+        out.fill(0)
+    elif beta != 1:
+        out *= beta
+
+
+def _triangle(x, lower: int, xp):
+    """The referenced triangle of ``x`` (diagonal included), zeros elsewhere."""
+    return xp.tril(x) if lower else xp.triu(x)
+
+
+def _merge_triangle(out, src, lower: int, xp) -> None:
+    """Copy the referenced triangle of ``src`` into ``out``, keeping the rest of ``out``."""
+    rest = xp.triu(out, 1) if lower else xp.tril(out, -1)
+    out[...] = _triangle(src, lower, xp) + rest
+
+
+def _real_diagonal(out, xp) -> None:
+    idx = xp.arange(out.shape[0])
+    out[idx, idx] = out[idx, idx].real
+
+
+# ---------------------------------------------------------------------------
+# gemm
+# ---------------------------------------------------------------------------
+
+def _gemm(prefix: str | None, alpha, a, b, beta, c, trans_a, trans_b, overwrite_c, backend, options):
+    xp = namespace(a=a, b=b, c=c)
+    if prefix is None:
+        prefix = _prefix_of(a=a, b=b, c=c)
+    dtype = DTYPES[prefix]
+    scalar = real_scalar if prefix in "sd" else complex_scalar
+    alpha = scalar(alpha, "alpha")
+    beta = scalar(beta, "beta")
+    trans_a = _trans_codes(prefix, "gemm", trans_a, "trans_a")
+    trans_b = _trans_codes(prefix, "gemm", trans_b, "trans_b")
+    be, opts = config.resolve(backend, options)
+    with device_of(xp, a, b, c):
+        a = as_matrix(a, dtype, xp, "a")
+        b = as_matrix(b, dtype, xp, "b")
+        m, ka = a.shape[::-1] if trans_a else a.shape
+        kb, n = b.shape[::-1] if trans_b else b.shape
+        if ka != kb:
+            raise ValueError(
+                f"{prefix}gemm: inner dimensions differ: op(a) is {m}x{ka}"
+                f" (a is {a.shape[0]}x{a.shape[1]}, trans_a={trans_a})"
+                f" but op(b) is {kb}x{n} (b is {b.shape[0]}x{b.shape[1]}, trans_b={trans_b})"
+            )
+        be.check(_device(xp))
+        out, alias = _prepare_out(c, (m, n), dtype, xp, bool(overwrite_c), a, b)
+        if m == 0 or n == 0:
+            return out
+        if ka == 0 or alpha == 0:
+            _scale(out, beta, xp)
+            return out
+        target = out.copy(order="F") if alias else out
+        if beta == 0:
+            target.fill(0)
+        be.gemm(alpha, a, b, beta, target, trans_a, trans_b, **opts)
+        if alias:
+            out[...] = target
+        return out
+
+
+# ---------------------------------------------------------------------------
+# rank-k and rank-2k updates
+# ---------------------------------------------------------------------------
+
+def _derived(be, kind: str, alpha, a, b, beta, out, trans: int, opts) -> None:
+    """A rank-k routine built from the backend's gemm, written into a full temporary.
+
+    trans codes of the two factors: N·op(N) for trans 0, op(A)·N for trans 1/2,
+    where op is T for the symmetric kinds and C for the Hermitian ones.
+    """
+    herm = kind in ("herk", "her2k")
+    t = 2 if herm else 1
+    ta, tb = (0, t) if trans == 0 else (t, 0)
+    xp = namespace(out=out)
+    tmp = out.copy(order="F") if beta != 0 else xp.zeros_like(out, order="F")
+    if kind in ("syrk", "herk"):
+        be.gemm(alpha, a, a, beta, tmp, ta, tb, **opts)
+    else:
+        be.gemm(alpha, a, b, beta, tmp, ta, tb, **opts)
+        second = alpha.conjugate() if herm else alpha
+        be.gemm(second, b, a, 1.0, tmp, ta, tb, **opts)
+    return tmp
+
+
+def _rank_k(kind: str, prefix: str | None, alpha, a, b, beta, c, trans, lower, overwrite_c, backend, options):
+    two = kind in ("syr2k", "her2k")
+    xp = namespace(a=a, b=b, c=c) if two else namespace(a=a, c=c)
+    if prefix is None:
+        prefix = _prefix_of(a=a, b=b, c=c) if two else _prefix_of(a=a, c=c)
+    real = prefix in "sd"
+    if kind in ("herk", "her2k") and real:
+        kind = kind.replace("he", "sy")  # a Hermitian update of real data is the symmetric one
+    herm = kind in ("herk", "her2k")
+    name = prefix + kind
+    dtype = DTYPES[prefix]
+    if real or (herm and kind == "herk"):
+        alpha = real_scalar(alpha, "alpha")
+    else:
+        alpha = complex_scalar(alpha, "alpha")
+    beta = real_scalar(beta, "beta") if (real or herm) else complex_scalar(beta, "beta")
+    trans = _trans_codes(prefix, kind, trans)
+    lower = flag(lower, "lower", (0, 1))
+    be, opts = config.resolve(backend, options)
+    with device_of(xp, a, b, c):
+        a = as_matrix(a, dtype, xp, "a")
+        if two:
+            b = as_matrix(b, dtype, xp, "b")
+            if b.shape != a.shape:
+                raise ValueError(
+                    f"{name}: a and b must have the same shape, got a {a.shape[0]}x{a.shape[1]}"
+                    f" and b {b.shape[0]}x{b.shape[1]}"
+                )
+        n, k = a.shape[::-1] if trans else a.shape
+        be.check(_device(xp))
+        inputs = (a, b) if two else (a,)
+        out, alias = _prepare_out(c, (n, n), dtype, xp, bool(overwrite_c), *inputs)
+        if n == 0:
+            return out
+        target = out.copy(order="F") if alias else out
+        if beta == 0:
+            _merge_triangle(target, xp.zeros_like(target), lower, xp)
+        if k == 0 or alpha == 0:
+            if beta not in (0, 1):
+                _merge_triangle(target, target * beta, lower, xp)
+        else:
+            args = (alpha, a, b) if two else (alpha, a)
+            done = getattr(be, kind)(*args, beta, target, trans, lower, **opts)
+            if done is NotImplemented:
+                full = _derived(be, kind, alpha, a, b, beta, target, trans, opts)
+                _merge_triangle(target, full, lower, xp)
+        if herm:
+            _real_diagonal(target, xp)
+        if alias:
+            out[...] = target
+        return out
+
+
+# ---------------------------------------------------------------------------
+# public routines
+# ---------------------------------------------------------------------------
+
+_GEMM_DOC = """Matrix product ``C = alpha*op(a)*op(b) + beta*c`` ({what}).
+
+Same signature and semantics as ``scipy.linalg.blas.{name}``; the product is
+computed by the selected emublas backend.
+
+Parameters
+----------
+alpha : scalar
+a, b : array_like, 2-D
+    numpy arrays compute on the CPU, cupy arrays on their GPU.
+beta : scalar, optional
+    ``beta == 0`` means ``c`` is not read (NaN in it cannot appear in the result).
+c : array_like, optional
+    Added term, shape ``(m, n)``; zeros when omitted.
+trans_a, trans_b : {{0, 1, 2}}, optional
+    0: no transpose, 1: transpose, 2: conjugate transpose.
+overwrite_c : int, optional
+    If nonzero and ``c`` is a Fortran-contiguous array of the routine's dtype,
+    ``c`` is updated in place and returned.  Otherwise ``c`` is not modified.
+backend : str, optional
+    Backend for this call (see :func:`emublas.use`).
+**options
+    Backend options for this call.
+
+Returns
+-------
+ndarray
+    Fortran-ordered ``(m, n)`` result of the routine's dtype, on the inputs' device.
+
+Raises
+------
+ValueError
+    Non-conforming shapes, illegal codes, unknown backend or option.
+TypeError
+    numpy and cupy arrays mixed.
+"""
+
+_RANK_DOC = """{title}
+
+Same signature and semantics as ``scipy.linalg.blas.{name}``; only the
+triangle selected by ``lower`` is computed, the other keeps ``c``'s values
+(zeros when ``c`` is omitted).{extra}
+
+Parameters
+----------
+alpha : scalar
+a{b} : array_like, 2-D
+beta : scalar, optional
+    ``beta == 0`` means ``c`` is not read.
+c : array_like, optional
+    Square ``(n, n)`` array updated in its referenced triangle.
+trans : int, optional
+    {trans}
+lower : {{0, 1}}, optional
+    0 updates the upper triangle, 1 the lower.
+overwrite_c : int, optional
+    If nonzero and ``c`` is a Fortran-contiguous array of the routine's dtype,
+    ``c`` is updated in place and returned.
+backend : str, optional
+    Backend for this call.
+**options
+    Backend options for this call.
+
+Returns
+-------
+ndarray
+    Fortran-ordered ``(n, n)`` result.
+"""
+
+_TITLES = {
+    "syrk": ("Symmetric rank-k update ``C = alpha*op(a)*op(a).T + beta*c``.", "0: a a^T, 1: a^T a{real2}."),
+    "herk": ("Hermitian rank-k update ``C = alpha*op(a)*op(a)^H + beta*c`` (alpha, beta real).",
+             "0: a a^H, 2: a^H a."),
+    "syr2k": ("Symmetric rank-2k update ``C = alpha*(op(a)*op(b).T + op(b)*op(a).T) + beta*c``.",
+              "0: a b^T + b a^T, 1: a^T b + b^T a{real2}."),
+    "her2k": ("Hermitian rank-2k update ``C = alpha*op(a)*op(b)^H + conj(alpha)*op(b)*op(a)^H + beta*c``"
+              " (beta real).", "0: a b^H + b a^H, 2: a^H b + b^H a."),
+}
+
+
+def _make_gemm(prefix: str | None):
+    def gemm(alpha, a, b, beta=0.0, c=None, trans_a=0, trans_b=0, overwrite_c=0, *,
+             backend: str | None = None, **options: Any):
+        return _gemm(prefix, alpha, a, b, beta, c, trans_a, trans_b, overwrite_c, backend, options)
+
+    name = (prefix or "") + "gemm"
+    what = {"s": "float32", "d": "float64", "c": "complex64", "z": "complex128",
+            None: "dtype chosen from the inputs like scipy.linalg.get_blas_funcs"}[prefix]
+    gemm.__name__ = gemm.__qualname__ = name
+    gemm.__doc__ = _GEMM_DOC.format(what=what, name=(prefix or "d") + "gemm")
+    return gemm
+
+
+def _make_rank(kind: str, prefix: str | None):
+    title, trans_doc = _TITLES[kind]
+    real2 = "; 2 is the same as 1 for real data" if prefix in ("s", "d") else ""
+    if kind in ("syrk", "syr2k") and prefix in ("c", "z"):
+        trans_doc += " (2 is illegal: ValueError)"
+    if kind in ("herk", "her2k") and prefix in ("c", "z"):
+        trans_doc += " (1 is illegal: ValueError)"
+    extra = ""
+    if kind in ("herk", "her2k"):
+        extra = " The diagonal of the result is exactly real."
+        if prefix is None:
+            extra += " Real inputs give the real symmetric update."
+    doc = _RANK_DOC.format(title=title, name=(prefix or "z") + kind, extra=extra,
+                           b=", b" if kind.endswith("2k") else "", trans=trans_doc.format(real2=real2))
+
+    if kind.endswith("2k"):
+        def routine(alpha, a, b, beta=0.0, c=None, trans=0, lower=0, overwrite_c=0, *,
+                    backend: str | None = None, **options: Any):
+            return _rank_k(kind, prefix, alpha, a, b, beta, c, trans, lower, overwrite_c, backend, options)
+    else:
+        def routine(alpha, a, beta=0.0, c=None, trans=0, lower=0, overwrite_c=0, *,
+                    backend: str | None = None, **options: Any):
+            return _rank_k(kind, prefix, alpha, a, None, beta, c, trans, lower, overwrite_c, backend, options)
+
+    routine.__name__ = routine.__qualname__ = (prefix or "") + kind
+    routine.__doc__ = doc
+    return routine
+
+
+gemm = _make_gemm(None)
+syrk = _make_rank("syrk", None)
+herk = _make_rank("herk", None)
+syr2k = _make_rank("syr2k", None)
+her2k = _make_rank("her2k", None)
+
+ROUTINES = {"gemm": gemm, "syrk": syrk, "herk": herk, "syr2k": syr2k, "her2k": her2k}
+for _p in "sdcz":
+    ROUTINES[_p + "gemm"] = _make_gemm(_p)
+    ROUTINES[_p + "syrk"] = _make_rank("syrk", _p)
+    ROUTINES[_p + "syr2k"] = _make_rank("syr2k", _p)
+for _p in "cz":
+    ROUTINES[_p + "herk"] = _make_rank("herk", _p)
+    ROUTINES[_p + "her2k"] = _make_rank("her2k", _p)
+del _p

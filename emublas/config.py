@@ -1,0 +1,182 @@
+"""Backend selection: per call, ``use()`` blocks, ``set_backend()``, environment.
+
+Precedence, highest first (DESIGN §2):
+
+1. the call's ``backend=`` keyword;
+2. the innermost ``with emublas.use(...)`` block of the current thread;
+3. ``emublas.set_backend(...)`` (process-wide);
+4. the environment: ``EMUBLAS_BACKEND``;
+5. ``"native"``.
+
+Options are layered the same way on top of each backend's defaults: defaults,
+then the backend's environment variables (``EMUBLAS_MODULI`` …), then the
+options given with the selection that chose the backend (only if it chose this
+very backend), then the call's keywords.  Every name and value is validated
+where it is read, so a typo in an environment variable fails the first call
+that reads it, with a message listing what is valid; nothing falls back
+silently.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Iterator, Mapping
+
+from . import backends as _registry
+from .backends.base import Backend
+
+__all__ = ["Selection", "set_backend", "use", "get_backend", "resolve"]
+
+ENV_BACKEND = "EMUBLAS_BACKEND"
+DEFAULT_BACKEND = "native"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """A backend name, its options, and where the choice came from.
+
+    ``source`` is one of ``"call"``, ``"use"``, ``"set_backend"``,
+    ``"environment"`` or ``"default"``.
+    """
+
+    backend: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+    source: str = "default"
+
+
+_global: Selection | None = None
+_local = threading.local()
+
+
+def _stack() -> list[Selection]:
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    return stack
+
+
+def _parse_options(backend: Backend, raw: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Validate ``raw`` against ``backend.options``; ``where`` names the source in errors."""
+    parsed = {}
+    for key, value in raw.items():
+        spec = backend.options.get(key)
+        if spec is None:
+            valid = ", ".join(sorted(backend.options)) or "none"
+            raise ValueError(
+                f"backend {backend.name!r} has no option {key!r} ({where}); valid options: {valid}"
+            )
+        try:
+            parsed[key] = spec.parse(value)
+        except ValueError as exc:
+            valid = getattr(spec.parse, "valid", "")
+            hint = f"; valid values: {valid}" if valid else ""
+            raise ValueError(
+                f"bad value for option {key!r} of backend {backend.name!r} ({where}): {exc}{hint}"
+            ) from None
+    return parsed
+
+
+def _env_options(backend: Backend) -> dict[str, Any]:
+    raw = {}
+    for key, spec in backend.options.items():
+        text = os.environ.get(spec.env_var)
+        if text is not None and text.strip() != "":
+            raw.update(_parse_options(backend, {key: text}, f"environment variable {spec.env_var}"))
+    return raw
+
+
+def _make_selection(name: str, options: Mapping[str, Any], source: str) -> Selection:
+    backend = _registry.get(name)  # raises ValueError listing valid names
+    parsed = _parse_options(backend, options, source)
+    return Selection(backend.name, MappingProxyType(parsed), source)
+
+
+def set_backend(name: str | None, **options: Any) -> None:
+    """Select the process-wide backend and its options.
+
+    Parameters
+    ----------
+    name : str or None
+        Backend name; ``None`` clears the process-wide choice so that the
+        environment (or ``"native"``) applies again.
+    **options
+        Backend options, validated now.
+
+    Raises
+    ------
+    ValueError
+        Unknown backend, unknown option or bad value; the message lists the
+        valid ones.
+    """
+    global _global
+    if name is None:
+        if options:
+            raise ValueError("set_backend(None) clears the selection and takes no options")
+        _global = None
+        return
+    _global = _make_selection(name, options, "set_backend")
+
+
+@contextmanager
+def use(name: str, **options: Any) -> Iterator[Selection]:
+    """Select a backend for the calls made inside a ``with`` block (this thread only).
+
+    Examples
+    --------
+    >>> import numpy as np, emublas
+    >>> a = np.ones((2, 3))
+    >>> with emublas.use("native"):
+    ...     c = emublas.dgemm(1.0, a, a.T)
+    """
+    selection = _make_selection(name, options, "use")
+    stack = _stack()
+    stack.append(selection)
+    try:
+        yield selection
+    finally:
+        stack.pop()
+
+
+def get_backend() -> Selection:
+    """The selection that applies to a call made here without ``backend=``.
+
+    Reads (and validates) the environment when nothing else decides.
+    """
+    stack = _stack()
+    if stack:
+        return stack[-1]
+    if _global is not None:
+        return _global
+    name = os.environ.get(ENV_BACKEND, "").strip()
+    if name:
+        try:
+            backend = _registry.get(name)
+        except ValueError as exc:
+            raise ValueError(f"environment variable {ENV_BACKEND}: {exc}") from None
+        return Selection(backend.name, MappingProxyType({}), "environment")
+    return Selection(DEFAULT_BACKEND, MappingProxyType({}), "default")
+
+
+def resolve(backend: str | None = None, options: Mapping[str, Any] | None = None) -> tuple[Backend, dict[str, Any]]:
+    """Backend object and fully layered options for one call.
+
+    Parameters
+    ----------
+    backend : str, optional
+        The call's ``backend=`` keyword.
+    options : mapping, optional
+        The call's option keywords.
+    """
+    chosen = get_backend()
+    name = chosen.backend if backend is None else backend
+    obj = _registry.get(name)
+    merged = {key: spec.default for key, spec in obj.options.items()}
+    merged.update(_env_options(obj))
+    if chosen.backend == obj.name:
+        merged.update(chosen.options)
+    if options:
+        merged.update(_parse_options(obj, options, "call keyword"))
+    return obj, merged

@@ -1,0 +1,138 @@
+"""``emublas.info()``: what is installed, what can run here, what is selected."""
+from __future__ import annotations
+
+import platform
+from typing import Any
+
+from . import backends as _registry
+from ._version import __version__
+from .config import get_backend
+
+__all__ = ["info", "format_info"]
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _extension() -> dict[str, Any]:
+    from ._kernels import cpu
+
+    built = cpu.available()
+    out: dict[str, Any] = {"built": built}
+    if built:
+        out["features"] = cpu.features()
+        out["threads"] = cpu.default_threads()
+    else:
+        out["error"] = cpu.load_error()
+    return out
+
+
+def _gpu() -> dict[str, Any]:
+    try:
+        import cupy
+    except Exception as exc:
+        return {"cupy": None, "devices": [], "detail": f"cupy not importable ({type(exc).__name__})"}
+    out: dict[str, Any] = {"cupy": cupy.__version__, "devices": []}
+    try:
+        for i in range(cupy.cuda.runtime.getDeviceCount()):
+            props = cupy.cuda.runtime.getDeviceProperties(i)
+            name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+            out["devices"].append({"id": i, "name": name,
+                                   "compute_capability": f"{props['major']}.{props['minor']}",
+                                   "memory_gib": round(props["totalGlobalMem"] / 2**30, 1)})
+    except Exception as exc:  # no driver / no device: report it
+        out["detail"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    return out
+
+
+def info() -> dict[str, Any]:
+    """Report version, backends and their readiness, hardware, and the active selection.
+
+    Returns
+    -------
+    dict
+        ``version``; ``cpu`` (model, C extension built, SIMD features used,
+        threads); ``gpu`` (cupy version, devices with compute capability);
+        ``backends`` (per backend: description, options with their
+        environment variables, ``cpu``/``gpu`` readiness); ``selection``
+        (backend, options, and where the choice came from) or ``selection_error``
+        when the environment holds an invalid choice.
+    """
+    import numpy
+    import scipy
+
+    report: dict[str, Any] = {
+        "version": __version__,
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "scipy": scipy.__version__,
+        "cpu": {"model": _cpu_model(), "extension": _extension()},
+        "gpu": _gpu(),
+        "backends": {},
+    }
+    for name in _registry.names():
+        try:
+            be = _registry.get(name)
+        except Exception as exc:  # a broken plug-in must not hide the others
+            report["backends"][name] = {"error": f"{type(exc).__name__}: {exc}"}
+            continue
+        ready = be.readiness()
+        report["backends"][name] = {
+            "description": be.description,
+            "options": {k: {"default": o.default, "env": o.env_var, "doc": o.doc} for k, o in be.options.items()},
+            "cpu": {"usable": ready["cpu"][0], "detail": ready["cpu"][1]},
+            "gpu": {"usable": ready["gpu"][0], "detail": ready["gpu"][1]},
+        }
+    try:
+        sel = get_backend()
+        report["selection"] = {"backend": sel.backend, "options": dict(sel.options), "source": sel.source}
+    except ValueError as exc:
+        report["selection_error"] = str(exc)
+    return report
+
+
+def format_info(report: dict[str, Any] | None = None) -> str:
+    """``info()`` as readable text (what ``emublas info`` prints)."""
+    r = info() if report is None else report
+    ext = r["cpu"]["extension"]
+    lines = [f"emublas {r['version']}  (Python {r['python']}, numpy {r['numpy']}, scipy {r['scipy']})",
+             f"CPU: {r['cpu']['model']}"]
+    if ext["built"]:
+        feats = ", ".join(k for k, v in ext["features"].items() if v) or "portable C only"
+        lines.append(f"  C extension: built; SIMD used: {feats}; threads: {ext['threads']}")
+    else:
+        lines.append(f"  C extension: NOT built ({ext['error']})")
+    g = r["gpu"]
+    if g["devices"]:
+        for d in g["devices"]:
+            lines.append(f"GPU {d['id']}: {d['name']}, compute capability {d['compute_capability']},"
+                         f" {d['memory_gib']} GiB (cupy {g['cupy']})")
+    else:
+        lines.append(f"GPU: none ({g.get('detail') or 'no device'})")
+    lines.append("backends:")
+    for name, b in r["backends"].items():
+        if "error" in b:
+            lines.append(f"  {name:9s} ERROR {b['error']}")
+            continue
+        state = lambda d: "yes" if b[d]["usable"] else "no"  # noqa: E731
+        lines.append(f"  {name:9s} cpu: {state('cpu'):3s} gpu: {state('gpu'):3s} {b['description']}")
+        for side in ("cpu", "gpu"):
+            if not b[side]["usable"]:
+                lines.append(f"  {'':9s} {side}: {b[side]['detail']}")
+        for opt, o in b["options"].items():
+            lines.append(f"  {'':9s} option {opt} (default {o['default']}, ${o['env']}): {o['doc']}")
+    if "selection" in r:
+        s = r["selection"]
+        opts = ", ".join(f"{k}={v}" for k, v in s["options"].items())
+        lines.append(f"selected: {s['backend']}" + (f" ({opts})" if opts else "") + f"  [from {s['source']}]")
+    else:
+        lines.append(f"selected: INVALID: {r['selection_error']}")
+    return "\n".join(lines)

@@ -1,0 +1,204 @@
+"""Backend selection: precedence, options, environment, validation, threads."""
+import threading
+
+import numpy as np
+import pytest
+
+import emublas
+from emublas import backends
+from emublas.backends.base import Backend, Option, boolean, choice, int_range
+from emublas.backends.native import BACKEND as NATIVE
+
+
+class Recorder(Backend):
+    """A backend that computes with native gemm and records the options it was given."""
+
+    name = "recorder"
+    description = "test double"
+    options = {
+        "level": Option("level", 2, int_range(0, 5, also=("auto",)), "an integer knob", env="EMUBLAS_TEST_LEVEL"),
+        "mode": Option("mode", "fast", choice("fast", "accurate"), "a choice knob"),
+        "flag": Option("flag", False, boolean, "an on/off knob"),
+    }
+
+    def __init__(self):
+        self.seen = []
+
+    def readiness(self):
+        return {"cpu": (True, "test"), "gpu": (False, "test double has no GPU path")}
+
+    def gemm(self, alpha, a, b, beta, c, trans_a, trans_b, **opts):
+        self.seen.append(dict(opts))
+        NATIVE.gemm(alpha, a, b, beta, c, trans_a, trans_b)
+
+
+@pytest.fixture
+def recorder(monkeypatch):
+    for var in ("EMUBLAS_BACKEND", "EMUBLAS_TEST_LEVEL", "EMUBLAS_MODE", "EMUBLAS_FLAG"):
+        monkeypatch.delenv(var, raising=False)
+    rec = Recorder()
+    backends.register(rec)
+    emublas.set_backend(None)
+    yield rec
+    emublas.set_backend(None)
+    backends.unregister("recorder")
+
+
+def _call(**kw):
+    a = np.random.default_rng().standard_normal((3, 2))
+    return emublas.dgemm(1.0, a, a, trans_b=1, **kw)
+
+
+def test_default_is_native(recorder):
+    sel = emublas.get_backend()
+    assert (sel.backend, sel.source) == ("native", "default")
+    _call()
+    assert recorder.seen == []
+
+
+def test_precedence_call_over_use_over_set_over_env(recorder, monkeypatch):
+    monkeypatch.setenv("EMUBLAS_BACKEND", "recorder")
+    assert emublas.get_backend().source == "environment"
+    _call()
+    assert recorder.seen[-1] == {"level": 2, "mode": "fast", "flag": False}
+    emublas.set_backend("native")
+    _call()
+    assert len(recorder.seen) == 1  # set_backend beats the environment
+    with emublas.use("recorder", level=4):
+        _call()
+        assert recorder.seen[-1]["level"] == 4
+        _call(backend="native")  # the call beats use()
+        assert len(recorder.seen) == 2
+        _call(level=1)  # call options beat use() options
+        assert recorder.seen[-1]["level"] == 1
+    _call()
+    assert len(recorder.seen) == 3
+
+
+def test_options_layering_env_then_selection_then_call(recorder, monkeypatch):
+    monkeypatch.setenv("EMUBLAS_TEST_LEVEL", "5")
+    monkeypatch.setenv("EMUBLAS_MODE", "ACCURATE")
+    _call(backend="recorder")
+    assert recorder.seen[-1] == {"level": 5, "mode": "accurate", "flag": False}
+    emublas.set_backend("recorder", flag="yes")
+    _call()
+    assert recorder.seen[-1] == {"level": 5, "mode": "accurate", "flag": True}
+    with emublas.use("recorder", level="auto"):
+        _call(mode="fast")
+    assert recorder.seen[-1] == {"level": "auto", "mode": "fast", "flag": False}
+
+
+def test_options_of_other_backend_selection_do_not_leak(recorder):
+    with emublas.use("recorder", level=0):
+        with emublas.use("native"):
+            _call(backend="recorder")
+    assert recorder.seen[-1]["level"] == 2
+
+
+def test_nested_use_restores(recorder):
+    with emublas.use("recorder"):
+        with emublas.use("native"):
+            assert emublas.get_backend().backend == "native"
+        assert emublas.get_backend().backend == "recorder"
+    assert emublas.get_backend().backend == "native"
+
+
+def test_use_restores_after_exception(recorder):
+    with pytest.raises(RuntimeError):
+        with emublas.use("recorder"):
+            raise RuntimeError("boom")
+    assert emublas.get_backend().backend == "native"
+
+
+def test_use_is_thread_local(recorder):
+    seen = {}
+
+    def worker():
+        seen["other"] = emublas.get_backend().backend
+
+    with emublas.use("recorder"):
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+        seen["self"] = emublas.get_backend().backend
+    assert seen == {"other": "native", "self": "recorder"}
+
+
+def test_set_backend_is_process_wide(recorder):
+    emublas.set_backend("recorder")
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("b", emublas.get_backend().backend))
+    t.start()
+    t.join()
+    assert out["b"] == "recorder"
+
+
+@pytest.mark.parametrize("make", [
+    lambda: emublas.set_backend("nope"),
+    lambda: emublas.use("nope").__enter__(),
+    lambda: _call(backend="nope"),
+])
+def test_unknown_backend_lists_valid(recorder, make):
+    with pytest.raises(ValueError, match="valid backends: .*native"):
+        make()
+
+
+def test_unknown_backend_in_env_fails_on_read(recorder, monkeypatch):
+    monkeypatch.setenv("EMUBLAS_BACKEND", "ozaky")
+    with pytest.raises(ValueError, match="EMUBLAS_BACKEND.*ozaky.*native"):
+        _call()
+
+
+@pytest.mark.parametrize("opts, pattern", [
+    ({"levle": 1}, "no option 'levle'.*valid options: flag, level, mode"),
+    ({"level": 9}, "outside.*valid values: integers 0..5 or auto"),
+    ({"level": 1.5}, "not an integer"),
+    ({"mode": "slow"}, "'slow' is not one of fast, accurate"),
+    ({"flag": "maybe"}, "not a boolean"),
+])
+def test_bad_options_rejected_everywhere(recorder, opts, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        emublas.set_backend("recorder", **opts)
+    with pytest.raises(ValueError, match=pattern):
+        with emublas.use("recorder", **opts):
+            pass
+    with pytest.raises(ValueError, match=pattern):
+        _call(backend="recorder", **opts)
+    assert recorder.seen == []
+
+
+def test_bad_env_option_fails_on_read(recorder, monkeypatch):
+    monkeypatch.setenv("EMUBLAS_TEST_LEVEL", "many")
+    _call()  # native: the variable is not read
+    with pytest.raises(ValueError, match="EMUBLAS_TEST_LEVEL.*valid values"):
+        _call(backend="recorder")
+
+
+def test_native_has_no_options(recorder):
+    with pytest.raises(ValueError, match="no option 'level'.*valid options: none"):
+        _call(level=3)
+
+
+def test_unavailable_device_is_an_error_not_a_fallback(recorder):
+    cupy = pytest.importorskip("cupy")
+    try:
+        if cupy.cuda.runtime.getDeviceCount() == 0:
+            pytest.skip("no GPU")
+    except Exception:
+        pytest.skip("no usable CUDA driver")
+    a = cupy.ones((2, 2))
+    with pytest.raises(emublas.BackendUnavailableError, match="recorder.*GPU"):
+        emublas.dgemm(1.0, a, a, backend="recorder")
+
+
+def test_registry_rules(recorder):
+    with pytest.raises(ValueError, match="already registered"):
+        backends.register(Recorder())
+    with pytest.raises(ValueError, match="built in"):
+        backends.unregister("native")
+    assert "recorder" in backends.names() and "native" in backends.names()
+
+
+def test_set_backend_none_takes_no_options(recorder):
+    with pytest.raises(ValueError, match="no options"):
+        emublas.set_backend(None, level=1)
