@@ -162,15 +162,20 @@ class NativeBackend(Backend):
     def _gpu_gemm(self, alpha, a, b, beta, c, trans_a, trans_b) -> None:
         m, n = c.shape
         k = a.shape[0] if trans_a else a.shape[1]
-        if not c.flags.f_contiguous:  # the front always passes Fortran output
-            raise ValueError("native gemm: output must be Fortran-contiguous")
+        layout = _gpu_layout(c)
+        if layout is None or layout[0] != "F":  # a piece of a split call: go through a temporary
+            tmp = c.copy(order="F")
+            self._gpu_gemm(alpha, a, b, beta, tmp, trans_a, trans_b)
+            c[...] = tmp
+            return
+        ldc = layout[1]
         a, trans_a, lda = _gpu_operand(a, trans_a)
         b, trans_b, ldb = _gpu_operand(b, trans_b)
         al, be = _host_scalar(alpha, c.dtype), _host_scalar(beta, c.dtype)
         with _CublasCall() as cb:
             fn = getattr(cb.cublas, _PREFIX[c.dtype] + "gemm")
             fn(cb.handle, trans_a, trans_b, m, n, k, al.ctypes.data, a.data.ptr, lda,
-               b.data.ptr, ldb, be.ctypes.data, c.data.ptr, max(1, m))
+               b.data.ptr, ldb, be.ctypes.data, c.data.ptr, ldc)
 
     # -- rank-k ------------------------------------------------------------------
     def syrk(self, alpha, a, beta, c, trans, lower, **opts):
