@@ -1,0 +1,353 @@
+"""Python side of the CPU C kernels (the cffi extension ``emublas._kernels._cpu``).
+
+The extension is imported lazily and failures are remembered rather than
+raised, so ``import emublas`` works where it was not built; ``available()``
+and ``load_error()`` say what happened.  Calls into the extension release the
+GIL.
+
+int8 GEMM arithmetic contract: products and sums are formed in 32-bit
+two's-complement arithmetic that wraps modulo 2**32.  The result is exact
+modulo 2**32 always, and exact as int32 whenever the true result fits in
+int32 -- always when ``k < 2**17`` (each product is at most 2**14 in size).
+The caller is responsible for keeping ``k`` small enough; every
+implementation and thread count gives bit-identical results.
+"""
+from __future__ import annotations
+
+import operator
+import os
+import threading
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from ..errors import BackendUnavailableError
+
+__all__ = [
+    "IMPLS",
+    "available",
+    "load_error",
+    "features",
+    "default_threads",
+    "kernel_name",
+    "i8gemm",
+    "vnni_peak_probe",
+]
+
+#: Valid values of the ``impl`` argument of :func:`i8gemm`.
+IMPLS: tuple[str, ...] = ("auto", "generic", "vnni")
+_IMPL_CODES = {"auto": 0, "generic": 1, "vnni": 2}
+
+#: Environment variable that sets the default thread count.
+ENV_THREADS = "EMUBLAS_NUM_THREADS"
+
+_load_lock = threading.Lock()
+_module: ModuleType | None = None
+_error: str | None = None
+_tried = False
+_features: dict[str, bool] | None = None
+
+
+def _load() -> ModuleType | None:
+    """Import the extension once; remember the error instead of raising."""
+    global _module, _error, _tried
+    if not _tried:
+        with _load_lock:
+            if not _tried:
+                try:
+                    from . import _cpu  # type: ignore[attr-defined]
+
+                    _module = _cpu
+                except Exception as exc:  # ImportError, or OSError for a broken .so
+                    _error = f"{type(exc).__name__}: {exc}"
+                _tried = True
+    return _module
+
+
+def _require() -> tuple[Any, Any]:
+    mod = _load()
+    if mod is None:
+        raise BackendUnavailableError(
+            f"the emublas C extension (emublas._kernels._cpu) is not available: {_error}; "
+            "build it with `pip install -e .` or `python native/build.py`"
+        )
+    return mod.ffi, mod.lib
+
+
+def available() -> bool:
+    """Whether the C extension could be imported.
+
+    Returns
+    -------
+    bool
+        True when ``emublas._kernels._cpu`` loaded.
+    """
+    return _load() is not None
+
+
+def load_error() -> str | None:
+    """Why the C extension could not be imported.
+
+    Returns
+    -------
+    str or None
+        The exception type and message, or None when it loaded.
+    """
+    _load()
+    return _error
+
+
+def features() -> dict[str, bool]:
+    """CPU features the kernels can use here (CPU and OS support).
+
+    Returns
+    -------
+    dict of str to bool
+        ``avx512_vnni`` (avx512f+bw+vl+vnni: the fast int8 GEMM) and
+        ``avx512_vpopcntdq`` (avx512f+vpopcntdq).  All False when the
+        extension is missing.
+    """
+    global _features
+    if _features is None:
+        mod = _load()
+        mask = mod.lib.emublas_cpu_features() if mod is not None else 0
+        vnni = mod.lib.EMUBLAS_CPU_AVX512_VNNI if mod is not None else 1
+        popc = mod.lib.EMUBLAS_CPU_AVX512_VPOPCNTDQ if mod is not None else 2
+        _features = {"avx512_vnni": bool(mask & vnni), "avx512_vpopcntdq": bool(mask & popc)}
+    return dict(_features)
+
+
+def default_threads() -> int:
+    """Thread count used when a call does not give one.
+
+    Returns
+    -------
+    int
+        ``EMUBLAS_NUM_THREADS`` when set, else the CPUs this process may run
+        on (``os.sched_getaffinity``), else ``os.cpu_count()``.
+
+    Raises
+    ------
+    ValueError
+        If ``EMUBLAS_NUM_THREADS`` is set but is not a positive integer.
+    """
+    raw = os.environ.get(ENV_THREADS)
+    if raw is not None:
+        try:
+            n = int(raw.strip())
+        except ValueError:
+            n = 0
+        if n <= 0:
+            raise ValueError(f"{ENV_THREADS}={raw!r} is not a positive integer")
+        return n
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _impl_code(impl: str) -> int:
+    if not isinstance(impl, str) or impl not in _IMPL_CODES:
+        raise ValueError(f"impl={impl!r} is not one of {', '.join(map(repr, IMPLS))}")
+    return _IMPL_CODES[impl]
+
+
+def _check_vnni(impl: str) -> None:
+    if impl == "vnni" and not features()["avx512_vnni"]:
+        raise RuntimeError(
+            "impl='vnni' needs AVX-512 VNNI (avx512f, avx512bw, avx512vl, avx512vnni), "
+            "which this CPU or OS does not provide; use impl='auto' or 'generic'"
+        )
+
+
+def kernel_name(impl: str = "auto") -> str:
+    """Name of the kernel that ``impl`` runs on this CPU.
+
+    Parameters
+    ----------
+    impl : {"auto", "generic", "vnni"}
+
+    Returns
+    -------
+    str
+        ``"avx512_vnni"``, ``"generic_avx2"`` (the portable C kernel built for
+        AVX2+FMA) or ``"generic"`` (the same C for the baseline ISA).
+    """
+    code = _impl_code(impl)
+    ffi, lib = _require()
+    _check_vnni(impl)
+    return ffi.string(lib.emublas_i8gemm_kernel_name(code)).decode()
+
+
+def _threads(threads: int | None) -> int:
+    if threads is None:
+        return default_threads()
+    n = operator.index(threads)  # TypeError for floats, strings, ...
+    if n <= 0:
+        raise ValueError(f"threads={threads!r} must be a positive integer")
+    return n
+
+
+def _check_operand(x: Any, name: str, dtype: type) -> np.ndarray:
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{name} must be a numpy.ndarray, got {type(x).__name__}")
+    if x.dtype != dtype:
+        raise TypeError(f"{name} must have dtype {np.dtype(dtype).name}, got {x.dtype}")
+    if x.ndim != 2:
+        raise ValueError(f"{name} must be 2-D, got {x.ndim}-D with shape {x.shape}")
+    return x
+
+
+def _elem_strides(x: np.ndarray) -> tuple[int, int] | None:
+    """Element strides, or None when a byte stride is not a whole element."""
+    s0, s1 = x.strides
+    size = x.itemsize
+    if s0 % size or s1 % size:
+        return None
+    return s0 // size, s1 // size
+
+
+def _ptr(ffi: Any, ctype: str, x: np.ndarray) -> Any:
+    return ffi.cast(ctype, x.__array_interface__["data"][0])
+
+
+def i8gemm(
+    a: np.ndarray,
+    b: np.ndarray,
+    out: np.ndarray | None = None,
+    *,
+    accumulate: bool = False,
+    impl: str = "auto",
+    threads: int | None = None,
+) -> np.ndarray:
+    """int8 x int8 -> int32 matrix product, exact modulo 2**32.
+
+    Computes ``out = a @ b`` (or ``out += a @ b`` with ``accumulate``) in
+    wrapping 32-bit integer arithmetic: exact whenever the true result fits in
+    int32, which is guaranteed for ``k < 2**17``.
+
+    Parameters
+    ----------
+    a : numpy.ndarray, int8, shape (m, k)
+        Any strides (views, transposes, negative steps); never copied.
+    b : numpy.ndarray, int8, shape (k, n)
+        Any strides.
+    out : numpy.ndarray, int32, shape (m, n), optional
+        Written in place (any strides) and returned.  Without it a new
+        Fortran-ordered array is returned.
+    accumulate : bool, default False
+        Add the product to ``out`` instead of overwriting it (needs ``out``).
+    impl : {"auto", "generic", "vnni"}, default "auto"
+        ``auto`` picks AVX-512 VNNI where available, else the portable C
+        kernel; all give identical results.
+    threads : int, optional
+        Threads to use; default :func:`default_threads`.  Small products run
+        on one thread regardless.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``out``, or the new int32 array.
+
+    Raises
+    ------
+    TypeError
+        Inputs that are not numpy arrays of dtype int8 (``out``: int32).
+    ValueError
+        Non-2-D inputs, non-conforming shapes, a read-only ``out``, a bad
+        ``impl`` or ``threads``, ``accumulate`` without ``out``.
+    RuntimeError
+        ``impl="vnni"`` on a CPU without AVX-512 VNNI
+        (:class:`emublas.errors.BackendUnavailableError`, a RuntimeError,
+        when the C extension is missing).
+    MemoryError
+        Packing buffers could not be allocated.
+    """
+    code = _impl_code(impl)
+    nthreads = _threads(threads)
+    a = _check_operand(a, "a", np.int8)
+    b = _check_operand(b, "b", np.int8)
+    m, k = a.shape
+    k2, n = b.shape
+    if k != k2:
+        raise ValueError(
+            f"inner dimensions differ: a is {m}x{k} (m x k) but b is {k2}x{n} (k x n)"
+        )
+    if out is None:
+        if accumulate:
+            raise ValueError("accumulate=True needs an out array to accumulate into")
+        out = np.empty((m, n), dtype=np.int32, order="F")
+    else:
+        out = _check_operand(out, "out", np.int32)
+        if out.shape != (m, n):
+            raise ValueError(
+                f"out has shape {out.shape[0]}x{out.shape[1]}, expected m x n = {m}x{n} "
+                f"(a is {m}x{k}, b is {k}x{n})"
+            )
+        if not out.flags.writeable:
+            raise ValueError("out is read-only")
+    ffi, lib = _require()
+    _check_vnni(impl)
+    if m == 0 or n == 0:
+        return out
+
+    # Compute into a scratch array when out's memory cannot be handed to C
+    # as it is: unaligned, strides that are not whole elements, elements
+    # that alias each other (zero strides), or memory shared with the inputs.
+    sc = _elem_strides(out)
+    direct = (
+        sc is not None
+        and out.flags.aligned
+        and (sc[0] != 0 or m == 1)
+        and (sc[1] != 0 or n == 1)
+        and not np.may_share_memory(out, a)
+        and not np.may_share_memory(out, b)
+    )
+    target = out if direct else np.empty((m, n), dtype=np.int32, order="F")
+    if not direct and accumulate:
+        target[...] = out
+    rsa, csa = _elem_strides(a)  # int8: always whole elements
+    rsb, csb = _elem_strides(b)
+    rsc, csc = _elem_strides(target)  # type: ignore[misc]
+    rc = lib.emublas_i8gemm(
+        code, m, n, k,
+        _ptr(ffi, "const int8_t *", a), rsa, csa,
+        _ptr(ffi, "const int8_t *", b), rsb, csb,
+        _ptr(ffi, "int32_t *", target), rsc, csc,
+        1 if accumulate else 0, nthreads,
+    )
+    if rc != lib.EMUBLAS_OK:
+        if rc == lib.EMUBLAS_ENOMEM:
+            raise MemoryError(f"emublas i8gemm: cannot allocate packing buffers for {m}x{n}x{k}")
+        if rc == lib.EMUBLAS_ENOTSUP:
+            raise RuntimeError(f"emublas i8gemm: impl={impl!r} is not supported on this CPU")
+        raise ValueError(f"emublas i8gemm: invalid arguments (code {rc}) for {m}x{n}x{k}")
+    if not direct:
+        out[...] = target
+    return out
+
+
+def vnni_peak_probe(threads: int | None = None, iters: int = 10_000_000) -> float:
+    """Measure this machine's AVX-512 VNNI ceiling.
+
+    Runs a register-only chain of independent 512-bit ``vpdpbusd``
+    instructions (64 int8 multiply-adds each) on ``threads`` threads.
+
+    Parameters
+    ----------
+    threads : int, optional
+        Default :func:`default_threads`.
+    iters : int, default 10_000_000
+        Loop trips per thread (24 instructions each).
+
+    Returns
+    -------
+    float
+        int8 multiply-adds per second over all threads; 0.0 without VNNI.
+    """
+    nthreads = _threads(threads)
+    if operator.index(iters) <= 0:
+        raise ValueError(f"iters={iters!r} must be positive")
+    _, lib = _require()
+    return float(lib.emublas_vnni_peak_probe(nthreads, iters))

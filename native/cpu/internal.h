@@ -1,0 +1,87 @@
+/*
+ * internal.h -- declarations shared between the emublas CPU sources.
+ * Nothing here is part of the public API; every symbol is hidden.
+ */
+#ifndef EMUBLAS_CPU_INTERNAL_H
+#define EMUBLAS_CPU_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "emublas_cpu.h"
+
+#if defined(__GNUC__)
+#define EMUBLAS_HIDDEN __attribute__((visibility("hidden")))
+#else
+#define EMUBLAS_HIDDEN
+#endif
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#define EMUBLAS_X86 1
+/* Functions using AVX-512 VNNI are compiled for it one by one, so the rest of
+ * the library stays portable; they only run after a run-time CPU check. */
+#define EMUBLAS_TARGET_VNNI \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+#else
+#define EMUBLAS_X86 0
+#endif
+
+/* ---- thread pool (pool.c) ------------------------------------------------ */
+
+/* A task runs as fn(ctx, tid, nthreads) for tid = 0 .. nthreads-1; it must
+ * split its work by the nthreads it is given, which can be smaller than the
+ * number asked for (pool busy with another caller, thread creation failed). */
+typedef void (*emublas_task_fn)(void *ctx, int tid, int nthreads);
+
+/* Runs the task on up to nthreads threads (the caller is thread 0) and
+ * returns when all are done.  Returns the number of threads used. */
+EMUBLAS_HIDDEN int emublas__parallel(emublas_task_fn fn, void *ctx, int nthreads);
+
+/* Number of CPUs this process may run on (affinity mask), at least 1. */
+EMUBLAS_HIDDEN int emublas__online_cpus(void);
+
+/* Largest thread count the pool will use. */
+#define EMUBLAS_MAX_THREADS 64
+
+/* ---- int8 GEMM kernels ---------------------------------------------------- */
+
+/*
+ * A kernel packs blocks of A and B into its own panel layout and multiplies
+ * one MR x NR register tile at a time; the blocked driver in i8gemm.c is
+ * shared by all kernels.
+ *
+ * pack_a: the mc x kc block at A (strides rsa, csa) into ceil(mc/mr) panels
+ *   of mr rows, each kp*mr elements (kp = kc rounded up to kmul), padding
+ *   with values that contribute nothing.
+ * pack_b: the kc x nc block at B into ceil(nc/nr) panels of nr columns, each
+ *   kp*nr elements, zero padded; a kernel that needs one also writes
+ *   bias[0 .. ceil(nc/nr)*nr), the value every accumulator of that column
+ *   starts from (the VNNI kernel's offset correction).
+ * micro: T = (A panel)(B panel) over kp (+ bias), then C = T (add == 0) or
+ *   C += T for the full mr x nr tile at c, row stride rsc, unit column
+ *   stride.  The driver sends edge tiles and strided C through a scratch
+ *   tile.
+ */
+typedef struct emublas__i8kernel {
+    const char *name;
+    int mr, nr;      /* register tile */
+    int kmul;        /* packed k is a multiple of this */
+    int elt;         /* bytes per packed element */
+    int64_t kc, mc, nc; /* cache blocking */
+    /* Fewer multiply-adds than this run on one thread: waking a sleeping
+     * worker costs some 20-40 us (more in VMs), worth it only for products
+     * that take several times that on one core. */
+    double par_min_macs;
+    void (*pack_a)(int64_t mc, int64_t kc, const int8_t *A, int64_t rsa,
+                   int64_t csa, void *dst);
+    void (*pack_b)(int64_t kc, int64_t nc, const int8_t *B, int64_t rsb,
+                   int64_t csb, void *dst, int32_t *bias);
+    void (*micro)(int64_t kp, const void *a, const void *b,
+                  const int32_t *bias, int32_t *c, int64_t rsc, int add);
+} emublas__i8kernel;
+
+#if EMUBLAS_X86
+EMUBLAS_HIDDEN extern const emublas__i8kernel emublas__i8kernel_vnni;
+#endif
+
+#endif /* EMUBLAS_CPU_INTERNAL_H */

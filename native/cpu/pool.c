@@ -1,0 +1,211 @@
+/*
+ * pool.c -- a minimal persistent thread pool.
+ *
+ * Why not OpenMP: GOMP's idle threads spin (GOMP_SPINCOUNT, OMP_WAIT_POLICY)
+ * after a parallel region, and scipy's OpenBLAS usually runs right after us
+ * in the same process; spinning workers would steal its cores.  Here idle
+ * workers block on a condition variable, i.e. they sleep in the kernel as
+ * soon as a call returns.  Waking one costs some 10-40 us (a futex wake and,
+ * in a VM, an interrupt to a halted vCPU), which the GEMM driver avoids for
+ * small problems by running single-threaded.
+ *
+ * One parallel region runs at a time; a caller that finds the pool busy (a
+ * second Python thread, the GIL being released) simply runs its task on its
+ * own thread with nthreads = 1.
+ *
+ * Placement (Linux): when the region has no more threads than the caller
+ * may use CPUs, each worker is pinned to one of those CPUs other than the
+ * one the caller runs on.  Without this the scheduler often wakes the worker
+ * on the caller's own CPU (wake-affine placement; in VMs an idle, halted
+ * vCPU does not look available), where it preempts the caller and the two
+ * halves of the work run one after the other.  Pins are re-checked on every
+ * region (the caller may have moved) and dropped when threads outnumber
+ * CPUs.
+ */
+#if !defined(_GNU_SOURCE)
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#endif
+
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER; /* one region at a time */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;     /* guards the fields below */
+static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;       /* workers wait here */
+static pthread_cond_t done = PTHREAD_COND_INITIALIZER;       /* the caller waits here */
+static int nworkers;            /* started workers have ids 1 .. nworkers */
+static uint64_t generation;     /* bumped once per region */
+static uint64_t start_gen[EMUBLAS_MAX_THREADS];
+static emublas_task_fn job_fn;
+static void *job_ctx;
+static int job_nthreads;
+static int pending;             /* workers of the current region not finished */
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static pthread_t worker_thread[EMUBLAS_MAX_THREADS];
+#if defined(__linux__) && defined(CPU_SET)
+#define POOL_PINNING 1
+static int worker_cpu[EMUBLAS_MAX_THREADS]; /* pinned CPU, or -1: caller's mask */
+#else
+#define POOL_PINNING 0
+#endif
+
+static void *worker_main(void *arg)
+{
+    int id = (int)(intptr_t)arg;
+    pthread_mutex_lock(&lock);
+    /* start_gen was recorded before this thread existed, so a region posted
+     * between pthread_create and here is not missed. */
+    uint64_t seen = start_gen[id];
+    for (;;) {
+        while (generation == seen)
+            pthread_cond_wait(&wake, &lock);
+        seen = generation;
+        emublas_task_fn fn = job_fn;
+        void *ctx = job_ctx;
+        int nt = job_nthreads;
+        pthread_mutex_unlock(&lock);
+        if (id < nt)
+            fn(ctx, id, nt);
+        pthread_mutex_lock(&lock);
+        if (id < nt && --pending == 0)
+            pthread_cond_signal(&done);
+    }
+    return NULL;
+}
+
+/* A forked child has only the forking thread: forget the workers and reset
+ * the locks (the parent may have held them at fork time). */
+static void atfork_child(void)
+{
+    pthread_mutex_t m0 = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t c0 = PTHREAD_COND_INITIALIZER;
+    run_lock = m0;
+    lock = m0;
+    wake = c0;
+    done = c0;
+    nworkers = 0;
+    pending = 0;
+}
+
+static void register_atfork(void)
+{
+    pthread_atfork(NULL, NULL, atfork_child);
+}
+
+/* Start workers until there are want-1 of them; returns the thread count
+ * available (workers + caller).  Called with `lock` held. */
+static int grow_pool(int want)
+{
+    if (want > EMUBLAS_MAX_THREADS)
+        want = EMUBLAS_MAX_THREADS;
+    if (nworkers + 1 >= want)
+        return want;
+    /* Workers must not take Python's signals: block everything while they
+     * are created so they inherit an all-blocked mask. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    while (nworkers + 1 < want) {
+        int id = nworkers + 1;
+        start_gen[id] = generation;
+        if (pthread_create(&worker_thread[id], &attr, worker_main,
+                           (void *)(intptr_t)id) != 0)
+            break;
+#if POOL_PINNING
+        worker_cpu[id] = -1;
+#endif
+        nworkers = id;
+    }
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return nworkers + 1 < want ? nworkers + 1 : want;
+}
+
+#if POOL_PINNING
+/* Pin workers 1 .. nt-1 to distinct allowed CPUs other than the caller's
+ * current one, or unpin them when that is impossible.  Best effort: errors
+ * leave the scheduler in charge.  Called with `lock` held. */
+static void place_workers(int nt)
+{
+    cpu_set_t allowed;
+    if (pthread_getaffinity_np(pthread_self(), sizeof allowed, &allowed) != 0)
+        return;
+    const int me = sched_getcpu();
+    int others[EMUBLAS_MAX_THREADS], nothers = 0;
+    for (int c = 0; c < CPU_SETSIZE && nothers < EMUBLAS_MAX_THREADS; c++)
+        if (CPU_ISSET(c, &allowed) && c != me)
+            others[nothers++] = c;
+    const int pin = me >= 0 && CPU_ISSET(me, &allowed) && nt - 1 <= nothers;
+    for (int id = 1; id < nt; id++) {
+        const int want = pin ? others[(id - 1) % nothers] : -1;
+        if (worker_cpu[id] == want)
+            continue;
+        cpu_set_t one;
+        const cpu_set_t *set = &allowed;
+        if (want >= 0) {
+            CPU_ZERO(&one);
+            CPU_SET(want, &one);
+            set = &one;
+        }
+        if (pthread_setaffinity_np(worker_thread[id], sizeof *set, set) == 0)
+            worker_cpu[id] = want;
+    }
+}
+#endif
+
+int emublas__parallel(emublas_task_fn fn, void *ctx, int nthreads)
+{
+    if (nthreads <= 1 || pthread_mutex_trylock(&run_lock) != 0) {
+        fn(ctx, 0, 1);
+        return 1;
+    }
+    pthread_once(&atfork_once, register_atfork);
+    pthread_mutex_lock(&lock);
+    int nt = grow_pool(nthreads);
+#if POOL_PINNING
+    if (nt > 1)
+        place_workers(nt);
+#endif
+    if (nt > 1) {
+        job_fn = fn;
+        job_ctx = ctx;
+        job_nthreads = nt;
+        pending = nt - 1;
+        generation++;
+        pthread_cond_broadcast(&wake);
+    }
+    pthread_mutex_unlock(&lock);
+
+    fn(ctx, 0, nt);
+
+    if (nt > 1) {
+        pthread_mutex_lock(&lock);
+        while (pending > 0)
+            pthread_cond_wait(&done, &lock);
+        pthread_mutex_unlock(&lock);
+    }
+    pthread_mutex_unlock(&run_lock);
+    return nt;
+}
+
+int emublas__online_cpus(void)
+{
+#if defined(__linux__) && defined(CPU_COUNT)
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0)
+            return n;
+    }
+#endif
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}

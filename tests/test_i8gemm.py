@@ -1,0 +1,477 @@
+"""Tests of the int8 x int8 -> int32 GEMM leaf (emublas._kernels.cpu.i8gemm).
+
+Every result is compared exactly with an int64 numpy product (wrapped to
+int32 where a test provokes wraparound).  Each test draws a fresh seed (the
+``seed`` fixture of conftest.py) and names it in its assertion messages; replay
+a failure with ``EMUBLAS_TEST_SEED=<seed>``.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from emublas._kernels import cpu
+
+pytestmark = pytest.mark.skipif(
+    not cpu.available(), reason=f"C extension not built: {cpu.load_error()}"
+)
+
+HAS_VNNI = cpu.available() and cpu.features()["avx512_vnni"]
+needs_vnni = pytest.mark.skipif(not HAS_VNNI, reason="CPU lacks AVX-512 VNNI")
+
+#: Every implementation the public API offers; "vnni" is skipped without VNNI.
+IMPLS = ["generic", pytest.param("vnni", marks=needs_vnni), "auto"]
+
+# Register tiles and cache blocks of the kernels (native/cpu): the shapes
+# below straddle all of them.
+#   VNNI:          MR 8, NR 48, KC 1024, MC 192, NC 4096, k padded to 4
+#   generic/AVX2:  MR 6, NR 16, KC 512,  MC 96,  NC 2048
+#   generic/base:  MR 6, NR 8
+SHAPES = [  # (m, n, k)
+    (1, 1, 1),
+    (1, 1, 7),
+    (2, 3, 1),
+    (17, 33, 5),
+    (31, 1, 129),
+    (1, 31, 129),
+    (8, 48, 4),
+    (9, 49, 3),
+    (7, 47, 6),
+    (6, 16, 2),
+    (16, 96, 8),
+    (100, 37, 1),
+    (65, 130, 67),
+    (193, 97, 1030),  # two k-slices (VNNI), three (generic); two A blocks (generic)
+    (385, 50, 33),  # several A blocks (MC)
+    (3, 4200, 19),  # several B blocks (NC) for both kernels
+    (255, 257, 259),
+    (301, 203, 517),
+]
+
+
+@dataclass
+class Seeded:
+    """A fresh generator and the seed that replays it."""
+
+    seed: int
+    rng: np.random.Generator
+
+    def i8(self, shape: tuple[int, ...]) -> np.ndarray:
+        """Uniform int8 over the full range, with both extremes present."""
+        x = self.rng.integers(-128, 128, size=shape, dtype=np.int8)
+        if x.size >= 2:
+            x.flat[0] = -128
+            x.flat[-1] = 127
+        return x
+
+    def i32(self, shape: tuple[int, ...]) -> np.ndarray:
+        return self.rng.integers(-(2**31), 2**31, size=shape, dtype=np.int32)
+
+
+@pytest.fixture
+def seeded(seed: int) -> Seeded:
+    """Built on conftest's ``seed``: fresh per test, or EMUBLAS_TEST_SEED."""
+    return Seeded(seed, np.random.default_rng(seed))
+
+
+def ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Exact product in int64."""
+    return a.astype(np.int64) @ b.astype(np.int64)
+
+
+def wrap32(x: np.ndarray) -> np.ndarray:
+    """Reduce int64 values to int32 with two's-complement wraparound."""
+    return ((x.astype(np.int64) + 2**31) % 2**32 - 2**31).astype(np.int32)
+
+
+def check(got: np.ndarray, want: np.ndarray, s: Seeded, what: str) -> None:
+    assert got.dtype == np.int32, f"{what}: dtype {got.dtype} (seed={s.seed})"
+    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape} (seed={s.seed})"
+    np.testing.assert_array_equal(got, want, err_msg=f"{what} (seed={s.seed})")
+
+
+def i8gemm_baseline(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The portable kernel built for the baseline ISA (C impl code 3), called
+    directly: the public API picks its AVX2 build where the CPU has AVX2."""
+    ffi, lib = cpu._require()
+    m, k = a.shape
+    n = b.shape[1]
+    c = np.empty((m, n), dtype=np.int32)
+    p = lambda x, t: ffi.cast(t, x.__array_interface__["data"][0])  # noqa: E731
+    rc = lib.emublas_i8gemm(
+        lib.EMUBLAS_IMPL_GENERIC_BASELINE, m, n, k,
+        p(a, "int8_t *"), a.strides[0], a.strides[1],
+        p(b, "int8_t *"), b.strides[0], b.strides[1],
+        p(c, "int32_t *"), c.strides[0] // 4, c.strides[1] // 4, 0, 2,
+    )
+    assert rc == 0, f"baseline kernel returned {rc}"
+    return c
+
+
+# ---- exactness over shapes ---------------------------------------------------
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_shapes_exact(seeded: Seeded, impl: str, m: int, n: int, k: int) -> None:
+    a, b = seeded.i8((m, k)), seeded.i8((k, n))
+    want = ref(a, b)
+    assert np.abs(want).max() < 2**31  # no wraparound at these k
+    got = cpu.i8gemm(a, b, impl=impl)
+    check(got, want, seeded, f"{impl} {m}x{n}x{k}")
+    assert got.flags.f_contiguous
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("m,n,k", [(17, 33, 5), (31, 1, 129), (1, 31, 129), (65, 130, 67), (255, 257, 259)])
+def test_row_major_out(seeded: Seeded, impl: str, m: int, n: int, k: int) -> None:
+    # C-ordered out takes the kernel's direct-store path (no transposition).
+    a, b = seeded.i8((m, k)), seeded.i8((k, n))
+    out = np.full((m, n), 12345, dtype=np.int32)
+    got = cpu.i8gemm(a, b, out, impl=impl)
+    assert got is out
+    check(out, ref(a, b), seeded, f"{impl} C-order out {m}x{n}x{k}")
+
+
+def test_extreme_values(seeded: Seeded) -> None:
+    # All -128 (the worst case for the u8 offset trick) and all 127.
+    for va, vb in [(-128, -128), (-128, 127), (127, 127), (127, -128)]:
+        a = np.full((19, 77), va, dtype=np.int8)
+        b = np.full((77, 53), vb, dtype=np.int8)
+        for impl in ["generic"] + (["vnni"] if HAS_VNNI else []):
+            got = cpu.i8gemm(a, b, impl=impl)
+            check(got, ref(a, b), seeded, f"{impl} constant {va}*{vb}")
+    baseline = i8gemm_baseline(a, b)
+    check(baseline, ref(a, b), seeded, "baseline constant")
+
+
+# ---- zero-sized dimensions -------------------------------------------------------
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("m,n", [(1, 1), (5, 3), (64, 100)])
+def test_k_zero(seeded: Seeded, impl: str, m: int, n: int) -> None:
+    a = np.empty((m, 0), dtype=np.int8)
+    b = np.empty((0, n), dtype=np.int8)
+    got = cpu.i8gemm(a, b, impl=impl)
+    check(got, np.zeros((m, n), dtype=np.int32), seeded, f"{impl} k=0")
+    out = seeded.i32((m, n))
+    cpu.i8gemm(a, b, out, impl=impl)
+    check(out, np.zeros((m, n), dtype=np.int32), seeded, f"{impl} k=0 into out")
+    out = seeded.i32((m, n))
+    before = out.copy()
+    cpu.i8gemm(a, b, out, accumulate=True, impl=impl)
+    check(out, before, seeded, f"{impl} k=0 accumulate leaves out alone")
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("m,n,k", [(0, 5, 3), (4, 0, 3), (0, 0, 0), (0, 7, 0)])
+def test_m_or_n_zero(seeded: Seeded, impl: str, m: int, n: int, k: int) -> None:
+    a, b = seeded.i8((m, k)), seeded.i8((k, n))
+    got = cpu.i8gemm(a, b, impl=impl)
+    assert got.shape == (m, n), f"seed={seeded.seed}"
+    assert got.dtype == np.int32
+
+
+# ---- strides: views, transposes, slices ------------------------------------------
+
+
+def _views(x: np.ndarray, s: Seeded) -> dict[str, np.ndarray]:
+    """The same matrix in many memory layouts (all equal to x)."""
+    r, c = x.shape
+    big = s.i8((2 * r + 3, 3 * c + 2))
+    big[1 : 1 + 2 * r : 2, 2 : 2 + 3 * c : 3] = x
+    rev = np.ascontiguousarray(x[::-1, ::-1])
+    return {
+        "C": np.ascontiguousarray(x),
+        "F": np.asfortranarray(x),
+        "T-view": np.ascontiguousarray(x.T).T,
+        "sliced": big[1 : 1 + 2 * r : 2, 2 : 2 + 3 * c : 3],
+        "negative": rev[::-1, ::-1],
+    }
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("m,n,k", [(17, 33, 5), (50, 61, 72), (9, 100, 130)])
+def test_input_layouts(seeded: Seeded, impl: str, m: int, n: int, k: int) -> None:
+    a, b = seeded.i8((m, k)), seeded.i8((k, n))
+    want = ref(a, b)
+    for na, va in _views(a, seeded).items():
+        for nb, vb in _views(b, seeded).items():
+            assert np.array_equal(va, a) and np.array_equal(vb, b)
+            got = cpu.i8gemm(va, vb, impl=impl)
+            check(got, want, seeded, f"{impl} a:{na} b:{nb}")
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_out_layouts(seeded: Seeded, impl: str, accumulate: bool) -> None:
+    m, n, k = 37, 53, 41
+    a, b = seeded.i8((m, k)), seeded.i8((k, n))
+    big = seeded.i32((3 * m + 1, 2 * n + 5))
+    outs = {
+        "C": np.zeros((m, n), dtype=np.int32),
+        "F": np.zeros((m, n), dtype=np.int32, order="F"),
+        "sliced": big[1 : 1 + 3 * m : 3, 3 : 3 + 2 * n : 2],
+        "T-view": np.zeros((n, m), dtype=np.int32).T,
+        "negative": np.zeros((m, n), dtype=np.int32)[::-1, ::-1],
+        "sliced-F": np.asfortranarray(seeded.i32((m + 4, n + 2)))[2 : 2 + m, 1 : 1 + n],
+    }
+    for name, out in outs.items():
+        start = out.copy()
+        guard = big.copy() if name == "sliced" else None
+        got = cpu.i8gemm(a, b, out, accumulate=accumulate, impl=impl)
+        assert got is out, f"{name}: out not returned (seed={seeded.seed})"
+        want = wrap32(start.astype(np.int64) + ref(a, b)) if accumulate else ref(a, b)
+        check(out, want, seeded, f"{impl} out:{name} accumulate={accumulate}")
+        if guard is not None:  # elements between the view's must be untouched
+            mask = np.ones(big.shape, dtype=bool)
+            mask[1 : 1 + 3 * m : 3, 3 : 3 + 2 * n : 2] = False
+            assert np.array_equal(big[mask], guard[mask]), f"wrote outside out (seed={seeded.seed})"
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_broadcast_inputs(seeded: Seeded, impl: str) -> None:
+    # Zero strides: every row of a (every column of b) is the same memory.
+    m, n, k = 40, 70, 90
+    a = np.broadcast_to(seeded.i8((1, k)), (m, k))
+    b = np.broadcast_to(seeded.i8((k, 1)), (k, n))
+    assert a.strides[0] == 0 and b.strides[1] == 0
+    check(cpu.i8gemm(a, b, impl=impl), ref(a, b), seeded, f"{impl} broadcast inputs")
+
+
+def test_out_unaligned(seeded: Seeded) -> None:
+    # An int32 view at an odd byte offset: computed in scratch, copied back.
+    m, n, k = 13, 21, 17
+    a, b = seeded.i8((m, k)), seeded.i8((k, n))
+    raw = np.zeros(4 * m * n + 1, dtype=np.uint8)
+    out = raw[1:].view(np.int32).reshape(m, n)
+    assert not out.flags.aligned
+    cpu.i8gemm(a, b, out)
+    check(out, ref(a, b), seeded, "unaligned out")
+
+
+def test_out_shares_memory_with_input(seeded: Seeded) -> None:
+    # a lives inside out's buffer: the product must use a's values from
+    # before the call, not half-overwritten ones.
+    m, n, k = 16, 16, 8
+    out = np.zeros((m, n), dtype=np.int32)
+    a = out.view(np.int8).reshape(m, 4 * n)[:, :k]
+    a[...] = seeded.i8((m, k))
+    b = seeded.i8((k, n))
+    want = ref(a.copy(), b)
+    cpu.i8gemm(a, b, out)
+    check(out, want, seeded, "out aliasing a")
+
+
+# ---- implementations, threads, accumulation -------------------------------------
+
+
+@needs_vnni
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (17, 33, 5), (64, 65, 66), (200, 300, 1100), (5, 2500, 40)])
+def test_impls_identical(seeded: Seeded, m: int, n: int, k: int) -> None:
+    a, b = seeded.i8((m, k)), seeded.i8((k, n))
+    g = cpu.i8gemm(a, b, impl="generic")
+    v = cpu.i8gemm(a, b, impl="vnni")
+    base = i8gemm_baseline(a, b)
+    assert np.array_equal(g, v), f"generic != vnni (seed={seeded.seed})"
+    assert np.array_equal(g, base), f"generic != baseline generic (seed={seeded.seed})"
+    check(v, ref(a, b), seeded, "vnni")
+
+
+@pytest.mark.parametrize("m,n,k", [(17, 33, 5), (255, 257, 259), (301, 203, 517), (1, 31, 129), (65, 1, 700)])
+def test_baseline_generic_exact(seeded: Seeded, m: int, n: int, k: int) -> None:
+    a, b = seeded.i8((m, k)), seeded.i8((k, n))
+    check(i8gemm_baseline(a, b), ref(a, b), seeded, f"baseline {m}x{n}x{k}")
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("m,n,k", [(200, 300, 300), (1000, 17, 1100), (17, 1000, 1100), (97, 101, 1800)])
+def test_thread_counts_identical(seeded: Seeded, impl: str, m: int, n: int, k: int) -> None:
+    # Large enough (>= 2^24 multiply-adds) that the call really goes parallel.
+    a, b = seeded.i8((m, k)), seeded.i8((k, n))
+    want = ref(a, b)
+    one = cpu.i8gemm(a, b, impl=impl, threads=1)
+    check(one, want, seeded, f"{impl} threads=1")
+    for t in (2, 3, 8):
+        got = cpu.i8gemm(a, b, impl=impl, threads=t)
+        assert np.array_equal(got, one), f"{impl} threads={t} differs from threads=1 (seed={seeded.seed})"
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("m,n,k", [(17, 33, 5), (64, 50, 1030), (300, 200, 400)])
+def test_accumulate(seeded: Seeded, impl: str, m: int, n: int, k: int) -> None:
+    a, b = seeded.i8((m, k)), seeded.i8((k, n))
+    out = seeded.i32((m, n))  # full int32 range: the sums wrap
+    start = out.copy()
+    cpu.i8gemm(a, b, out, accumulate=True, impl=impl)
+    check(out, wrap32(start.astype(np.int64) + ref(a, b)), seeded, f"{impl} accumulate")
+    # Accumulating twice adds the product twice.
+    cpu.i8gemm(a, b, out, accumulate=True, impl=impl)
+    check(out, wrap32(start.astype(np.int64) + 2 * ref(a, b)), seeded, f"{impl} accumulate x2")
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_wraparound_mod_2_32(seeded: Seeded, impl: str) -> None:
+    # k large enough that the true sums leave int32: the result is the sum
+    # modulo 2^32, identically for every implementation.
+    k = 140_000
+    a = np.full((2, k), -128, dtype=np.int8)
+    a[1] = seeded.i8((k,))
+    b = np.full((k, 3), -128, dtype=np.int8)
+    b[:, 2] = seeded.i8((k,))
+    want = ref(a, b)
+    assert want[0, 0] == 16384 * k and want[0, 0] >= 2**31  # really wraps
+    got = cpu.i8gemm(a, b, impl=impl)
+    check(got, wrap32(want), seeded, f"{impl} wraparound")
+
+
+def test_concurrent_callers(seeded: Seeded) -> None:
+    # Python threads calling at once (the GIL is released): the pool serves
+    # one and the others run on their own thread; all results exact.
+    a, b = seeded.i8((300, 400)), seeded.i8((400, 250))
+    want = ref(a, b)
+    results: dict[int, np.ndarray] = {}
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            for _ in range(5):
+                results[i] = cpu.i8gemm(a, b, threads=2)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout=120)
+    assert not errors, f"{errors!r} (seed={seeded.seed})"
+    assert len(results) == 4
+    for r in results.values():
+        check(r, want, seeded, "concurrent caller")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or sys.platform != "linux", reason="needs fork")
+def test_fork_after_threads(seeded: Seeded) -> None:
+    # The pool is reset in a forked child (it has no workers); a parallel call
+    # there must neither hang nor be wrong.
+    a, b = seeded.i8((300, 200)), seeded.i8((200, 300))
+    want = ref(a, b)
+    cpu.i8gemm(a, b, threads=2)  # make sure the parent's pool exists
+    pid = os.fork()
+    if pid == 0:  # child
+        try:
+            ok = np.array_equal(cpu.i8gemm(a, b, threads=2), want)
+        finally:
+            os._exit(0 if ok else 1)
+    deadline = time.monotonic() + 60
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail(f"i8gemm hung in a forked child (seed={seeded.seed})")
+        time.sleep(0.05)
+    assert os.waitstatus_to_exitcode(status) == 0, f"wrong result in child (seed={seeded.seed})"
+
+
+# ---- errors -------------------------------------------------------------------------
+
+
+def test_type_errors(seeded: Seeded) -> None:
+    a, b = seeded.i8((3, 4)), seeded.i8((4, 5))
+    with pytest.raises(TypeError, match="dtype int8"):
+        cpu.i8gemm(a.astype(np.int16), b)
+    with pytest.raises(TypeError, match="dtype int8"):
+        cpu.i8gemm(a, b.astype(np.float32))
+    with pytest.raises(TypeError, match="dtype int8"):
+        cpu.i8gemm(a, b.astype(np.uint8))
+    with pytest.raises(TypeError, match="numpy.ndarray"):
+        cpu.i8gemm(a.tolist(), b)
+    with pytest.raises(TypeError, match="dtype int32"):
+        cpu.i8gemm(a, b, np.zeros((3, 5), dtype=np.int64))
+    with pytest.raises(TypeError):
+        cpu.i8gemm(a, b, threads=1.5)
+
+
+def test_value_errors(seeded: Seeded) -> None:
+    a, b = seeded.i8((3, 4)), seeded.i8((4, 5))
+    with pytest.raises(ValueError, match=r"3x4.*5x5"):
+        cpu.i8gemm(a, seeded.i8((5, 5)))
+    with pytest.raises(ValueError, match="2-D"):
+        cpu.i8gemm(a.ravel(), b)
+    with pytest.raises(ValueError, match="2-D"):
+        cpu.i8gemm(a, b[None])
+    with pytest.raises(ValueError, match=r"out has shape 5x3.*3x5"):
+        cpu.i8gemm(a, b, np.zeros((5, 3), dtype=np.int32))
+    ro = np.zeros((3, 5), dtype=np.int32)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        cpu.i8gemm(a, b, ro)
+    with pytest.raises(ValueError, match="'auto', 'generic', 'vnni'"):
+        cpu.i8gemm(a, b, impl="avx2")
+    with pytest.raises(ValueError, match="threads"):
+        cpu.i8gemm(a, b, threads=0)
+    with pytest.raises(ValueError, match="accumulate"):
+        cpu.i8gemm(a, b, accumulate=True)
+
+
+def test_vnni_unsupported_raises(seeded: Seeded, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cpu, "_features", {"avx512_vnni": False, "avx512_vpopcntdq": False})
+    a, b = seeded.i8((3, 4)), seeded.i8((4, 5))
+    with pytest.raises(RuntimeError, match="VNNI"):
+        cpu.i8gemm(a, b, impl="vnni")
+    # The generic path still works.
+    check(cpu.i8gemm(a, b, impl="generic"), ref(a, b), seeded, "generic with VNNI hidden")
+
+
+def test_c_level_errors() -> None:
+    ffi, lib = cpu._require()
+    nul = ffi.NULL
+    assert lib.emublas_i8gemm(99, 1, 1, 1, nul, 1, 1, nul, 1, 1, nul, 1, 1, 0, 1) == lib.EMUBLAS_EINVAL
+    assert lib.emublas_i8gemm(0, -1, 1, 1, nul, 1, 1, nul, 1, 1, nul, 1, 1, 0, 1) == lib.EMUBLAS_EINVAL
+    assert lib.emublas_i8gemm(0, 2, 2, 2, nul, 1, 1, nul, 1, 1, nul, 1, 1, 0, 1) == lib.EMUBLAS_EINVAL
+    assert lib.emublas_i8gemm(0, 0, 5, 5, nul, 1, 1, nul, 1, 1, nul, 1, 1, 0, 1) == lib.EMUBLAS_OK
+    if not HAS_VNNI:
+        assert lib.emublas_i8gemm(2, 1, 1, 1, nul, 1, 1, nul, 1, 1, nul, 1, 1, 0, 1) == lib.EMUBLAS_ENOTSUP
+
+
+# ---- features, threads, probe ---------------------------------------------------------
+
+
+def test_features_and_kernel_names() -> None:
+    f = cpu.features()
+    assert set(f) == {"avx512_vnni", "avx512_vpopcntdq"}
+    assert all(isinstance(v, bool) for v in f.values())
+    assert cpu.kernel_name("generic") in {"generic", "generic_avx2"}
+    assert cpu.kernel_name("auto") == ("avx512_vnni" if f["avx512_vnni"] else cpu.kernel_name("generic"))
+    assert cpu.available() and cpu.load_error() is None
+
+
+def test_default_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(cpu.ENV_THREADS, raising=False)
+    n = cpu.default_threads()
+    assert isinstance(n, int) and n >= 1
+    monkeypatch.setenv(cpu.ENV_THREADS, "3")
+    assert cpu.default_threads() == 3
+    for bad in ["0", "-2", "two", "", "1.5"]:
+        monkeypatch.setenv(cpu.ENV_THREADS, bad)
+        with pytest.raises(ValueError, match=cpu.ENV_THREADS):
+            cpu.default_threads()
+
+
+def test_peak_probe() -> None:
+    rate = cpu.vnni_peak_probe(threads=1, iters=200_000)
+    if HAS_VNNI:
+        assert rate > 1e9  # any AVX-512 VNNI core does far more than 1 G MAC/s
+    else:
+        assert rate == 0.0
