@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from scipy.linalg.blas import find_best_blas_type
 
+from . import _triangles as tri
 from . import config
 from ._arrays import as_matrix, complex_scalar, device_of, flag, is_cupy, namespace, real_scalar
 
@@ -101,22 +102,6 @@ def _scale(out, beta, xp) -> None:
         out *= beta
 
 
-def _triangle(x, lower: int, xp):
-    """The referenced triangle of ``x`` (diagonal included), zeros elsewhere."""
-    return xp.tril(x) if lower else xp.triu(x)
-
-
-def _merge_triangle(out, src, lower: int, xp) -> None:
-    """Copy the referenced triangle of ``src`` into ``out``, keeping the rest of ``out``."""
-    rest = xp.triu(out, 1) if lower else xp.tril(out, -1)
-    out[...] = _triangle(src, lower, xp) + rest
-
-
-def _real_diagonal(out, xp) -> None:
-    idx = xp.arange(out.shape[0])
-    out[idx, idx] = out[idx, idx].real
-
-
 # ---------------------------------------------------------------------------
 # gemm
 # ---------------------------------------------------------------------------
@@ -151,7 +136,7 @@ def _gemm(prefix: str | None, alpha, a, b, beta, c, trans_a, trans_b, overwrite_
             _scale(out, beta, xp)
             return out
         target = out.copy(order="F") if alias else out
-        if beta == 0:
+        if beta == 0 and c is not None:
             target.fill(0)
         be.gemm(alpha, a, b, beta, target, trans_a, trans_b, **opts)
         if alias:
@@ -218,19 +203,18 @@ def _rank_k(kind: str, prefix: str | None, alpha, a, b, beta, c, trans, lower, o
         if n == 0:
             return out
         target = out.copy(order="F") if alias else out
-        if beta == 0:
-            _merge_triangle(target, xp.zeros_like(target), lower, xp)
+        if beta == 0 and c is not None:
+            tri.fill(target, lower, 0)
         if k == 0 or alpha == 0:
             if beta not in (0, 1):
-                _merge_triangle(target, target * beta, lower, xp)
+                tri.scale(target, lower, beta)
         else:
             args = (alpha, a, b) if two else (alpha, a)
             done = getattr(be, kind)(*args, beta, target, trans, lower, **opts)
             if done is NotImplemented:
-                full = _derived(be, kind, alpha, a, b, beta, target, trans, opts)
-                _merge_triangle(target, full, lower, xp)
+                tri.copy(target, _derived(be, kind, alpha, a, b, beta, target, trans, opts), lower)
         if herm:
-            _real_diagonal(target, xp)
+            tri.real_diagonal(target)
         if alias:
             out[...] = target
         return out

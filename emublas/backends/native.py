@@ -178,47 +178,63 @@ class NativeBackend(Backend):
                b.data.ptr, ldb, be.ctypes.data, c.data.ptr, ldc)
 
     # -- rank-k ------------------------------------------------------------------
-    def syrk(self, alpha, a, beta, c, trans, lower, **opts):
+    def _gpu_rank_k(self, kind, alpha, a, b, beta, c, trans, lower):
+        """cuBLAS syrk (through cupy) or herk/syr2k/her2k (through ctypes) into ``c``."""
+        from .._kernels import cublas_ext
+
+        prefix = _PREFIX[c.dtype]
+        if kind != "syrk" and not cublas_ext.available(kind, prefix):
+            return NotImplemented  # the front derives it from gemm
+        n = c.shape[0]
+        k = a.shape[0] if trans else a.shape[1]
+        herm = kind in ("herk", "her2k")
+        if b is None:
+            a, trans, lda = _gpu_operand(a, trans, flip_ok=not herm)
+        else:
+            # one trans code serves both operands: flip both (free for C-ordered pairs) or neither
+            if not herm and trans in (0, 1) and all((_gpu_layout(x) or ("",))[0] == "C" for x in (a, b)):
+                a, b, trans = a.T, b.T, 1 - trans
+            a, trans, lda = _gpu_operand(a, trans, flip_ok=False)
+            b, _, ldb = _gpu_operand(b, trans, flip_ok=False)
+        real_dt = np.empty(0, c.dtype).real.dtype
+        al = _host_scalar(alpha, real_dt if kind == "herk" else c.dtype)
+        be = _host_scalar(beta, real_dt if herm else c.dtype)
+        with _CublasCall() as cb:
+            uplo = cb.cublas.CUBLAS_FILL_MODE_LOWER if lower else cb.cublas.CUBLAS_FILL_MODE_UPPER
+            head = (cb.handle, uplo, trans, n, k, al.ctypes.data, a.data.ptr, lda)
+            tail = (be.ctypes.data, c.data.ptr, max(1, n))
+            if kind == "syrk":
+                getattr(cb.cublas, prefix + "syrk")(*head, *tail)
+            elif b is None:
+                cublas_ext.call(kind, prefix, *head, *tail)
+            else:
+                cublas_ext.call(kind, prefix, *head, b.data.ptr, ldb, *tail)
+        return None
+
+    def _rank_k(self, kind, alpha, a, b, beta, c, trans, lower):
         if max(a.shape) > _INT_MAX:
             return NotImplemented  # the front derives it from gemm, which splits
         if is_cupy(c):
-            n = c.shape[0]
-            k = a.shape[0] if trans else a.shape[1]
-            a, trans, lda = _gpu_operand(a, trans)
-            al, be = _host_scalar(alpha, c.dtype), _host_scalar(beta, c.dtype)
-            with _CublasCall() as cb:
-                uplo = cb.cublas.CUBLAS_FILL_MODE_LOWER if lower else cb.cublas.CUBLAS_FILL_MODE_UPPER
-                fn = getattr(cb.cublas, _PREFIX[c.dtype] + "syrk")
-                fn(cb.handle, uplo, trans, n, k, al.ctypes.data, a.data.ptr, lda,
-                   be.ctypes.data, c.data.ptr, max(1, n))
-            return None
-        fn = getattr(fblas, _PREFIX[c.dtype] + "syrk")
-        a, trans = _cpu_operand(a, trans)
-        _cpu_call(fn, alpha, a, beta, trans=trans, lower=lower, c=c)
+            return self._gpu_rank_k(kind, alpha, a, b, beta, c, trans, lower)
+        fn = getattr(fblas, _PREFIX[c.dtype] + kind)
+        if kind.startswith("sy") and trans in (0, 1) and all(
+                x.flags.c_contiguous and not x.flags.f_contiguous for x in (a, b) if x is not None):
+            a, b, trans = a.T, (None if b is None else b.T), 1 - trans  # free transposes for f2py
+        args = (alpha, a) if b is None else (alpha, a, b)
+        _cpu_call(fn, *args, beta, trans=trans, lower=lower, c=c)
         return None
+
+    def syrk(self, alpha, a, beta, c, trans, lower, **opts):
+        return self._rank_k("syrk", alpha, a, None, beta, c, trans, lower)
 
     def herk(self, alpha, a, beta, c, trans, lower, **opts):
-        if is_cupy(c) or max(a.shape) > _INT_MAX:
-            return NotImplemented
-        fn = getattr(fblas, _PREFIX[c.dtype] + "herk")
-        _cpu_call(fn, alpha, a, beta, trans=trans, lower=lower, c=c)
-        return None
+        return self._rank_k("herk", alpha, a, None, beta, c, trans, lower)
 
     def syr2k(self, alpha, a, b, beta, c, trans, lower, **opts):
-        if is_cupy(c) or max(a.shape) > _INT_MAX:
-            return NotImplemented
-        fn = getattr(fblas, _PREFIX[c.dtype] + "syr2k")
-        if a.flags.c_contiguous and b.flags.c_contiguous and not (a.flags.f_contiguous and b.flags.f_contiguous):
-            a, b, trans = a.T, b.T, 1 - trans
-        _cpu_call(fn, alpha, a, b, beta, trans=trans, lower=lower, c=c)
-        return None
+        return self._rank_k("syr2k", alpha, a, b, beta, c, trans, lower)
 
     def her2k(self, alpha, a, b, beta, c, trans, lower, **opts):
-        if is_cupy(c) or max(a.shape) > _INT_MAX:
-            return NotImplemented
-        fn = getattr(fblas, _PREFIX[c.dtype] + "her2k")
-        _cpu_call(fn, alpha, a, b, beta, trans=trans, lower=lower, c=c)
-        return None
+        return self._rank_k("her2k", alpha, a, b, beta, c, trans, lower)
 
 
 BACKEND = NativeBackend()

@@ -1,0 +1,79 @@
+"""Triangle operations on square Fortran-ordered results, for numpy and cupy.
+
+The rank-k routines write one triangle and must leave the other exactly as it
+was.  numpy works column by column (each column of a Fortran array is
+contiguous, and nothing n×n is allocated); cupy uses one fused elementwise
+kernel per operation instead of the several full-size temporaries that
+``triu``/``tril`` arithmetic would make.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+__all__ = ["fill", "scale", "copy", "real_diagonal"]
+
+
+def _column_ranges(n: int, lower: int):
+    """Row range of the referenced part of each column."""
+    for j in range(n):
+        yield j, (slice(j, n) if lower else slice(0, j + 1))
+
+
+@lru_cache(maxsize=None)
+def _kernel(op: str):
+    import cupy
+
+    body = {
+        "fill": "if (ref) out[i] = value;",
+        "scale": "if (ref) out[i] = out[i] * value;",
+        "copy": "if (ref) out[i] = src[i];",
+    }[op]
+    return cupy.ElementwiseKernel(
+        "raw T src, T value, int64 n, bool lower", "raw T out",
+        "const long long row = i % n, col = i / n;\n"
+        "const bool ref = lower ? row >= col : row <= col;\n" + body,
+        f"emublas_triangle_{op}")
+
+
+def _gpu(op: str, out, lower: int, value=0, src=None) -> None:
+    assert out.flags.f_contiguous
+    n = out.shape[0]
+    src = out if src is None else src
+    _kernel(op)(src, out.dtype.type(value), n, bool(lower), out, size=n * n)
+
+
+def fill(out, lower: int, value=0) -> None:
+    """Set the referenced triangle (diagonal included) to ``value``."""
+    if isinstance(out, np.ndarray):
+        for j, rows in _column_ranges(out.shape[0], lower):
+            out[rows, j] = value
+    else:
+        _gpu("fill", out, lower, value)
+
+
+def scale(out, lower: int, factor) -> None:
+    """Multiply the referenced triangle by ``factor``."""
+    if isinstance(out, np.ndarray):
+        for j, rows in _column_ranges(out.shape[0], lower):
+            out[rows, j] *= factor
+    else:
+        _gpu("scale", out, lower, factor)
+
+
+def copy(out, src, lower: int) -> None:
+    """Copy the referenced triangle of ``src`` into ``out``; the rest of ``out`` stays."""
+    if isinstance(out, np.ndarray):
+        for j, rows in _column_ranges(out.shape[0], lower):
+            out[rows, j] = src[rows, j]
+    else:
+        _gpu("copy", out, lower, 0, src)
+
+
+def real_diagonal(out) -> None:
+    """Zero the imaginary part of the diagonal (Hermitian results)."""
+    assert out.flags.f_contiguous
+    flat = out.reshape(-1, order="F")  # a view: the diagonal is every (n+1)-th element
+    step = out.shape[0] + 1
+    flat[::step] = flat[::step].real
