@@ -31,17 +31,19 @@ def _kernel(op: str):
         "copy": "if (ref) out[i] = src[i];",
     }[op]
     return cupy.ElementwiseKernel(
-        "raw T src, T value, int64 n, bool lower", "raw T out",
-        "const long long row = i % n, col = i / n;\n"
+        "raw T src, T value, int64 nrows, int32 lower", "raw T out",
+        "const long long row = i % nrows, col = i / nrows;\n"
         "const bool ref = lower ? row >= col : row <= col;\n" + body,
         f"emublas_triangle_{op}")
 
 
 def _gpu(op: str, out, lower: int, value=0, src=None) -> None:
-    assert out.flags.f_contiguous
+    # 1-D views in memory order: a raw 2-D cupy array would be indexed in C order
+    assert out.flags.f_contiguous and (src is None or src.flags.f_contiguous)
     n = out.shape[0]
-    src = out if src is None else src
-    _kernel(op)(src, out.dtype.type(value), n, bool(lower), out, size=n * n)
+    flat = out.reshape(-1, order="F")
+    flat_src = flat if src is None else src.reshape(-1, order="F")
+    _kernel(op)(flat_src, out.dtype.type(value), n, int(lower), flat, size=n * n)
 
 
 def fill(out, lower: int, value=0) -> None:
