@@ -29,6 +29,7 @@ def _kernel(op: str):
         "fill": "if (ref) out[i] = value;",
         "scale": "if (ref) out[i] = out[i] * value;",
         "copy": "if (ref) out[i] = src[i];",
+        "realdiag": "if (row == col) out[i] = T(out[i].real());",
     }[op]
     return cupy.ElementwiseKernel(
         "raw T src, T value, int64 nrows, int32 lower", "raw T out",
@@ -75,7 +76,8 @@ def copy(out, src, lower: int) -> None:
 
 def real_diagonal(out) -> None:
     """Zero the imaginary part of the diagonal (Hermitian results)."""
-    assert out.flags.f_contiguous
-    flat = out.reshape(-1, order="F")  # a view: the diagonal is every (n+1)-th element
-    step = out.shape[0] + 1
-    flat[::step] = flat[::step].real
+    if isinstance(out, np.ndarray):
+        diag = np.einsum("ii->i", out)  # a writeable view of the diagonal
+        diag.imag = 0
+    else:
+        _gpu("realdiag", out, 0)
