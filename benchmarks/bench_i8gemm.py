@@ -42,18 +42,7 @@ import scipy
 import scipy.linalg.blas as sblas
 
 from emublas._kernels import cpu
-
-
-def cpu_model() -> str:
-    """CPU model name from /proc/cpuinfo (or platform)."""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+from emublas.info import cpu_model
 
 
 def blas_info() -> Any:

@@ -8,10 +8,11 @@ from . import backends as _registry
 from ._version import __version__
 from .config import get_backend
 
-__all__ = ["info", "format_info"]
+__all__ = ["info", "format_info", "cpu_model"]
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """CPU model name (from /proc/cpuinfo where there is one)."""
     try:
         with open("/proc/cpuinfo") as fh:
             for line in fh:
@@ -74,7 +75,7 @@ def info() -> dict[str, Any]:
         "python": platform.python_version(),
         "numpy": numpy.__version__,
         "scipy": scipy.__version__,
-        "cpu": {"model": _cpu_model(), "extension": _extension()},
+        "cpu": {"model": cpu_model(), "extension": _extension()},
         "gpu": _gpu(),
         "backends": {},
     }
