@@ -11,8 +11,9 @@ from ._version import __version__
 from .blas import ROUTINES as _ROUTINES
 from .blas import gemm, her2k, herk, syr2k, syrk
 from .config import Selection, get_backend, set_backend, use
-from .errors import BackendUnavailableError
+from .errors import BackendUnavailableError, OzakiAccuracyWarning
 from .info import info
+from .integer import intmatmul
 
 sgemm = _ROUTINES["sgemm"]
 dgemm = _ROUTINES["dgemm"]
@@ -37,5 +38,6 @@ __all__ = [
     "sgemm", "dgemm", "cgemm", "zgemm",
     "ssyrk", "dsyrk", "csyrk", "zsyrk", "cherk", "zherk",
     "ssyr2k", "dsyr2k", "csyr2k", "zsyr2k", "cher2k", "zher2k",
-    "use", "set_backend", "get_backend", "Selection", "info", "BackendUnavailableError",
+    "use", "set_backend", "get_backend", "Selection", "info", "intmatmul",
+    "BackendUnavailableError", "OzakiAccuracyWarning",
 ]

@@ -16,6 +16,7 @@ __all__ = ["Backend", "Option", "names", "get", "register", "unregister"]
 
 _MODULES: dict[str, str] = {
     "native": "emublas.backends.native",
+    "ozaki2": "emublas.backends.ozaki2",
 }
 _loaded: dict[str, Backend] = {}
 

@@ -149,3 +149,7 @@ class Backend:
 
     def her2k(self, alpha, a, b, beta, c, trans, lower, **opts):
         return NotImplemented
+
+    def intmatmul(self, a, b, **opts):
+        """Exact int64 product of 2-D integer arrays (``emublas.intmatmul``)."""
+        return NotImplemented

@@ -237,4 +237,16 @@ class NativeBackend(Backend):
         return self._rank_k("her2k", alpha, a, b, beta, c, trans, lower)
 
 
+    # -- exact integers ------------------------------------------------------------
+    def intmatmul(self, a, b, **opts):
+        from ..integer import product_bound
+
+        if product_bound(a, b) <= 2**63 - 1:
+            return a.astype(np.int64) @ b.astype(np.int64)  # no entry can wrap
+        exact = a.astype(object) @ b.astype(object)
+        if exact.size and (exact.max() > 2**63 - 1 or exact.min() < -(2**63)):
+            raise OverflowError("intmatmul: the exact product does not fit int64")
+        return exact.astype(np.int64)
+
+
 BACKEND = NativeBackend()

@@ -1,0 +1,68 @@
+"""The ``ozaki2`` backend: Ozaki scheme II on int8 products (DESIGN §3–4).
+
+numpy arrays run on the C kernels of :mod:`emublas._kernels.cpu`; cupy arrays
+are issue #4 (the GPU port) and raise :class:`~emublas.BackendUnavailableError`
+until then.
+"""
+from __future__ import annotations
+
+from .._kernels import cpu
+from .base import Backend, Option, choice, int_range
+
+
+class Ozaki2Backend(Backend):
+    """Ozaki-II: real GEMM, 2M complex GEMM (hybrid 3M past 22 moduli), rank-k paths."""
+
+    name = "ozaki2"
+    description = "Ozaki scheme II: exact int8 GEMMs modulo small moduli, CRT; complex via 2M"
+
+    def __init__(self):
+        from ..ozaki2.routines import MAX_HYBRID, MAX_REAL
+
+        self.options = {
+            "moduli": Option("moduli", "default", int_range(1, max(MAX_REAL, MAX_HYBRID), also=("default",)),
+                             "number of moduli (default: 16 for float64/complex128 data, 8 for float32/complex64;"
+                             " with mode=auto, the largest count auto may pick)", env="EMUBLAS_MODULI"),
+            "mode": Option("mode", "accurate", choice("fast", "accurate", "auto"),
+                           "scaling bound: fast (Cauchy-Schwarz), accurate (one extra int8 product),"
+                           " auto (accurate, and the moduli count chosen from the inputs)",
+                           env="EMUBLAS_OZAKI_MODE"),
+        }
+
+    def readiness(self):
+        if cpu.available():
+            feats = [k for k, v in cpu.features().items() if v]
+            cpu_state = (True, "C kernels built" + (f" ({', '.join(feats)})" if feats else " (portable C)"))
+        else:
+            cpu_state = (False, f"C extension not built: {cpu.load_error()}")
+        return {"cpu": cpu_state, "gpu": (False, "ozaki2 on cupy arrays is not implemented yet (issue #4)")}
+
+    def gemm(self, alpha, a, b, beta, c, trans_a, trans_b, **opts):
+        from ..ozaki2 import routines
+
+        routines.gemm(alpha, a, b, beta, c, trans_a, trans_b, **opts)
+
+    def _rank(self, kind, alpha, a, b, beta, c, trans, lower, opts):
+        from ..ozaki2 import routines
+
+        return routines.rank_k(kind, alpha, a, b, beta, c, trans, lower, **opts)
+
+    def syrk(self, alpha, a, beta, c, trans, lower, **opts):
+        return self._rank("syrk", alpha, a, None, beta, c, trans, lower, opts)
+
+    def herk(self, alpha, a, beta, c, trans, lower, **opts):
+        return self._rank("herk", alpha, a, None, beta, c, trans, lower, opts)
+
+    def syr2k(self, alpha, a, b, beta, c, trans, lower, **opts):
+        return self._rank("syr2k", alpha, a, b, beta, c, trans, lower, opts)
+
+    def her2k(self, alpha, a, b, beta, c, trans, lower, **opts):
+        return self._rank("her2k", alpha, a, b, beta, c, trans, lower, opts)
+
+    def intmatmul(self, a, b, **opts):
+        from ..ozaki2.integer import intmatmul
+
+        return intmatmul(a, b)
+
+
+BACKEND = Ozaki2Backend()

@@ -1,0 +1,88 @@
+"""Exact integer matrix products with Ozaki-II: ``intmatmul`` for integer arrays.
+
+Integers need no scaling: the product is computed modulo enough moduli to
+cover the largest possible |entry|, reconstructed exactly with Garner's
+mixed-radix digits and evaluated in wrapping int64 arithmetic (exact whenever
+the true value fits int64; values that do not fit raise ``OverflowError``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._kernels import cpu
+from ..integer import product_bound
+from .moduli import REAL_MODULI
+from .scaling import K_CHUNK
+
+__all__ = ["intmatmul"]
+
+_INT64_MAX = 2**63 - 1
+
+
+def _residues(x: np.ndarray, m: int) -> np.ndarray:
+    r = np.mod(x, m)  # in [0, m)
+    r = r.astype(np.int16)
+    r[r > (m - 1) // 2] -= m
+    return r.astype(np.int8)
+
+
+def intmatmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Exact ``a @ b`` for 2-D integer numpy arrays, as int64.
+
+    Raises
+    ------
+    OverflowError
+        Some entry of the exact product does not fit int64.
+    """
+    m, k = a.shape
+    n = b.shape[1]
+    bound = product_bound(a, b)
+    if k == 0 or bound == 0:
+        return np.zeros((m, n), np.int64)
+    small = bound < 2**31 and k <= K_CHUNK
+    if small and int(np.abs(a).max()) <= 127 and int(np.abs(b).max()) <= 127:
+        return cpu.i8gemm(a.astype(np.int8), b.astype(np.int8)).astype(np.int64)
+    count, P = 0, 1
+    while P <= 4 * bound:  # the symmetric range (−P/2, P/2) must hold every entry
+        P *= REAL_MODULI[count]
+        count += 1
+    moduli = REAL_MODULI[:count]
+    a64 = a.astype(np.int64) if a.dtype != np.uint64 else a.astype(object)
+    b64 = b.astype(np.int64) if b.dtype != np.uint64 else b.astype(object)
+    res = np.empty((count, m, n), np.int64)
+    buf = np.empty((m, n), np.int32, order="F")
+    for l, mod in enumerate(moduli):
+        ra, rb = _residues(a64, mod), _residues(b64, mod)
+        acc = np.zeros((m, n), np.int64)
+        for c0 in range(0, k, K_CHUNK):
+            cpu.i8gemm(ra[:, c0:c0 + K_CHUNK], rb[c0:c0 + K_CHUNK, :], out=buf)
+            acc += buf
+        res[l] = np.mod(acc, mod)
+    return _garner(res, moduli)
+
+
+def _garner(res: np.ndarray, moduli) -> np.ndarray:
+    """Symmetric mixed-radix digits, then the value in wrapping int64 with an overflow check."""
+    digits = []
+    for l, ml in enumerate(moduli):
+        t = res[l].copy()
+        for j, d in enumerate(digits):
+            t = np.mod((t - d) * pow(moduli[j] % ml, -1, ml), ml)
+        t[t > (ml - 1) // 2] -= ml
+        digits.append(t)
+    with np.errstate(over="ignore"):
+        value = digits[-1].copy()
+        approx = digits[-1].astype(np.float64)
+        for l in range(len(moduli) - 2, -1, -1):
+            value = value * np.int64(moduli[l]) + digits[l]  # exact modulo 2^64
+            approx = approx * moduli[l] + digits[l]
+    suspect = np.abs(approx) >= 2.0**62
+    if suspect.any():
+        for i, j in zip(*np.nonzero(suspect)):
+            exact = 0
+            for l in range(len(moduli) - 1, -1, -1):
+                exact = exact * moduli[l] + int(digits[l][i, j])
+            if not -_INT64_MAX - 1 <= exact <= _INT64_MAX:
+                raise OverflowError(f"intmatmul: entry ({i}, {j}) of the exact product is {exact},"
+                                    " which does not fit int64")
+    return value

@@ -1,0 +1,245 @@
+"""Ozaki-II BLAS-3 routines on numpy arrays: gemm (real, 2M complex, hybrid), rank-k.
+
+Each routine turns its operands into "rows × k" factors, picks the moduli and
+the power-of-two shifts, runs the recipe of :mod:`.engine` for every modulus
+and lets the CRT kernel write ``alpha·C + beta·c`` into the output.
+"""
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._kernels import cpu
+from ..errors import OzakiAccuracyWarning
+from . import engine, scaling
+from .moduli import HYBRID_EXTRA, REAL_MODULI, TWO_M_MODULI, TWO_M_ROOTS, ModulusSet
+
+__all__ = ["gemm", "rank_k", "last_run", "DEFAULT_MODULI", "MODES"]
+
+MODES = ("fast", "accurate", "auto")
+#: Default moduli counts, per family and precision: enough for native accuracy
+#: on ordinary data (real list: 16 → 125 bits; 2M list: 16 → 118, 17 → 124.5).
+DEFAULT_MODULI = {("real", 53): 16, ("real", 24): 8, ("2m", 53): 16, ("2m", 24): 8,
+                  ("split", 53): 17, ("split", 24): 9}
+MAX_REAL = len(REAL_MODULI)
+MAX_2M = len(TWO_M_MODULI)
+MAX_HYBRID = MAX_2M + len(HYBRID_EXTRA)
+
+_last = threading.local()
+
+
+def last_run() -> dict | None:
+    """What the last ozaki2 call of this thread did: moduli, mode, bits, phase times."""
+    return getattr(_last, "info", None)
+
+
+@dataclass
+class _Family:
+    name: str       # "real", "2m" (complex, hybrid past 22), "split" (real syrk: 2M moduli)
+    maximum: int
+
+    def modulus_list(self, count: int) -> tuple[list[int], list[int | None]]:
+        if self.name == "real":
+            return list(REAL_MODULI[:count]), [None] * count
+        ms = list(TWO_M_MODULI[:count]) + list(HYBRID_EXTRA[:max(0, count - MAX_2M)])
+        return ms, [TWO_M_ROOTS.get(m) for m in ms]
+
+    def bits(self, count: int) -> float:
+        return ModulusSet.from_moduli(self.modulus_list(count)[0]).bits
+
+    def smallest_for(self, L: float) -> int | None:
+        for count in range(1, self.maximum + 1):
+            if self.bits(count) - 2 >= L:
+                return count
+        return None
+
+
+def _precision(dtype) -> int:
+    return 53 if np.dtype(dtype) in (np.float64, np.complex128) else 24
+
+
+def _choose(family: _Family, precision: int, moduli, mode: str, left, right, g_r, g_c):
+    """Number of moduli and an optional warning text."""
+    L_exact, L_native = scaling.needed_bits(left, right, g_r, g_c, precision)
+    if mode == "auto":
+        cap = family.maximum if moduli == "default" else min(int(moduli), family.maximum)
+        count = family.smallest_for(L_exact)
+        if count is None or count > cap:
+            count = cap
+        return count, L_exact, L_native, True
+    count = DEFAULT_MODULI[(family.name, precision)] if moduli == "default" else int(moduli)
+    if count > family.maximum:
+        raise ValueError(f"ozaki2: at most {family.maximum} moduli here, got {count}")
+    return count, L_exact, L_native, False
+
+
+def _warn_if_short(family: _Family, count: int, L_native: float, routine: str) -> None:
+    if family.bits(count) - 2 >= L_native - 2:
+        return
+    need = family.smallest_for(L_native)
+    hint = f"about {need} moduli" if need else f"more than the {family.maximum} available"
+    warnings.warn(
+        f"ozaki2 {routine}: the inputs' exponent span needs {hint} for native accuracy"
+        f" ({count} in use, {family.bits(count):.0f} bits); pass moduli={need or family.maximum}"
+        " or mode='auto'", OzakiAccuracyWarning, stacklevel=5)
+
+
+def _bounds(mode: str, left, right):
+    if mode == "fast":
+        return scaling.bound_fast(left, right)
+    return scaling.bound_accurate(left, right)
+
+
+def _execute(routine: str, recipe_name: str, family: _Family, x, y, out, alpha, beta, *,
+             conj_x=False, conj_y=False, uplo=0, bounds_from=None, moduli="default", mode="accurate"):
+    """Scale, choose moduli, run the engine and finalize into ``out`` (updated in place).
+
+    ``bounds_from``: factors whose row shifts and product bound to use instead of
+    ``x, y`` (syr2k: ``[X|Y]`` and ``[Y|X]``, so that both terms share shifts).
+    """
+    timer = engine.Timer()
+    t0 = time.perf_counter()
+    precision = _precision(out.dtype)
+    symmetric = y is x
+    bx, by = bounds_from or (x, y)
+    left = scaling.side(bx)
+    right = left if by is bx else scaling.side(by)
+    g_r, g_c = _bounds("fast" if mode == "fast" else "accurate", left, right)
+    count, L_exact, L_native, chose = _choose(family, precision, moduli, mode, left, right, g_r, g_c)
+    if not chose:
+        _warn_if_short(family, count, L_native, routine)
+    ms, roots = family.modulus_list(count)
+    mset = ModulusSet.from_moduli(ms)
+    L = mset.bits - 2
+    u, v = scaling.budgets(L, g_r, g_c)
+    x_shift = (u - left.ea).astype(np.int32)
+    y_shift = x_shift if symmetric else (v - right.ea).astype(np.int32)
+    del left, right
+    t0 = timer.add("scaling", t0)
+    recipe = engine.RECIPES[recipe_name]
+    recipes = [recipe if r is not None or recipe.planes == "real" else engine.RECIPES["3m"] for r in roots]
+    cplx = recipe.complex_out
+    shape = (x.shape[0], y.shape[0])
+    acc = {"re_hi": np.zeros(shape, order="F"), "re_lo": np.zeros(shape, order="F"),
+           "first_re": True, "first_im": True}
+    if cplx:
+        acc["im_hi"] = np.zeros(shape, order="F")
+        acc["im_lo"] = np.zeros(shape, order="F")
+    engine.run(recipes, ms, roots, mset.weights, mset.big_hi, mset.big_lo, x, y, x_shift, y_shift,
+               conj_x=conj_x, conj_y=conj_y, acc=acc, uplo=uplo, batch=_batch(x, y, out, recipe),
+               timer=timer)
+    t0 = time.perf_counter()
+    cpu.oz_crt_finalize(acc["re_hi"], acc["re_lo"], mset.P_hi, mset.P_lo, x_shift, y_shift, out,
+                        im_hi=acc.get("im_hi"), im_lo=acc.get("im_lo"), alpha=alpha, beta=beta, uplo=uplo)
+    timer.add("crt", t0)
+    _last.info = {"routine": routine, "moduli": count, "mode": mode, "auto_chose": chose, "bits": mset.bits,
+                  "needed_bits": L_exact + 2, "native_bits": L_native + 2, "phases": dict(timer.phases)}
+
+
+def _batch(x, y, out, recipe) -> int:
+    """Moduli per residue pass so that extra memory stays within 3× the inputs and output."""
+    budget = 3 * (x.nbytes + y.nbytes + out.nbytes)
+    m, n = x.shape[0], y.shape[0]
+    fixed = m * n * (8 * (4 if recipe.complex_out else 2) + 4 * len(recipe.products))
+    per = engine.PLANES_PER_MODULUS[recipe.planes] * (x.size + (0 if y is x else y.size))
+    return max(1, (budget - fixed) // max(per, 1))
+
+
+# ---------------------------------------------------------------------------
+# non-finite inputs: the rows/columns they touch are computed natively
+# ---------------------------------------------------------------------------
+
+def _finite_rows(x) -> np.ndarray:
+    return np.isfinite(x).all(axis=1) if x.shape[1] else np.ones(x.shape[0], bool)
+
+
+def _zeroed(x, good_rows):
+    y = np.array(x, copy=True)
+    bad = ~np.isfinite(y)
+    y[bad] = 0
+    return y
+
+
+# ---------------------------------------------------------------------------
+# public routines (called by the backend with the front's conventions)
+# ---------------------------------------------------------------------------
+
+def gemm(alpha, a, b, beta, c, trans_a, trans_b, *, moduli="default", mode="accurate") -> None:
+    """``c = alpha·op(a)·op(b) + beta·c`` with Ozaki-II (c Fortran-ordered, updated in place)."""
+    x = a if trans_a == 0 else a.T
+    y = b.T if trans_b == 0 else b
+    conj_x, conj_y = trans_a == 2, trans_b == 2
+    cplx = c.dtype.kind == "c"
+    family = _Family("2m", MAX_HYBRID) if cplx else _Family("real", MAX_REAL)
+    recipe = "2m" if cplx else "real"
+    fx, fy = _finite_rows(x), _finite_rows(y)
+    if fx.all() and fy.all():
+        _execute("gemm", recipe, family, x, y, c, alpha, beta, conj_x=conj_x, conj_y=conj_y,
+                 moduli=moduli, mode=mode)
+        return
+    # NaN/Inf: every entry in an affected row or column is non-finite; take those from
+    # the platform BLAS so the pattern is exactly native's, the rest from emulation.
+    xo = np.conj(x) if conj_x else x
+    yo = np.conj(y) if conj_y else y
+    rows, cols = np.flatnonzero(~fx), np.flatnonzero(~fy)
+    keep_r = c[rows, :].copy()
+    keep_c = c[:, cols].copy()
+    _execute("gemm", recipe, family, _zeroed(x, fx), _zeroed(y, fy), c, alpha, beta,
+             conj_x=conj_x, conj_y=conj_y, moduli=moduli, mode=mode)
+    with np.errstate(all="ignore"):
+        r_part = alpha * (xo[rows] @ yo.T)
+        c_part = alpha * (xo @ yo[cols].T)
+        if beta != 0:
+            r_part = r_part + beta * keep_r
+            c_part = c_part + beta * keep_c
+    c[rows, :] = r_part
+    c[:, cols] = c_part
+
+
+def rank_k(kind: str, alpha, a, b, beta, c, trans, lower, *, moduli="default", mode="accurate"):
+    """syrk/herk/syr2k/her2k with their own Ozaki-II paths; NotImplemented where the
+    front should derive the routine from gemm (non-finite inputs, more moduli than
+    the 2M list has)."""
+    cplx = c.dtype.kind == "c"
+    herm = kind in ("herk", "her2k")
+    x = a if trans == 0 else a.T
+    conj = herm and trans == 2
+    y = None if b is None else (b if trans == 0 else b.T)
+    if not _finite_rows(x).all() or (y is not None and not _finite_rows(y).all()):
+        return NotImplemented
+    limit = MAX_2M if (cplx or kind == "syrk") else MAX_REAL
+    if moduli != "default" and int(moduli) > limit:
+        return NotImplemented
+    uplo = 2 if lower else 1
+    if kind == "syrk" and not cplx:
+        if x.shape[1] % 2:
+            x = np.concatenate([x, np.zeros((x.shape[0], 1), x.dtype)], axis=1)
+        _execute("syrk", "syrk", _Family("split", MAX_2M), x, x, c, alpha, beta, uplo=uplo,
+                 moduli=moduli, mode=mode)
+    elif kind == "syrk":
+        if x.shape[1] % 2:
+            x = np.concatenate([x, np.zeros((x.shape[0], 1), x.dtype)], axis=1)
+        _execute("syrk", "csyrk", _Family("2m", MAX_2M), x, x, c, alpha, beta, uplo=uplo,
+                 moduli=moduli, mode=mode)
+    elif kind == "herk":
+        _execute("herk", "herk", _Family("2m", MAX_2M), x, x, c, alpha, beta, conj_x=conj, conj_y=conj,
+                 uplo=uplo, moduli=moduli, mode=mode)
+    elif kind == "her2k":
+        if conj:
+            x, y = np.conj(x), np.conj(y)
+        if alpha != alpha.real:
+            x, alpha = alpha * x, 1.0  # alpha·X·Yᴴ + conj(alpha)·Y·Xᴴ = (αX)Yᴴ + Y(αX)ᴴ
+        left = np.concatenate([x, y], axis=1)
+        right = np.concatenate([y, x], axis=1)
+        _execute("her2k", "herk", _Family("2m", MAX_2M), left, right, c, alpha.real, beta, uplo=uplo,
+                 moduli=moduli, mode=mode)
+    else:  # syr2k
+        fam = _Family("2m", MAX_2M) if cplx else _Family("real", MAX_REAL)
+        both = (np.concatenate([x, y], axis=1), np.concatenate([y, x], axis=1))  # shared row shifts
+        _execute("syr2k", "csyr2k" if cplx else "syr2k", fam, x, y, c, alpha, beta, uplo=uplo,
+                 bounds_from=both, moduli=moduli, mode=mode)
+    return None
