@@ -27,6 +27,7 @@ CDEF = """
 #define EMUBLAS_EINVAL ...
 #define EMUBLAS_ENOTSUP ...
 #define EMUBLAS_ENOMEM ...
+#define EMUBLAS_ERANGE ...
 #define EMUBLAS_CPU_AVX512_VNNI ...
 #define EMUBLAS_CPU_AVX512_VPOPCNTDQ ...
 #define EMUBLAS_IMPL_AUTO ...
@@ -42,6 +43,40 @@ int emublas_i8gemm(int impl, int64_t m, int64_t n, int64_t k,
                    int accumulate, int nthreads);
 const char *emublas_i8gemm_kernel_name(int impl);
 double emublas_vnni_peak_probe(int nthreads, int64_t iters);
+int emublas_oz_residues(int dtype, int64_t rows, int64_t cols,
+                        const void *X, int64_t rsx, int64_t csx,
+                        const int32_t *shift, int shift_axis,
+                        int nmod, const int32_t *moduli,
+                        int8_t *out, int64_t plane_stride, int64_t rso, int64_t cso,
+                        int nthreads);
+int emublas_oz_residues_cplx(int dtype, int64_t rows, int64_t cols,
+                             const void *Xr, const void *Xi, int64_t rsx, int64_t csx,
+                             const int32_t *shift, int shift_axis, int conj,
+                             int nmod, const int32_t *moduli, const int32_t *roots,
+                             int8_t *out, int64_t plane_stride, int64_t rso, int64_t cso,
+                             int nthreads);
+int emublas_oz_residues_3m(int dtype, int64_t rows, int64_t cols,
+                           const void *Xr, const void *Xi, int64_t rsx, int64_t csx,
+                           const int32_t *shift, int shift_axis, int conj,
+                           int nmod, const int32_t *moduli,
+                           int8_t *out, int64_t plane_stride, int64_t rso, int64_t cso,
+                           int nthreads);
+int emublas_oz_crt_accumulate(int64_t m, int64_t n,
+                              const int32_t *X1, int64_t rs1, int64_t cs1, int32_t w1,
+                              const int32_t *X2, int64_t rs2, int64_t cs2, int32_t w2,
+                              int32_t modulus, double big_hi, double big_lo,
+                              double *acc_hi, double *acc_lo,
+                              int first, int uplo, int nthreads);
+int emublas_oz_crt_finalize(int64_t m, int64_t n,
+                            const double *re_hi, const double *re_lo,
+                            const double *im_hi, const double *im_lo,
+                            double P_hi, double P_lo,
+                            const int32_t *row_shift, const int32_t *col_shift,
+                            double alpha_re, double alpha_im, double beta_re, double beta_im,
+                            int out_dtype, void *out, int64_t rso, int64_t cso,
+                            int uplo, int nthreads);
+const char *emublas_oz_kernel_name(void);
+int emublas_oz_force_generic(int flag);
 """
 
 

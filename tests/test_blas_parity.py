@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 # backends and tolerances
 # --------------------------------------------------------------------------
 
-DEFAULT_BACKENDS = ["native"]
+DEFAULT_BACKENDS = ["native", "ozaki2"]
 BACKENDS = [
     b.strip() for b in os.environ.get("EMUBLAS_TEST_BACKENDS", "").split(",") if b.strip()
 ] or list(DEFAULT_BACKENDS)
@@ -38,6 +38,15 @@ BACKENDS = [
 
 @pytest.fixture(params=BACKENDS)
 def backend(request):
+    """The backend name; skipped where it cannot run on the device of the test's arrays."""
+    import emublas.backends
+
+    if "xp" in request.fixturenames:
+        xp = request.getfixturevalue("xp")
+        device = "cpu" if xp is np else "gpu"
+        ok, why = emublas.backends.get(request.param).readiness()[device]
+        if not ok:
+            pytest.skip(f"{request.param} on {device}: {why}")
     return request.param
 
 

@@ -39,6 +39,7 @@ extern "C" {
 #define EMUBLAS_EINVAL (-1)  /* bad argument (negative size, NULL pointer, bad impl) */
 #define EMUBLAS_ENOTSUP (-2) /* implementation requested that this CPU cannot run */
 #define EMUBLAS_ENOMEM (-3)  /* packing buffers could not be allocated */
+#define EMUBLAS_ERANGE (-4)  /* non-finite input (or scaled input overflowed) */
 
 /* Bits of emublas_cpu_features(). */
 #define EMUBLAS_CPU_AVX512_VNNI 1      /* avx512f+avx512bw+avx512vl+avx512vnni */
@@ -79,6 +80,106 @@ const char *emublas_i8gemm_kernel_name(int impl);
  * AVX-512 VNNI or iters <= 0.
  */
 double emublas_vnni_peak_probe(int nthreads, int64_t iters);
+
+/* ---- Ozaki scheme II: the passes around the int8 GEMMs (ozaki.c) ---------
+ *
+ * All take element strides (any layout: transposed views, negative strides),
+ * run on nthreads threads (<= 0: all CPUs; small inputs run on one), use
+ * AVX-512 (F, VL, DQ, BW) where the CPU has it and portable C otherwise, with
+ * bit-identical results.  They return EMUBLAS_OK or a negative EMUBLAS_E*.
+ * Floating-point steps are fixed sequences of IEEE double operations with
+ * explicit FMAs (the file is compiled without contraction).
+ *
+ * Residues.  For element x (dtype 0: float, 1: double) at X[i*rsx + j*csx]:
+ * y = trunc(x * 2^shift) with shift = shift[i] (shift_axis 0) or shift[j]
+ * (shift_axis 1), computed exactly (ldexp, then trunc; y may exceed 2^53 by
+ * any amount).  For modulus m_l (2 <= m_l <= 256, at most 64 moduli) the
+ * symmetric residue r = y mod m_l, in [-(m-1)/2, (m-1)/2] for odd m and
+ * [-m/2, m/2-1] for even m, is stored as int8 at
+ * out[plane*plane_stride + i*rso + j*cso].  Real: plane l.  Non-finite y
+ * (NaN/Inf input, or x * 2^shift overflowing) gives EMUBLAS_ERANGE after all
+ * other elements were written (the planes of those elements hold 0).
+ */
+int emublas_oz_residues(int dtype, int64_t rows, int64_t cols,
+                        const void *X, int64_t rsx, int64_t csx,
+                        const int32_t *shift, int shift_axis,
+                        int nmod, const int32_t *moduli,
+                        int8_t *out, int64_t plane_stride, int64_t rso, int64_t cso,
+                        int nthreads);
+
+/* Complex residues for 2M moduli: real parts at Xr, imaginary parts at Xi,
+ * both with strides rsx, csx in real elements (interleaved complex:
+ * Xi = Xr + 1, strides doubled).  yr, yi as above (yi negated if conj).
+ * roots[l] = s with s^2 == -1 (mod m_l), else EMUBLAS_EINVAL.  Planes 2l and
+ * 2l+1 get (yr + s*yi) mod m_l and (yr - s*yi) mod m_l. */
+int emublas_oz_residues_cplx(int dtype, int64_t rows, int64_t cols,
+                             const void *Xr, const void *Xi, int64_t rsx, int64_t csx,
+                             const int32_t *shift, int shift_axis, int conj,
+                             int nmod, const int32_t *moduli, const int32_t *roots,
+                             int8_t *out, int64_t plane_stride, int64_t rso, int64_t cso,
+                             int nthreads);
+
+/* Complex residues for 3M (Karatsuba) moduli: planes 3l, 3l+1, 3l+2 get
+ * yr mod m_l, yi mod m_l and (yr + yi) mod m_l. */
+int emublas_oz_residues_3m(int dtype, int64_t rows, int64_t cols,
+                           const void *Xr, const void *Xi, int64_t rsx, int64_t csx,
+                           const int32_t *shift, int shift_axis, int conj,
+                           int nmod, const int32_t *moduli,
+                           int8_t *out, int64_t plane_stride, int64_t rso, int64_t cso,
+                           int nthreads);
+
+/*
+ * Modular reduction fused with the double-double CRT accumulation, for the
+ * m x n entries selected by uplo (0 all, 1 i <= j, 2 i >= j; others are not
+ * touched):
+ *   t = (w1*X1[i*rs1 + j*cs1] + w2*X2[i*rs2 + j*cs2]) mod modulus,
+ *       symmetric representative, exact (X2 may be NULL, and may alias X1
+ *       with other strides, e.g. its transpose);
+ *   (hi, lo) = (first ? (0, 0) : (acc_hi, acc_lo)[i + j*m]) + t*(big_hi + big_lo):
+ *       p = t*big_hi, e = fma(t, big_hi, -p), s = hi + p, b = s - hi,
+ *       err = (hi - (s - b)) + (p - b), hi = s, lo = lo + fma(t, big_lo, err + e).
+ * acc_* are column-major with leading dimension m.  |w1|, |w2| < 2^16,
+ * 2 <= modulus < 2^31, else EMUBLAS_EINVAL.
+ */
+int emublas_oz_crt_accumulate(int64_t m, int64_t n,
+                              const int32_t *X1, int64_t rs1, int64_t cs1, int32_t w1,
+                              const int32_t *X2, int64_t rs2, int64_t cs2, int32_t w2,
+                              int32_t modulus, double big_hi, double big_lo,
+                              double *acc_hi, double *acc_lo,
+                              int first, int uplo, int nthreads);
+
+/*
+ * CRT finalize for the entries selected by uplo.  With (hi, lo) = the
+ * accumulated pair at [i + j*m] (column-major, leading dimension m):
+ *   Q = round(hi * (1/P_hi)), QP = Q*P_hi, QPe = fma(Q, P_hi, -QP),
+ *   C' = (hi - QP) + fma(-Q, P_lo, lo - QPe)
+ * (hi - QP is exact when |C'| <= P/4, which the caller guarantees; C' is then
+ * the correctly rounded symmetric representative unless it lies within about
+ * 2^-100 P of a rounding boundary), v = ldexp(C', -(row_shift[i] + col_shift[j]))
+ * (exact unless it underflows or overflows), for the real and (when im_hi,
+ * im_lo are given) imaginary parts, and
+ *   real out:    out = alpha_re*v [+ beta_re*out]
+ *   complex out: out = (alpha*v) [+ (beta*out)], each complex product as
+ *                (ar*vr - ai*vi) + i(ar*vi + ai*vr),
+ * in double, rounded once to out_dtype (0 float, 1 double, 2 complex float,
+ * 3 complex double; strides in elements of that type).  beta == 0 (both
+ * parts) means out is not read.  im_* with a real out_dtype is EMUBLAS_EINVAL.
+ */
+int emublas_oz_crt_finalize(int64_t m, int64_t n,
+                            const double *re_hi, const double *re_lo,
+                            const double *im_hi, const double *im_lo,
+                            double P_hi, double P_lo,
+                            const int32_t *row_shift, const int32_t *col_shift,
+                            double alpha_re, double alpha_im, double beta_re, double beta_im,
+                            int out_dtype, void *out, int64_t rso, int64_t cso,
+                            int uplo, int nthreads);
+
+/* "avx512" or "generic": the implementation the emublas_oz_* kernels use. */
+const char *emublas_oz_kernel_name(void);
+
+/* For tests: flag 1 forces the portable C path of the emublas_oz_* kernels,
+ * 0 restores run-time dispatch, -1 only queries.  Returns the previous flag. */
+int emublas_oz_force_generic(int flag);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,91 @@
+"""Time the Ozaki-II CPU kernels around the int8 GEMMs (emublas._kernels.cpu.oz_*).
+
+At n x n (default 2048, float64 input, 16 moduli, column-major everywhere) it
+reports the median time of each kernel on 1 and 2 threads, the bytes moved per
+second (reads + writes of the arrays touched once) and ns per element per
+modulus (per plane for the complex residues).
+
+Usage::
+
+    python benchmarks/bench_ozaki_kernels.py [--n 2048] [--moduli 16] [--reps 7]
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from emublas._kernels import cpu
+from emublas.ozaki2.moduli import REAL_MODULI, TWO_M_MODULI, TWO_M_ROOTS, real_set
+
+
+def median_time(fn, reps):
+    fn()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=2048)
+    ap.add_argument("--moduli", type=int, default=16)
+    ap.add_argument("--reps", type=int, default=7)
+    args = ap.parse_args()
+    n, L = args.n, args.moduli
+    rng = np.random.default_rng(0)
+    x = np.asfortranarray(rng.standard_normal((n, n)))
+    z = np.asfortranarray(x + 1j * rng.standard_normal((n, n)))
+    shift = np.full(n, 60, np.int32)
+    mods = list(REAL_MODULI[:L])
+    mods2 = list(TWO_M_MODULI[:L])
+    roots = [TWO_M_ROOTS[m] for m in mods2]
+    out = np.empty((L, n, n), np.int8).transpose(0, 2, 1)      # F-ordered planes
+    out2 = np.empty((2 * L, n, n), np.int8).transpose(0, 2, 1)
+    ms = real_set(L)
+    X1 = np.asfortranarray(rng.integers(-2**31, 2**31, size=(n, n), dtype=np.int64).astype(np.int32))
+    hi = np.zeros((n, n), order="F")
+    lo = np.zeros((n, n), order="F")
+    res = np.empty((n, n), order="F")
+    resz = np.empty((n, n), np.complex128, order="F")
+    zero = np.zeros(n, np.int32)
+    e = n * n
+    cases = [
+        # name, fn(threads), bytes moved, element-moduli
+        ("residues f64 (16 planes)", lambda t: cpu.oz_residues(x, shift, 1, mods, out=out, threads=t),
+         e * (8 + L), e * L),
+        ("residues 2M z128 (32 planes)",
+         lambda t: cpu.oz_residues_cplx(z.real, z.imag, shift, 1, mods2, roots, out=out2, threads=t),
+         e * (16 + 2 * L), e * 2 * L),
+        ("accumulate 1 modulus", lambda t: cpu.oz_crt_accumulate(X1, ms.weights[3], ms.moduli[3], ms.big_hi[3],
+                                                                 ms.big_lo[3], hi, lo, threads=t),
+         e * (4 + 32), e),
+        ("accumulate first=True", lambda t: cpu.oz_crt_accumulate(X1, ms.weights[3], ms.moduli[3], ms.big_hi[3],
+                                                                  ms.big_lo[3], hi, lo, first=True, threads=t),
+         e * (4 + 16), e),
+        ("accumulate X2=X1^T, uplo=U", lambda t: cpu.oz_crt_accumulate(X1, 5, 241, ms.big_hi[3], ms.big_lo[3], hi, lo,
+                                                                     x2=X1.T, w2=7, uplo=1, threads=t),
+         e * (4 + 4 + 32) // 2, e // 2),
+        ("finalize f64 beta=0", lambda t: cpu.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, zero, zero, res, threads=t),
+         e * (16 + 8), e),
+        ("finalize f64 beta!=0", lambda t: cpu.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, zero, zero, res,
+                                                               alpha=2.0, beta=0.5, threads=t),
+         e * (16 + 16), e),
+        ("finalize c128 beta!=0", lambda t: cpu.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, zero, zero, resz,
+                                                                im_hi=lo, im_lo=hi, alpha=2.0, beta=0.5j, threads=t),
+         e * (32 + 32), e),
+    ]
+    print(f"n = {n}, {L} moduli, kernel = {cpu.oz_kernel_name()}, median of {args.reps}")
+    print(f"{'kernel':32s} {'thr':>3s} {'ms':>8s} {'GB/s':>7s} {'ns/elt/mod':>10s}")
+    for name, fn, nbytes, work in cases:
+        for t in (1, 2):
+            s = median_time(lambda: fn(t), args.reps)
+            print(f"{name:32s} {t:3d} {s * 1e3:8.2f} {nbytes / s / 1e9:7.1f} {s / work * 1e9:10.3f}")
+
+
+if __name__ == "__main__":
+    main()

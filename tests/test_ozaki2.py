@@ -1,0 +1,319 @@
+"""The ozaki2 backend against exact references (fractions, Python ints) and native BLAS."""
+import math
+import warnings
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import scipy.linalg.blas as sblas
+
+import emublas
+from emublas.ozaki2 import last_run
+from emublas.ozaki2.moduli import REAL_MODULI, TWO_M_MODULI, crt_reference, real_set
+
+pytestmark = pytest.mark.filterwarnings("ignore::emublas.OzakiAccuracyWarning")
+
+
+def hard(rng, shape, phi, dtype=np.float64):
+    """(rand − 0.5)·exp(φ·randn): the usual Ozaki test family; φ sets the exponent span."""
+    x = (rng.random(shape) - 0.5) * np.exp(phi * rng.standard_normal(shape))
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * (rng.random(shape) - 0.5) * np.exp(phi * rng.standard_normal(shape))
+    return x.astype(dtype)
+
+
+def exact_product(a, b):
+    """a @ b with every sum exact (Fractions), then rounded once to float64/complex128."""
+    def parts(x):
+        return (x.real, x.imag) if np.iscomplexobj(x) else (x, None)
+
+    def exact_real(x, y):
+        fx = [[Fraction(float(v)) for v in row] for row in x]
+        fy = [[Fraction(float(v)) for v in col] for col in y.T]
+        return np.array([[float(sum(p * q for p, q in zip(r, c))) for c in fy] for r in fx])
+
+    ar, ai = parts(a)
+    br, bi = parts(b)
+    if ai is None and bi is None:
+        return exact_real(ar, br)
+    ai = np.zeros_like(ar) if ai is None else ai
+    bi = np.zeros_like(br) if bi is None else bi
+    re = exact_real(np.hstack([ar, -ai]), np.vstack([br, bi]))
+    im = exact_real(np.hstack([ar, ai]), np.vstack([bi, br]))
+    return re + 1j * im
+
+
+def relerr(x, ref):
+    den = np.abs(ref)
+    ok = den > 0
+    return float((np.abs(x - ref)[ok] / den[ok]).max()) if ok.any() else float(np.abs(x).max())
+
+
+# ---------------------------------------------------------------------------
+# accuracy against exact products
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("prefix", ["d", "z"])
+def test_gemm_matches_native_accuracy_at_default(rng, prefix):
+    dtype = np.float64 if prefix == "d" else np.complex128
+    a, b = hard(rng, (24, 40), 0.5, dtype), hard(rng, (40, 19), 0.5, dtype)
+    ref = exact_product(a, b)
+    ours = getattr(emublas, prefix + "gemm")(1.0, a, b, backend="ozaki2")
+    nat = getattr(sblas, prefix + "gemm")(1.0, a, b)
+    assert relerr(ours, ref) <= max(4 * relerr(nat, ref), 4e-16)
+    info = last_run()
+    assert info["moduli"] == 16 and info["mode"] == "accurate"
+    assert set(info["phases"]) >= {"scaling", "residues", "gemm", "crt"}
+
+
+@pytest.mark.parametrize("mode", ["fast", "accurate"])
+def test_error_falls_with_moduli(rng, mode):
+    a, b = hard(rng, (16, 32), 0.5), hard(rng, (32, 16), 0.5)
+    ref = exact_product(a, b)
+    errs = [relerr(emublas.dgemm(1.0, a, b, backend="ozaki2", moduli=n, mode=mode), ref) for n in (6, 9, 12, 20)]
+    assert errs[0] > errs[1] > errs[2] >= errs[3]
+    assert errs[3] <= 2.3e-16  # at 20 moduli: correctly rounded but for the final rounding
+
+
+def test_integer_valued_inputs_are_exact(rng):
+    a = rng.integers(-2**20, 2**20, (9, 33)).astype(np.float64)
+    b = rng.integers(-2**20, 2**20, (33, 7)).astype(np.float64)
+    out = emublas.dgemm(1.0, a, b, backend="ozaki2", moduli=12)
+    assert np.array_equal(out, a @ b)  # |entries| < 2^46: the products are exact in float64 too
+
+
+def test_wide_exponent_span_warns_and_auto_fixes(rng):
+    a, b = hard(rng, (12, 64), 4.0), hard(rng, (64, 12), 4.0)
+    ref = exact_product(a, b)
+    with pytest.warns(emublas.OzakiAccuracyWarning, match=r"moduli=\d+"):
+        emublas.dgemm(1.0, a, b, backend="ozaki2", moduli=10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", emublas.OzakiAccuracyWarning)
+        out = emublas.dgemm(1.0, a, b, backend="ozaki2", mode="auto")
+    chosen = last_run()["moduli"]
+    assert last_run()["auto_chose"] and chosen > 16
+    nat = sblas.dgemm(1.0, a, b)
+    assert relerr(out, ref) <= max(relerr(nat, ref), 1e-15)
+
+
+def test_auto_is_cheap_on_easy_data(rng):
+    a, b = hard(rng, (10, 20), 0.0), hard(rng, (20, 10), 0.0)
+    emublas.dgemm(1.0, a, b, backend="ozaki2", mode="auto")
+    assert last_run()["moduli"] <= 18
+
+
+def test_float32_routines(rng):
+    a, b = hard(rng, (20, 30), 0.5, np.float32), hard(rng, (30, 10), 0.5, np.float32)
+    ref = exact_product(a.astype(np.float64), b.astype(np.float64))
+    ours = emublas.sgemm(1.0, a, b, backend="ozaki2")
+    assert ours.dtype == np.float32
+    assert relerr(ours.astype(np.float64), ref) <= 2 * relerr(sblas.sgemm(1.0, a, b).astype(np.float64), ref) + 1e-7
+
+
+def test_k_split_past_int32_bound(rng):
+    k = 2**17 + 37
+    a = rng.standard_normal((2, k))
+    b = rng.standard_normal((k, 3))
+    ref = np.array([[math.fsum(a[i] * b[:, j]) for j in range(3)] for i in range(2)])
+    out = emublas.dgemm(1.0, a, b, backend="ozaki2", moduli=18)
+    assert relerr(out, ref) < 1e-13  # cancellation makes some entries small: compare loosely
+    zb = b + 1j * rng.standard_normal(b.shape)
+    out = emublas.zgemm(1.0, a.astype(complex), zb, backend="ozaki2", moduli=18)
+    ref = np.array([[math.fsum(a[i] * zb[:, j].real) + 1j * math.fsum(a[i] * zb[:, j].imag) for j in range(3)]
+                    for i in range(2)])
+    assert relerr(out, ref) < 1e-13
+
+
+def test_hybrid_past_22_moduli(rng):
+    a, b = hard(rng, (8, 16), 2.0, np.complex128), hard(rng, (16, 8), 2.0, np.complex128)
+    ref = exact_product(a, b)
+    out = emublas.zgemm(1.0, a, b, backend="ozaki2", moduli=26)
+    assert last_run()["moduli"] == 26
+    assert relerr(out, ref) <= 3e-16
+
+
+# ---------------------------------------------------------------------------
+# every routine, trans and triangle against native
+# ---------------------------------------------------------------------------
+
+CASES = [(p + k, t) for p in "sdcz" for k in ("syrk", "syr2k") for t in ((0, 1) if p in "cz" else (0, 1, 2))]
+CASES += [(p + k, t) for p in "cz" for k in ("herk", "her2k") for t in (0, 2)]
+
+
+@pytest.mark.parametrize("name, trans", CASES)
+@pytest.mark.parametrize("lower", [0, 1])
+def test_rank_k_against_native(rng, name, trans, lower):
+    dtype = emublas.blas.DTYPES[name[0]]
+    n, k = 9, 7  # odd k exercises the split padding
+    a = hard(rng, (n, k) if trans == 0 else (k, n), 0.5, dtype)
+    b = hard(rng, a.shape, 0.5, dtype)
+    c = hard(rng, (n, n), 0.5, dtype)
+    cplx = name[0] in "cz"
+    alpha = complex(1.3, -0.4) if cplx and name[1:] != "herk" else 1.3
+    beta = 0.7 if name[1:3] == "he" or not cplx else complex(0.7, 0.2)
+    args = (alpha, a, b) if name.endswith("2k") else (alpha, a)
+    ours = getattr(emublas, name)(*args, beta, c, trans=trans, lower=lower, backend="ozaki2")
+    ref = getattr(sblas, name)(*args, beta, c, trans=trans, lower=lower)
+    eps = np.finfo(dtype).eps
+    scale = np.abs(ref).max()
+    assert np.abs(ours - ref).max() <= 64 * eps * scale
+    untouched = np.triu(np.ones((n, n), bool), 1) if lower else np.tril(np.ones((n, n), bool), -1)
+    assert np.array_equal(ours[untouched], c[untouched])
+    if name[1:3] == "he":
+        assert np.all(np.diagonal(ours).imag == 0)
+
+
+@pytest.mark.parametrize("ta, tb", [(0, 0), (1, 0), (0, 2), (2, 1), (2, 2)])
+def test_zgemm_trans_alpha_beta(rng, ta, tb):
+    a = hard(rng, (11, 6) if ta == 0 else (6, 11), 0.5, np.complex128)
+    b = hard(rng, (6, 5) if tb == 0 else (5, 6), 0.5, np.complex128)
+    c = hard(rng, (11, 5), 0.5, np.complex128)
+    ours = emublas.zgemm(2 - 1j, a, b, 0.5j, c, trans_a=ta, trans_b=tb, backend="ozaki2")
+    ref = sblas.zgemm(2 - 1j, a, b, 0.5j, c, trans_a=ta, trans_b=tb)
+    assert np.abs(ours - ref).max() <= 64 * np.finfo(float).eps * np.abs(ref).max()
+
+
+def test_rank_k_is_cheaper_than_gemm(rng):
+    """herk and syrk run one half-size-equivalent int8 product per modulus."""
+    a = hard(rng, (64, 64), 0.5, np.complex128)
+    emublas.zherk(1.0, a, backend="ozaki2")
+    herk_gemm = last_run()["phases"]["gemm"]
+    emublas.zgemm(1.0, a, a, trans_b=2, backend="ozaki2")
+    assert last_run()["routine"] == "gemm"
+    assert herk_gemm > 0  # timings themselves are benchmarked in benchmarks/, not asserted here
+
+
+# ---------------------------------------------------------------------------
+# special values, hard inputs, untouched inputs
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("prefix", ["d", "z"])
+def test_nan_inf_pattern_matches_native(rng, prefix):
+    dtype = np.float64 if prefix == "d" else np.complex128
+    a, b = hard(rng, (8, 6), 0.5, dtype), hard(rng, (6, 7), 0.5, dtype)
+    a[2, 3] = np.nan
+    a[5, 0] = np.inf
+    b[4, 6] = -np.inf
+    b[1, 2] = 0.0
+    c = hard(rng, (8, 7), 0.5, dtype)
+    ours = getattr(emublas, prefix + "gemm")(1.5, a, b, 0.5, c, backend="ozaki2")
+    ref = getattr(sblas, prefix + "gemm")(1.5, a, b, 0.5, c)
+    assert np.array_equal(np.isnan(ours), np.isnan(ref))
+    assert np.array_equal(np.isinf(ours), np.isinf(ref))
+    fin = np.isfinite(ref)
+    assert np.abs(ours[fin] - ref[fin]).max() <= 64 * np.finfo(float).eps * np.abs(ref[fin]).max()
+
+
+def test_nan_in_rank_k_input(rng):
+    a = hard(rng, (6, 5), 0.5, np.complex128)
+    a[1, 1] = np.nan
+    ours = emublas.zherk(1.0, a, backend="ozaki2")
+    ref = sblas.zherk(1.0, a)
+    assert np.array_equal(np.isnan(np.triu(ours)), np.isnan(np.triu(ref)))
+
+
+def test_zero_rows_subnormals_huge(rng):
+    a = hard(rng, (6, 8), 0.5)
+    b = hard(rng, (8, 5), 0.5)
+    a[0] = 0.0
+    b[:, 3] = 0.0
+    a[1] *= 2.0**-1060  # subnormal row
+    a[2] *= 2.0**1000  # huge row
+    b[:, 1] *= 2.0**-1000
+    ref = exact_product(a, b)
+    out = emublas.dgemm(1.0, a, b, backend="ozaki2", moduli=18)
+    assert np.array_equal(out[0], np.zeros(5)) and np.array_equal(out[:, 3], np.zeros(6))
+    fine = ref != 0
+    assert np.all(np.abs(out - ref)[fine] <= 1e-14 * np.abs(ref)[fine] + 2.0**-1074 * 8)
+
+
+def test_inputs_untouched_and_overwrite(rng):
+    a, b = hard(rng, (7, 5), 0.5), hard(rng, (5, 6), 0.5)
+    c = np.asfortranarray(hard(rng, (7, 6), 0.5))
+    copies = a.copy(), b.copy(), c.copy()
+    r = emublas.dgemm(1.0, a, b, 1.0, c, backend="ozaki2")
+    assert r is not c and np.array_equal(c, copies[2])
+    assert np.array_equal(a, copies[0]) and np.array_equal(b, copies[1])
+    r = emublas.dgemm(1.0, a, b, 1.0, c, overwrite_c=1, backend="ozaki2")
+    assert r is c
+
+
+# ---------------------------------------------------------------------------
+# options
+# ---------------------------------------------------------------------------
+
+def test_options_from_environment(rng, monkeypatch):
+    a, b = hard(rng, (4, 4), 0.5), hard(rng, (4, 4), 0.5)
+    monkeypatch.setenv("EMUBLAS_MODULI", "11")
+    monkeypatch.setenv("EMUBLAS_OZAKI_MODE", "fast")
+    emublas.dgemm(1.0, a, b, backend="ozaki2")
+    assert (last_run()["moduli"], last_run()["mode"]) == (11, "fast")
+    monkeypatch.setenv("EMUBLAS_OZAKI_MODE", "fastest")
+    with pytest.raises(ValueError, match="EMUBLAS_OZAKI_MODE.*fast, accurate, auto"):
+        emublas.dgemm(1.0, a, b, backend="ozaki2")
+
+
+def test_bad_moduli_value(rng):
+    a = hard(rng, (3, 3), 0.5)
+    with pytest.raises(ValueError, match="moduli"):
+        emublas.dgemm(1.0, a, a, backend="ozaki2", moduli=0)
+    with pytest.raises(ValueError, match=r"outside \[1, 49\]"):
+        emublas.dgemm(1.0, a, a, backend="ozaki2", moduli=len(REAL_MODULI) + 1)
+
+
+def test_rank_k_beyond_2m_list_is_derived(rng):
+    a = hard(rng, (5, 4), 0.5, np.complex128)
+    ours = emublas.zherk(1.0, a, backend="ozaki2", moduli=24)
+    ref = sblas.zherk(1.0, a)
+    assert np.abs(np.triu(ours) - np.triu(ref)).max() <= 1e-14 * np.abs(ref).max()
+    assert last_run()["routine"] == "gemm"  # derived by the front from the hybrid gemm
+
+
+# ---------------------------------------------------------------------------
+# CRT pieces and exact integers
+# ---------------------------------------------------------------------------
+
+def test_crt_reference_roundtrip(rng):
+    for count in (4, 16, 20):
+        ms = real_set(count)
+        for _ in range(50):
+            x = int(rng.integers(-2**62, 2**62)) * int(rng.integers(1, 2**40))
+            x %= ms.P
+            x = x - ms.P if x > ms.P // 2 else x
+            assert crt_reference([x % m for m in ms.moduli], ms.moduli) == x
+    assert len(TWO_M_MODULI) == 22
+
+
+@pytest.mark.parametrize("backend", ["ozaki2", "native"])
+def test_intmatmul_exact(rng, backend):
+    for lo, hi in ((-3, 4), (-2**31, 2**31), (-2**40, 2**40)):
+        a = rng.integers(lo, hi, (9, 13), dtype=np.int64)
+        b = rng.integers(lo, hi, (13, 6), dtype=np.int64)
+        exact = a.astype(object) @ b.astype(object)
+        if np.abs(exact).max() > 2**63 - 1:
+            continue
+        assert np.array_equal(emublas.intmatmul(a, b, backend=backend), exact.astype(np.int64))
+    a = rng.integers(0, 2, (20, 70)).astype(bool)
+    b = rng.integers(0, 2, (70, 5)).astype(np.uint8)
+    assert np.array_equal(emublas.intmatmul(a, b, backend=backend), a.astype(np.int64) @ b.astype(np.int64))
+
+
+@pytest.mark.parametrize("backend", ["ozaki2", "native"])
+def test_intmatmul_int64_edge(backend):
+    big = 2**31
+    a = np.array([[big, big - 1]], dtype=np.int64)
+    b = np.array([[big - 1], [big + 1]], dtype=np.int64)  # 2^62 - 2^31 + 2^62 - 1 = 2^63 - 2^31 - 1
+    assert emublas.intmatmul(a, b, backend=backend)[0, 0] == 2**63 - 2**31 - 1
+    a = np.array([[2**62, 2**62]], dtype=np.int64)
+    b = np.array([[1], [1]], dtype=np.int64)  # exactly 2^63: one past int64
+    with pytest.raises(OverflowError):
+        emublas.intmatmul(a, b, backend=backend)
+    b = np.array([[1], [-1]], dtype=np.int64)  # bound too wide, but the exact value 0 fits
+    assert emublas.intmatmul(a, b, backend=backend)[0, 0] == 0
+
+
+def test_intmatmul_errors():
+    with pytest.raises(TypeError, match="integer"):
+        emublas.intmatmul(np.ones((2, 2)), np.ones((2, 2), int))
+    with pytest.raises(ValueError, match="2x3"):
+        emublas.intmatmul(np.ones((2, 3), int), np.ones((2, 2), int))
