@@ -76,6 +76,12 @@ int emublas_oz_crt_finalize(int64_t m, int64_t n,
                             int out_dtype, void *out, int64_t rso, int64_t cso,
                             int uplo, int nthreads);
 const char *emublas_oz_kernel_name(void);
+int emublas_oz_row_stats(int dtype, int64_t rows, int64_t cols, const void *Xr, const void *Xi,
+                         int64_t rsx, int64_t csx, double *rowmax, double *sumsq, double *l1,
+                         int nthreads);
+int emublas_oz_bound_int8(int dtype, int64_t rows, int64_t cols, const void *Xr, const void *Xi,
+                          int64_t rsx, int64_t csx, const int32_t *ea, int8_t *out, int64_t rso,
+                          int64_t cso, int nthreads);
 int emublas_oz_force_generic(int flag);
 """
 

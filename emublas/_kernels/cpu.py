@@ -35,6 +35,8 @@ __all__ = [
     "vnni_peak_probe",
     "oz_kernel_name",
     "oz_residues",
+    "oz_row_stats",
+    "oz_bound_int8",
     "oz_residues_cplx",
     "oz_residues_3m",
     "oz_crt_accumulate",
@@ -542,6 +544,51 @@ def _oz_cplx(kind: str, xr, xi, shift, axis, moduli, roots, conj, out, threads) 
     else:
         rc = lib.emublas_oz_residues_3m(*args_x, *args_o)
     _oz_check(rc, f"oz_residues_{'cplx' if kind == '2m' else '3m'}")
+    return out
+
+
+def _oz_parts(x: np.ndarray):
+    """(xr, xi or None, dtype code, row stride, column stride) of a real or complex matrix."""
+    if x.dtype.kind == "c":
+        xr, xi, code, rs, cs = _complex_parts(x.real, x.imag)
+        return xr, xi, code, rs, cs
+    xr, code, rs, cs = _oz_float_input(x, "x")
+    return xr, None, code, rs, cs
+
+
+def oz_row_stats(x: np.ndarray, *, threads: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-row ``max|x|``, ``sum|x|^2`` and ``sum|x|`` in one pass (|x| the complex modulus).
+
+    A row holding NaN or Inf gets a non-finite maximum.  The sums may
+    overflow or underflow for rows of extreme magnitude; the caller redoes
+    those with scaling.
+    """
+    nthreads = _threads(threads)
+    xr, xi, code, rs, cs = _oz_parts(x)
+    rows, cols = xr.shape
+    out = [np.empty(rows) for _ in range(3)]
+    ffi, lib = _require()
+    rc = lib.emublas_oz_row_stats(
+        code, rows, cols, _ptr(ffi, "const void *", xr),
+        ffi.NULL if xi is None else _ptr(ffi, "const void *", xi), rs, cs,
+        *(_ptr(ffi, "double *", o) for o in out), nthreads)
+    _oz_check(rc, "oz_row_stats")
+    return tuple(out)
+
+
+def oz_bound_int8(x: np.ndarray, ea: Any, *, threads: int | None = None) -> np.ndarray:
+    """``ceil(127·|x|·2**-ea[row])`` as a C-ordered int8 matrix (entrywise upper bounds)."""
+    nthreads = _threads(threads)
+    xr, xi, code, rs, cs = _oz_parts(x)
+    rows, cols = xr.shape
+    e = _int32_vector(ea, rows, "ea")
+    out = np.empty((rows, cols), np.int8)
+    ffi, lib = _require()
+    rc = lib.emublas_oz_bound_int8(
+        code, rows, cols, _ptr(ffi, "const void *", xr),
+        ffi.NULL if xi is None else _ptr(ffi, "const void *", xi), rs, cs,
+        _ptr(ffi, "const int32_t *", e), _ptr(ffi, "int8_t *", out), cols, 1, nthreads)
+    _oz_check(rc, "oz_bound_int8")
     return out
 
 

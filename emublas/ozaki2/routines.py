@@ -95,7 +95,8 @@ def _bounds(mode: str, left, right):
 
 
 def _execute(routine: str, recipe_name: str, family: _Family, x, y, out, alpha, beta, *,
-             conj_x=False, conj_y=False, uplo=0, bounds_from=None, moduli="default", mode="accurate"):
+             conj_x=False, conj_y=False, uplo=0, bounds_from=None, sides=None, moduli="default",
+             mode="accurate"):
     """Scale, choose moduli, run the engine and finalize into ``out`` (updated in place).
 
     ``bounds_from``: factors whose row shifts and product bound to use instead of
@@ -105,9 +106,12 @@ def _execute(routine: str, recipe_name: str, family: _Family, x, y, out, alpha, 
     t0 = time.perf_counter()
     precision = _precision(out.dtype)
     symmetric = y is x
-    bx, by = bounds_from or (x, y)
-    left = scaling.side(bx)
-    right = left if by is bx else scaling.side(by)
+    if sides is not None:
+        left, right = sides
+    else:
+        bx, by = bounds_from or (x, y)
+        left = scaling.side(bx)
+        right = left if by is bx else scaling.side(by)
     g_r, g_c = _bounds("fast" if mode == "fast" else "accurate", left, right)
     count, L_exact, L_native, chose = _choose(family, precision, moduli, mode, left, right, g_r, g_c)
     if not chose:
@@ -153,14 +157,9 @@ def _batch(x, y, out, recipe) -> int:
 # non-finite inputs: the rows/columns they touch are computed natively
 # ---------------------------------------------------------------------------
 
-def _finite_rows(x) -> np.ndarray:
-    return np.isfinite(x).all(axis=1) if x.shape[1] else np.ones(x.shape[0], bool)
-
-
-def _zeroed(x, good_rows):
+def _zeroed(x):
     y = np.array(x, copy=True)
-    bad = ~np.isfinite(y)
-    y[bad] = 0
+    y[~np.isfinite(y)] = 0
     return y
 
 
@@ -176,10 +175,11 @@ def gemm(alpha, a, b, beta, c, trans_a, trans_b, *, moduli="default", mode="accu
     cplx = c.dtype.kind == "c"
     family = _Family("2m", MAX_HYBRID) if cplx else _Family("real", MAX_REAL)
     recipe = "2m" if cplx else "real"
-    fx, fy = _finite_rows(x), _finite_rows(y)
+    left, right = scaling.side(x), scaling.side(y)
+    fx, fy = left.finite, right.finite
     if fx.all() and fy.all():
         _execute("gemm", recipe, family, x, y, c, alpha, beta, conj_x=conj_x, conj_y=conj_y,
-                 moduli=moduli, mode=mode)
+                 sides=(left, right), moduli=moduli, mode=mode)
         return
     # NaN/Inf: every entry in an affected row or column is non-finite; take those from
     # the platform BLAS so the pattern is exactly native's, the rest from emulation.
@@ -188,7 +188,7 @@ def gemm(alpha, a, b, beta, c, trans_a, trans_b, *, moduli="default", mode="accu
     rows, cols = np.flatnonzero(~fx), np.flatnonzero(~fy)
     keep_r = c[rows, :].copy()
     keep_c = c[:, cols].copy()
-    _execute("gemm", recipe, family, _zeroed(x, fx), _zeroed(y, fy), c, alpha, beta,
+    _execute("gemm", recipe, family, _zeroed(x), _zeroed(y), c, alpha, beta,
              conj_x=conj_x, conj_y=conj_y, moduli=moduli, mode=mode)
     with np.errstate(all="ignore"):
         r_part = alpha * (xo[rows] @ yo.T)
@@ -209,8 +209,8 @@ def rank_k(kind: str, alpha, a, b, beta, c, trans, lower, *, moduli="default", m
     x = a if trans == 0 else a.T
     conj = herm and trans == 2
     y = None if b is None else (b if trans == 0 else b.T)
-    if not _finite_rows(x).all() or (y is not None and not _finite_rows(y).all()):
-        return NotImplemented
+    if not (np.isfinite(x).all() and (y is None or np.isfinite(y).all())):
+        return NotImplemented  # the front derives it from gemm, which patches NaN/Inf rows natively
     limit = MAX_2M if (cplx or kind == "syrk") else MAX_REAL
     if moduli != "default" and int(moduli) > limit:
         return NotImplemented

@@ -37,37 +37,54 @@ _SAFETY = 2.0**-20  # slack against rounding in the floating-point norms
 class Side:
     """Per-row data of one factor, rows being the rows of ``op(A)`` or the columns of ``op(B)``.
 
+    Computed in one pass by the C kernel ``oz_row_stats``.
+
     Attributes
     ----------
-    mag : ndarray, shape (rows, k)
-        ``|x|`` (complex modulus for complex data), float64.
+    x : ndarray, shape (rows, k)
+        The factor itself (real or complex, any strides).
+    finite : ndarray of bool
+        Rows without NaN/Inf.
     ea : ndarray of int64
         ``max|x_row| < 2^ea``; 0 for an all-zero row.
     zero : ndarray of bool
         All-zero rows.
     log2norm : ndarray of float64
         ``log2 ‖x_row / 2^ea‖₂`` (−inf for zero rows).
+    log2l1 : ndarray of float64
+        ``log2 ‖x_row‖₁``.
     """
 
-    def __init__(self, mag: np.ndarray):
-        self.mag = mag
-        rowmax = mag.max(axis=1) if mag.shape[1] else np.zeros(mag.shape[0])
+    def __init__(self, x: np.ndarray):
+        self.x = x
+        rowmax, sumsq, l1 = cpu.oz_row_stats(x)
+        self.finite = np.isfinite(rowmax)
+        rowmax = np.where(self.finite, rowmax, 0.0)
         self.zero = rowmax == 0
         _, ea = np.frexp(rowmax)
         self.ea = ea.astype(np.int64)
         with np.errstate(divide="ignore"):
-            norms = np.sqrt(np.einsum("ij,ij->i", mag, mag)) if mag.shape[1] else np.zeros(mag.shape[0])
-            self.log2norm = np.log2(norms) - self.ea
+            self.log2norm = 0.5 * np.log2(sumsq) - self.ea
+            self.log2l1 = np.log2(l1)
+        # rows of extreme magnitude whose plain sums over- or underflowed: redo them scaled
+        redo = self.finite & ~self.zero & ~(np.isfinite(self.log2norm) & np.isfinite(self.log2l1))
+        for i in np.flatnonzero(redo):
+            row = np.ldexp(np.abs(x[i]).astype(np.float64), -int(self.ea[i]))
+            self.log2norm[i] = 0.5 * np.log2(np.dot(row, row))
+            self.log2l1[i] = np.log2(row.sum()) + self.ea[i]
 
     def int8_bound(self) -> np.ndarray:
         """``ceil(127·|x|/2^ea)`` as int8: entrywise upper bounds with 7 bits."""
-        scaled = np.ldexp(self.mag, -self.ea[:, None]) * 127.0
-        return np.ceil(scaled).astype(np.int8)
+        return cpu.oz_bound_int8(self.x, self.ea)
+
+    def mag(self, rows) -> np.ndarray:
+        """``|x|`` of the given rows, float64."""
+        return np.abs(self.x[rows]).astype(np.float64, copy=False)
 
 
 def side(x: np.ndarray) -> Side:
     """The :class:`Side` of ``x`` (rows are the scaled units)."""
-    return Side(np.abs(x).astype(np.float64, copy=False))
+    return Side(x)
 
 
 def bound_fast(left: Side, right: Side) -> tuple[np.ndarray, np.ndarray]:
@@ -78,16 +95,16 @@ def bound_fast(left: Side, right: Side) -> tuple[np.ndarray, np.ndarray]:
 def bound_accurate(left: Side, right: Side, *, threads=None) -> tuple[np.ndarray, np.ndarray]:
     """log2 of the row and column maxima of the int8 bound product W/127²."""
     a = left.int8_bound()
-    b = right.int8_bound()
+    b = a if right is left else right.int8_bound()
     k = a.shape[1]
     w = None
     for start in range(0, max(k, 1), K_CHUNK):
         part = cpu.i8gemm(a[:, start:start + K_CHUNK], b[:, start:start + K_CHUNK].T, threads=threads)
-        w = part.astype(np.float64) if w is None else w + part
-    w /= 127.0 * 127.0
+        w = part if w is None else w.astype(np.int64) + part
+    scale = np.log2(127.0 * 127.0)
     with np.errstate(divide="ignore"):
-        rows = np.log2(w.max(axis=1)) if w.shape[1] else np.full(w.shape[0], -np.inf)
-        cols = np.log2(w.max(axis=0)) if w.shape[0] else np.full(w.shape[1], -np.inf)
+        rows = np.log2(w.max(axis=1).astype(np.float64)) - scale if w.shape[1] else np.full(w.shape[0], -np.inf)
+        cols = np.log2(w.max(axis=0).astype(np.float64)) - scale if w.shape[0] else np.full(w.shape[1], -np.inf)
     return rows + _SAFETY, cols + _SAFETY
 
 
@@ -121,8 +138,8 @@ def needed_bits(left: Side, right: Side, g_rows, g_cols, precision: int, *, term
         the error matches native BLAS's typical error (``√k`` ulps), which is
         what the accuracy warning checks against.
     """
-    m, n = left.mag.shape[0], right.mag.shape[0]
-    k = left.mag.shape[1]
+    m, n = left.x.shape[0], right.x.shape[0]
+    k = left.x.shape[1]
     if m == 0 or n == 0 or k == 0:
         return 0.0, 0.0
     live_r = np.flatnonzero(~left.zero)
@@ -130,23 +147,25 @@ def needed_bits(left: Side, right: Side, g_rows, g_cols, precision: int, *, term
     if live_r.size == 0 or live_c.size == 0:
         return 0.0, 0.0
     rng = np.random.default_rng(rng_seed)
-    l1_r = left.mag.sum(axis=1)
-    l1_c = right.mag.sum(axis=1)
     # widest spread: the largest entry far above the row's mean magnitude
-    spread_r = live_r[np.argsort(np.ldexp(1.0, left.ea[live_r]) * k / np.maximum(l1_r[live_r], 1e-300))[-8:]]
-    spread_c = live_c[np.argsort(np.ldexp(1.0, right.ea[live_c]) * k / np.maximum(l1_c[live_c], 1e-300))[-8:]]
+    spread_r = live_r[np.argsort(left.ea[live_r] - left.log2l1[live_r])[-8:]]
+    spread_c = live_c[np.argsort(right.ea[live_c] - right.log2l1[live_c])[-8:]]
     ri = np.concatenate([rng.choice(live_r, samples), np.repeat(spread_r, len(spread_c)),
                          spread_r, rng.choice(live_r, len(spread_c))])
     ci = np.concatenate([rng.choice(live_c, samples), np.tile(spread_c, len(spread_r)),
                          rng.choice(live_c, len(spread_r)), spread_c])
-    dots = np.einsum("ij,ij->i", left.mag[ri], right.mag[ci])
+    # scaled so that rows of extreme magnitude neither overflow nor underflow
+    lm = np.ldexp(left.mag(ri), -left.ea[ri][:, None])
+    rm = np.ldexp(right.mag(ci), -right.ea[ci][:, None])
+    dots = np.einsum("ij,ij->i", lm, rm)
     ok = dots > 0
     if not ok.any():
         return 0.0, 0.0
     ri, ci, dots = ri[ok], ci[ok], dots[ok]
     with np.errstate(divide="ignore"):
-        s_row = left.ea[ri] + np.log2(l1_c[ci]) - np.log2(dots)  # u_i ≥ p + 1 + s_row
-        s_col = right.ea[ci] + np.log2(l1_r[ri]) - np.log2(dots)
+        log2dot = np.log2(dots) + left.ea[ri] + right.ea[ci]
+        s_row = left.ea[ri] + right.log2l1[ci] - log2dot  # u_i ≥ p + 1 + s_row
+        s_col = right.ea[ci] + left.log2l1[ri] - log2dot
     # u_i = floor((L − g_i)/2) ≥ (L − g_i)/2 − 1 must reach p + 1 + s (+1 for the two error terms)
     need_r = 2.0 * (precision + 3 + np.log2(terms) + s_row) + g_rows[ri]
     need_c = 2.0 * (precision + 3 + np.log2(terms) + s_col) + g_cols[ci]

@@ -185,4 +185,15 @@ int emublas_oz_force_generic(int flag);
 }
 #endif
 
+/* Ozaki-II scaling pass (ozaki_scale.c).  Xr/Xi: real and imaginary parts
+ * (Xi NULL for real data), strides in real elements; dtype 0 float32 parts,
+ * 1 float64 parts.  row_stats: per row max |x| (non-finite if the row holds
+ * NaN/Inf), sum |x|^2 and sum |x|.  bound_int8: out = ceil(127 |x| 2^-ea[row]). */
+int emublas_oz_row_stats(int dtype, int64_t rows, int64_t cols, const void *Xr, const void *Xi,
+                         int64_t rsx, int64_t csx, double *rowmax, double *sumsq, double *l1,
+                         int nthreads);
+int emublas_oz_bound_int8(int dtype, int64_t rows, int64_t cols, const void *Xr, const void *Xi,
+                          int64_t rsx, int64_t csx, const int32_t *ea, int8_t *out, int64_t rso,
+                          int64_t cso, int nthreads);
+
 #endif /* EMUBLAS_CPU_H */
