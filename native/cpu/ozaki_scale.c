@@ -39,7 +39,11 @@ static inline double mag(const scale_job *J, int64_t off)
         if (J->xi)
             im = ((const double *)J->xi)[off];
     }
-    return J->xi ? hypot(re, im) : fabs(re);
+    if (!J->xi)
+        return fabs(re);
+    /* sqrt of the sum of squares where that cannot over/underflow; hypot otherwise */
+    double s = re * re + im * im;
+    return s > 0x1p-1000 && s < 0x1p1000 ? sqrt(s) : hypot(re, im);
 }
 
 static void rows_of(int64_t rows, int tid, int nt, int64_t *i0, int64_t *i1)
