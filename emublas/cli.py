@@ -34,6 +34,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     print(format_info())
     print()
+    if args.backends is None:
+        from . import backends
+
+        args.backends = [b for b in backends.names() if backends.get(b).readiness()["cpu"][0]]
     rng = np.random.default_rng(args.seed)
     n = args.n
     a = rng.standard_normal((n, n))
@@ -74,7 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_demo = sub.add_parser("demo", help="run each routine family once and report time and error")
     p_demo.add_argument("-n", type=int, default=512, help="matrix size (default 512)")
     p_demo.add_argument("--seed", type=int, default=None)
-    p_demo.add_argument("--backends", nargs="+", default=["native"])
+    p_demo.add_argument("--backends", nargs="+", default=None,
+                        help="default: native and every other backend usable on the CPU here")
     p_demo.set_defaults(func=_cmd_demo)
     args = parser.parse_args(argv)
     try:
