@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import sys
 
@@ -22,68 +23,24 @@ ROOT = os.path.dirname(HERE)
 CPU_DIR = os.path.join(HERE, "cpu")
 PACKAGE_DIR = os.path.join(ROOT, "emublas", "_kernels")
 
-CDEF = """
-#define EMUBLAS_OK ...
-#define EMUBLAS_EINVAL ...
-#define EMUBLAS_ENOTSUP ...
-#define EMUBLAS_ENOMEM ...
-#define EMUBLAS_ERANGE ...
-#define EMUBLAS_CPU_AVX512_VNNI ...
-#define EMUBLAS_CPU_AVX512_VPOPCNTDQ ...
-#define EMUBLAS_IMPL_AUTO ...
-#define EMUBLAS_IMPL_GENERIC ...
-#define EMUBLAS_IMPL_VNNI ...
-#define EMUBLAS_IMPL_GENERIC_BASELINE ...
+HEADER = os.path.join(CPU_DIR, "emublas_cpu.h")
 
-int emublas_cpu_features(void);
-int emublas_i8gemm(int impl, int64_t m, int64_t n, int64_t k,
-                   const int8_t *A, int64_t rsa, int64_t csa,
-                   const int8_t *B, int64_t rsb, int64_t csb,
-                   int32_t *C, int64_t rsc, int64_t csc,
-                   int accumulate, int nthreads);
-const char *emublas_i8gemm_kernel_name(int impl);
-double emublas_vnni_peak_probe(int nthreads, int64_t iters);
-int emublas_oz_residues(int dtype, int64_t rows, int64_t cols,
-                        const void *X, int64_t rsx, int64_t csx,
-                        const int32_t *shift, int shift_axis,
-                        int nmod, const int32_t *moduli,
-                        int8_t *out, int64_t plane_stride, int64_t rso, int64_t cso,
-                        int nthreads);
-int emublas_oz_residues_cplx(int dtype, int64_t rows, int64_t cols,
-                             const void *Xr, const void *Xi, int64_t rsx, int64_t csx,
-                             const int32_t *shift, int shift_axis, int conj,
-                             int nmod, const int32_t *moduli, const int32_t *roots,
-                             int8_t *out, int64_t plane_stride, int64_t rso, int64_t cso,
-                             int nthreads);
-int emublas_oz_residues_3m(int dtype, int64_t rows, int64_t cols,
-                           const void *Xr, const void *Xi, int64_t rsx, int64_t csx,
-                           const int32_t *shift, int shift_axis, int conj,
-                           int nmod, const int32_t *moduli,
-                           int8_t *out, int64_t plane_stride, int64_t rso, int64_t cso,
-                           int nthreads);
-int emublas_oz_crt_accumulate(int64_t m, int64_t n,
-                              const int32_t *X1, int64_t rs1, int64_t cs1, int32_t w1,
-                              const int32_t *X2, int64_t rs2, int64_t cs2, int32_t w2,
-                              int32_t modulus, double big_hi, double big_lo,
-                              double *acc_hi, double *acc_lo,
-                              int first, int uplo, int nthreads);
-int emublas_oz_crt_finalize(int64_t m, int64_t n,
-                            const double *re_hi, const double *re_lo,
-                            const double *im_hi, const double *im_lo,
-                            double P_hi, double P_lo,
-                            const int32_t *row_shift, const int32_t *col_shift,
-                            double alpha_re, double alpha_im, double beta_re, double beta_im,
-                            int out_dtype, void *out, int64_t rso, int64_t cso,
-                            int uplo, int nthreads);
-const char *emublas_oz_kernel_name(void);
-int emublas_oz_row_stats(int dtype, int64_t rows, int64_t cols, const void *Xr, const void *Xi,
-                         int64_t rsx, int64_t csx, double *rowmax, double *sumsq, double *l1,
-                         int nthreads);
-int emublas_oz_bound_int8(int dtype, int64_t rows, int64_t cols, const void *Xr, const void *Xi,
-                          int64_t rsx, int64_t csx, const int32_t *ea, int8_t *out, int64_t rso,
-                          int64_t cso, int nthreads);
-int emublas_oz_force_generic(int flag);
-"""
+
+def cdef_from_header(path: str = HEADER) -> str:
+    """The cffi cdef: the header's declarations, read from the header itself.
+
+    The part between the ``extern "C"`` guards, comments removed, and each
+    ``#define NAME value`` turned into cffi's ``#define NAME ...`` (the value
+    is taken from the compiled header), so the API is written down once.
+    """
+    with open(path) as fh:
+        text = fh.read()
+    body = text.split('extern "C" {', 1)[1].split("#ifdef __cplusplus", 1)[0]
+    body = body.split("#endif", 1)[1]  # past the guard that opened extern "C"
+    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+    body = re.sub(r"^#define\s+(\w+)\s+.*$", r"#define \1 ...", body, flags=re.M)
+    return body
+
 
 
 def _compile_args() -> list[str]:
@@ -108,7 +65,7 @@ def make_builder(absolute_paths: bool = False) -> cffi.FFI:
         return p if absolute_paths else os.path.relpath(p, ROOT)
 
     builder = cffi.FFI()
-    builder.cdef(CDEF)
+    builder.cdef(cdef_from_header())
     builder.set_source(
         "emublas._kernels._cpu",
         '#include "emublas_cpu.h"',

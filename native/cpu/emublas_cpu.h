@@ -181,10 +181,6 @@ const char *emublas_oz_kernel_name(void);
  * 0 restores run-time dispatch, -1 only queries.  Returns the previous flag. */
 int emublas_oz_force_generic(int flag);
 
-#ifdef __cplusplus
-}
-#endif
-
 /* Ozaki-II scaling pass (ozaki_scale.c).  Xr/Xi: real and imaginary parts
  * (Xi NULL for real data), strides in real elements; dtype 0 float32 parts,
  * 1 float64 parts.  row_stats: per row max |x| (non-finite if the row holds
@@ -195,5 +191,9 @@ int emublas_oz_row_stats(int dtype, int64_t rows, int64_t cols, const void *Xr, 
 int emublas_oz_bound_int8(int dtype, int64_t rows, int64_t cols, const void *Xr, const void *Xi,
                           int64_t rsx, int64_t csx, const int32_t *ea, int8_t *out, int64_t rso,
                           int64_t cso, int nthreads);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* EMUBLAS_CPU_H */
