@@ -46,6 +46,7 @@ def main() -> None:
     roots = [TWO_M_ROOTS[m] for m in mods2]
     out = np.empty((L, n, n), np.int8).transpose(0, 2, 1)      # F-ordered planes
     out2 = np.empty((2 * L, n, n), np.int8).transpose(0, 2, 1)
+    out3 = np.empty((3 * L, n, n), np.int8).transpose(0, 2, 1)
     ms = real_set(L)
     X1 = np.asfortranarray(rng.integers(-2**31, 2**31, size=(n, n), dtype=np.int64).astype(np.int32))
     hi = np.zeros((n, n), order="F")
@@ -61,6 +62,9 @@ def main() -> None:
         ("residues 2M z128 (32 planes)",
          lambda t: cpu.oz_residues_cplx(z.real, z.imag, shift, 1, mods2, roots, out=out2, threads=t),
          e * (16 + 2 * L), e * 2 * L),
+        ("residues 3M z128 (48 planes)",
+         lambda t: cpu.oz_residues_3m(z.real, z.imag, shift, 1, mods, out=out3, threads=t),
+         e * (16 + 3 * L), e * 3 * L),
         ("accumulate 1 modulus", lambda t: cpu.oz_crt_accumulate(X1, ms.weights[3], ms.moduli[3], ms.big_hi[3],
                                                                  ms.big_lo[3], hi, lo, threads=t),
          e * (4 + 32), e),

@@ -303,35 +303,50 @@ OZ_TARGET OZ_INLINE __m512d vred(__m512d t, __m512d m, __m512d inv, __m512d bias
     return _mm512_fnmadd_pd(q, m, t);
 }
 
-OZ_TARGET OZ_INLINE void res_real_planes(const res_job *J, __m512d ar, __m512d brr, int8_t *o, int64_t rso,
-                                          int n, int fast)
-{
-    for (int l = 0; l < J->nmod; l++) {
-        const ozmod *M = &J->mods[l];
-        const __m512d m = _mm512_set1_pd(M->m), inv = _mm512_set1_pd(M->inv);
-        const __m512d bias = _mm512_set1_pd(M->bias), c = _mm512_set1_pd(M->c49);
-        store8(o + l * J->ps, rso, vred(_mm512_fmadd_pd(ar, c, brr), m, inv, bias), n, fast);
-    }
-}
+#define OZ_RB 8 /* vectors of 8 rows per block: each plane gets 64 contiguous bytes at once */
 
-OZ_TARGET OZ_INLINE void res_cplx_planes(const res_job *J, __m512d ar, __m512d brr, __m512d ai, __m512d bii,
-                                          int8_t *o, int64_t rso, int n, int fast)
+/* Split parts of a block of up to OZ_RB vectors (y = a*2^49 + b). */
+typedef struct {
+    double ar[OZ_RB][8], br[OZ_RB][8], ai[OZ_RB][8], bi[OZ_RB][8];
+} res_stage;
+
+/* All planes of one block, modulus by modulus (not vector by vector: 8-byte
+ * stores to dozens of planes a power of two apart would fight over a few
+ * cache sets).  Vectors with a bit in skip were done by the scalar code;
+ * the last vector has nlast lanes.  fast: rso == 1 and full vectors. */
+OZ_TARGET OZ_INLINE void res_block(const res_job *J, const res_stage *S, int nv, unsigned skip, int nlast,
+                                   int8_t *o, int64_t rso, const int kind, const int fast)
 {
     const int64_t ps = J->ps;
     for (int l = 0; l < J->nmod; l++) {
         const ozmod *M = &J->mods[l];
         const __m512d m = _mm512_set1_pd(M->m), inv = _mm512_set1_pd(M->inv);
         const __m512d bias = _mm512_set1_pd(M->bias), c = _mm512_set1_pd(M->c49);
-        __m512d rr = vred(_mm512_fmadd_pd(ar, c, brr), m, inv, bias);
-        __m512d ri = vred(_mm512_fmadd_pd(ai, c, bii), m, inv, bias);
-        if (J->kind == RES_2M) {
-            const __m512d s = _mm512_set1_pd(J->roots[l]);
-            store8(o + 2 * l * ps, rso, vred(_mm512_fmadd_pd(s, ri, rr), m, inv, bias), n, fast);
-            store8(o + (2 * l + 1) * ps, rso, vred(_mm512_fnmadd_pd(s, ri, rr), m, inv, bias), n, fast);
-        } else {
-            store8(o + 3 * l * ps, rso, rr, n, fast);
-            store8(o + (3 * l + 1) * ps, rso, ri, n, fast);
-            store8(o + (3 * l + 2) * ps, rso, vred(_mm512_add_pd(rr, ri), m, inv, bias), n, fast);
+        const __m512d s = _mm512_set1_pd(kind == RES_2M ? J->roots[l] : 0.0);
+        for (int v = 0; v < nv; v++) {
+            if (!fast && (skip >> v & 1))
+                continue;
+            const int n = fast ? 8 : v == nv - 1 ? nlast : 8;
+            int8_t *ov = o + v * 8 * rso;
+            /* tr == yr (mod m), |tr| < 2^49 + 2^48 */
+            const __m512d tr = _mm512_fmadd_pd(_mm512_load_pd(S->ar[v]), c, _mm512_load_pd(S->br[v]));
+            if (kind == RES_REAL) {
+                store8(ov + l * ps, rso, vred(tr, m, inv, bias), n, fast);
+                continue;
+            }
+            const __m512d ri = vred(_mm512_fmadd_pd(_mm512_load_pd(S->ai[v]), c, _mm512_load_pd(S->bi[v])), m, inv, bias);
+            if (kind == RES_2M) {
+                /* tr +- s*ri is exact (|.| < 2^50) and == yr +- s*yi (mod m),
+                 * so one reduction gives the symmetric residue that reducing
+                 * rr first does (red_small is exact for |t| < 2^51). */
+                store8(ov + 2 * l * ps, rso, vred(_mm512_fmadd_pd(s, ri, tr), m, inv, bias), n, fast);
+                store8(ov + (2 * l + 1) * ps, rso, vred(_mm512_fnmadd_pd(s, ri, tr), m, inv, bias), n, fast);
+            } else {
+                const __m512d rr = vred(tr, m, inv, bias);
+                store8(ov + 3 * l * ps, rso, rr, n, fast);
+                store8(ov + (3 * l + 1) * ps, rso, ri, n, fast);
+                store8(ov + (3 * l + 2) * ps, rso, vred(_mm512_add_pd(rr, ri), m, inv, bias), n, fast);
+            }
         }
     }
 }
@@ -343,54 +358,88 @@ OZ_TARGET static void res_cols_simd(res_job *J, int64_t j0, int64_t j1)
     const __m512d zero = _mm512_setzero_pd();
     const int64_t rso = J->rso;
     const int kind = J->kind;
-
+    /* Interleaved complex (Xi = Xr + one element, stride 2 along i): two
+     * contiguous loads and a deinterleave instead of 16 scalar loads. */
+    const int ilv = kind != RES_REAL && J->rsx == 2 && J->Xi == J->Xr + (J->dtype ? 8 : 4);
+    const __m512i even = _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd = _mm512_set_epi64(15, 13, 11, 9, 7, 5, 3, 1);
+    const __m512i split_ps = _mm512_set_epi32(15, 13, 11, 9, 7, 5, 3, 1, 14, 12, 10, 8, 6, 4, 2, 0);
+    const int rnd_near = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    const int trunc = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC;
+    res_stage S __attribute__((aligned(64)));
 
     int bad = 0;
     for (int64_t j = j0; j < j1; j++) {
         const __m512d shj = _mm512_set1_pd(J->shift_inner ? 0.0 : (double)J->shift[j]);
-        for (int64_t i0 = 0; i0 < J->rows; i0 += 8) {
-            const int n = J->rows - i0 < 8 ? (int)(J->rows - i0) : 8;
-            const int64_t off = i0 * J->rsx + j * J->csx;
-            int8_t *o = J->out + i0 * rso + j * J->cso;
-            __m512d sh = shj;
-            if (J->shift_inner) {
-                __mmask8 k = (__mmask8)((1u << n) - 1);
-                sh = _mm512_cvtepi32_pd(_mm256_maskz_loadu_epi32(k, J->shift + i0));
+        for (int64_t ib = 0; ib < J->rows; ib += 8 * OZ_RB) {
+            unsigned skip = 0;
+            int nv = 0, nlast = 8;
+            for (; nv < OZ_RB && ib + 8 * nv < J->rows; nv++) {
+                const int64_t i0 = ib + 8 * nv;
+                const int n = J->rows - i0 < 8 ? (int)(J->rows - i0) : 8;
+                nlast = n;
+                const int64_t off = i0 * J->rsx + j * J->csx;
+                __m512d sh = shj;
+                if (J->shift_inner) {
+                    __mmask8 k = (__mmask8)((1u << n) - 1);
+                    sh = _mm512_cvtepi32_pd(_mm256_maskz_loadu_epi32(k, J->shift + i0));
+                }
+                __m512d xr, xi = zero;
+                if (ilv && n == 8) { /* 8 interleaved (re, im) pairs */
+                    if (J->dtype) {
+                        const __m512d c0 = _mm512_loadu_pd((const double *)J->Xr + off);
+                        const __m512d c1 = _mm512_loadu_pd((const double *)J->Xr + off + 8);
+                        xr = _mm512_permutex2var_pd(c0, even, c1);
+                        xi = _mm512_permutex2var_pd(c0, odd, c1);
+                    } else {
+                        const __m512 c = _mm512_permutexvar_ps(split_ps, _mm512_loadu_ps((const float *)J->Xr + off));
+                        xr = _mm512_cvtps_pd(_mm512_castps512_ps256(c));
+                        xi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(c), 1)));
+                    }
+                } else {
+                    xr = load8x(J, J->Xr, off, J->rsx, n);
+                    if (kind != RES_REAL)
+                        xi = load8x(J, J->Xi, off, J->rsx, n);
+                }
+                __m512d yr = _mm512_roundscale_pd(_mm512_scalef_pd(xr, sh), trunc);
+                __m512d yi = zero;
+                __mmask8 big = _mm512_cmp_pd_mask(_mm512_abs_pd(yr), vbig, _CMP_NLT_UQ);
+                if (kind != RES_REAL) {
+                    yi = _mm512_roundscale_pd(_mm512_scalef_pd(xi, sh), trunc);
+                    if (J->conj)
+                        yi = _mm512_sub_pd(zero, yi);
+                    big |= _mm512_cmp_pd_mask(_mm512_abs_pd(yi), vbig, _CMP_NLT_UQ);
+                }
+                if (big & (__mmask8)((1u << n) - 1)) { /* huge or non-finite lanes: scalar */
+                    double br[8], bi[8];
+                    _mm512_storeu_pd(br, yr);
+                    _mm512_storeu_pd(bi, yi);
+                    int8_t *o = J->out + i0 * rso + j * J->cso;
+                    for (int k = 0; k < n; k++)
+                        res_element(J, br[k], bi[k], o + k * rso, &bad);
+                    skip |= 1u << nv;
+                    continue;
+                }
+                const __m512d ar = _mm512_roundscale_pd(_mm512_mul_pd(yr, vsinv), rnd_near);
+                _mm512_store_pd(S.ar[nv], ar);
+                _mm512_store_pd(S.br[nv], _mm512_fnmadd_pd(ar, vsplit, yr));
+                if (kind != RES_REAL) {
+                    const __m512d ai = _mm512_roundscale_pd(_mm512_mul_pd(yi, vsinv), rnd_near);
+                    _mm512_store_pd(S.ai[nv], ai);
+                    _mm512_store_pd(S.bi[nv], _mm512_fnmadd_pd(ai, vsplit, yi));
+                }
             }
-            const int trunc = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC;
-            __m512d yr = _mm512_roundscale_pd(_mm512_scalef_pd(load8x(J, J->Xr, off, J->rsx, n), sh), trunc);
-            __m512d yi = zero;
-            __mmask8 big = _mm512_cmp_pd_mask(_mm512_abs_pd(yr), vbig, _CMP_NLT_UQ);
-            if (kind != RES_REAL) {
-                yi = _mm512_roundscale_pd(_mm512_scalef_pd(load8x(J, J->Xi, off, J->rsx, n), sh), trunc);
-                if (J->conj)
-                    yi = _mm512_sub_pd(zero, yi);
-                big |= _mm512_cmp_pd_mask(_mm512_abs_pd(yi), vbig, _CMP_NLT_UQ);
-            }
-            if (big & (__mmask8)((1u << n) - 1)) { /* huge or non-finite lanes: scalar */
-                double br[8], bi[8];
-                _mm512_storeu_pd(br, yr);
-                _mm512_storeu_pd(bi, yi);
-                for (int k = 0; k < n; k++)
-                    res_element(J, br[k], bi[k], o + k * rso, &bad);
-                continue;
-            }
-            const __m512d ar = _mm512_roundscale_pd(_mm512_mul_pd(yr, vsinv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-            const __m512d brr = _mm512_fnmadd_pd(ar, vsplit, yr);
-            const int fast = n == 8 && rso == 1;
-            if (kind == RES_REAL) {
-                if (fast)
-                    res_real_planes(J, ar, brr, o, rso, 8, 1);
+            int8_t *o = J->out + ib * rso + j * J->cso;
+            if (skip == 0 && nlast == 8 && rso == 1) {
+                if (kind == RES_REAL)
+                    res_block(J, &S, nv, 0, 8, o, 1, RES_REAL, 1);
+                else if (kind == RES_2M)
+                    res_block(J, &S, nv, 0, 8, o, 1, RES_2M, 1);
                 else
-                    res_real_planes(J, ar, brr, o, rso, n, 0);
-                continue;
+                    res_block(J, &S, nv, 0, 8, o, 1, RES_3M, 1);
+            } else if (skip != (1u << nv) - 1) {
+                res_block(J, &S, nv, skip, nlast, o, rso, kind, 0);
             }
-            const __m512d ai = _mm512_roundscale_pd(_mm512_mul_pd(yi, vsinv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-            const __m512d bii = _mm512_fnmadd_pd(ai, vsplit, yi);
-            if (fast)
-                res_cplx_planes(J, ar, brr, ai, bii, o, rso, 8, 1);
-            else
-                res_cplx_planes(J, ar, brr, ai, bii, o, rso, n, 0);
         }
     }
     if (bad)
@@ -567,12 +616,138 @@ OZ_TARGET OZ_INLINE __m512d load_i32(const int32_t *p, int64_t stride, __mmask8 
     return _mm512_cvtepi32_pd(_mm512_mask_i64gather_epi32(_mm256_setzero_si256(), k, idx, p, 4));
 }
 
+typedef struct {
+    __m512d m, inv, bias, w1, w2, bh, bl;
+} acc_vc;
+
+/* 8 entries (lanes k) at ph, pl: the operation order of acc_entry. */
+OZ_TARGET OZ_INLINE void acc8(const acc_vc *C, __m512d x1, __m512d x2, double *ph, double *pl, __mmask8 k,
+                              int first)
+{
+    const __m512d zero = _mm512_setzero_pd();
+    __m512d v = _mm512_fmadd_pd(C->w1, x1, _mm512_mul_pd(C->w2, x2));
+    __m512d t = vred(v, C->m, C->inv, C->bias);
+    __m512d p = _mm512_mul_pd(t, C->bh);
+    __m512d e = _mm512_fmsub_pd(t, C->bh, p);
+    __m512d ah = first ? zero : _mm512_maskz_loadu_pd(k, ph);
+    __m512d al = first ? zero : _mm512_maskz_loadu_pd(k, pl);
+    __m512d s = _mm512_add_pd(ah, p);
+    __m512d bb = _mm512_sub_pd(s, ah);
+    __m512d err = _mm512_add_pd(_mm512_sub_pd(ah, _mm512_sub_pd(s, bb)), _mm512_sub_pd(p, bb));
+    __m512d lo = _mm512_add_pd(al, _mm512_fmadd_pd(t, C->bl, _mm512_add_pd(err, e)));
+    _mm512_mask_storeu_pd(ph, k, s);
+    _mm512_mask_storeu_pd(pl, k, lo);
+}
+
+/* Rows i0 .. i0+nr-1 (nr <= 8; the rest zero), columns j .. j+7 (lanes kc) of
+ * a matrix contiguous along j, transposed: c[q] holds column j+q. */
+OZ_TARGET OZ_INLINE void load_t8x8(const int32_t *X, int64_t rs, int64_t i0, int nr, int64_t j, __mmask8 kc,
+                                   __m256i c[8])
+{
+    __m256i r[8];
+    for (int q = 0; q < 8; q++)
+        r[q] = q < nr ? _mm256_maskz_loadu_epi32(kc, X + (i0 + q) * rs + j) : _mm256_setzero_si256();
+    __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
+    __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
+    __m256i t4 = _mm256_unpacklo_epi32(r[4], r[5]), t5 = _mm256_unpackhi_epi32(r[4], r[5]);
+    __m256i t6 = _mm256_unpacklo_epi32(r[6], r[7]), t7 = _mm256_unpackhi_epi32(r[6], r[7]);
+    __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+    __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+    __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
+    __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
+    c[0] = _mm256_permute2x128_si256(u0, u4, 0x20);
+    c[1] = _mm256_permute2x128_si256(u1, u5, 0x20);
+    c[2] = _mm256_permute2x128_si256(u2, u6, 0x20);
+    c[3] = _mm256_permute2x128_si256(u3, u7, 0x20);
+    c[4] = _mm256_permute2x128_si256(u0, u4, 0x31);
+    c[5] = _mm256_permute2x128_si256(u1, u5, 0x31);
+    c[6] = _mm256_permute2x128_si256(u2, u6, 0x31);
+    c[7] = _mm256_permute2x128_si256(u3, u7, 0x31);
+}
+
+#define OZ_TB 32 /* columns per transposed block */
+
+/* Columns jb .. jb+nc-1 (nc <= OZ_TB), rows [r0, r1) of X (contiguous along
+ * j, row stride rs) into buf: column q at buf + q*ld, 8x8 tiles transposed in
+ * registers, each row's cache lines used up before the next row. */
+OZ_TARGET static void transpose_block(const int32_t *X, int64_t rs, int64_t ld, int64_t r0, int64_t r1, int64_t jb,
+                                      int nc, int32_t *buf)
+{
+    for (int64_t i0 = r0; i0 < r1; i0 += 8) {
+        const int nr = r1 - i0 < 8 ? (int)(r1 - i0) : 8;
+        const __mmask8 kr = (__mmask8)((1u << nr) - 1);
+        for (int h = 0; h < nc; h += 8) {
+            const int w = nc - h < 8 ? nc - h : 8;
+            __m256i c[8];
+            load_t8x8(X, rs, i0, nr, jb + h, (__mmask8)((1u << w) - 1), c);
+            for (int q = 0; q < w; q++)
+                _mm256_mask_storeu_epi32(buf + (int64_t)(h + q) * ld + i0, kr, c[q]);
+        }
+    }
+}
+
+/* An operand contiguous along j but not along i (e.g. X2 = X1^T for the
+ * rank-k updates): blocks of OZ_TB columns are first transposed into a
+ * per-thread buffer (full cache lines read row by row), then the column loop
+ * reads the buffer.  Each entry still goes through acc8 alone, so the
+ * results are those of the plain column loop.  Returns 0 without a buffer. */
+OZ_TARGET static int acc_cols_transposed(acc_job *J, const acc_vc *C, int64_t j0, int64_t j1, int t1, int t2)
+{
+    const int64_t m = J->m;
+    const int64_t ld = (m + 15) / 16 * 16 + 16; /* columns not 4 KiB apart: no cache-set pile-up */
+    int32_t *buf = malloc(sizeof(int32_t) * (size_t)ld * OZ_TB * (size_t)(t1 + t2));
+    if (!buf)
+        return 0;
+    int32_t *b1 = buf, *b2 = buf + (t1 ? ld * OZ_TB : 0);
+    const __m512d zero = _mm512_setzero_pd();
+    const int first = J->first;
+    for (int64_t jb = j0; jb < j1; jb += OZ_TB) {
+        const int nc = j1 - jb < OZ_TB ? (int)(j1 - jb) : OZ_TB;
+        int64_t ra[OZ_TB], rb[OZ_TB], lo_i = m, hi_i = 0;
+        for (int q = 0; q < nc; q++) {
+            row_range(m, J->uplo, jb + q, &ra[q], &rb[q]);
+            if (ra[q] < rb[q]) {
+                lo_i = ra[q] < lo_i ? ra[q] : lo_i;
+                hi_i = rb[q] > hi_i ? rb[q] : hi_i;
+            }
+        }
+        if (lo_i >= hi_i)
+            continue;
+        if (t1)
+            transpose_block(J->X1, J->rs1, ld, lo_i, hi_i, jb, nc, b1);
+        if (t2)
+            transpose_block(J->X2, J->rs2, ld, lo_i, hi_i, jb, nc, b2);
+        for (int q = 0; q < nc; q++) {
+            const int64_t j = jb + q;
+            const int32_t *p1 = t1 ? b1 + (int64_t)q * ld : J->X1 + j * J->cs1;
+            const int32_t *p2 = t2 ? b2 + (int64_t)q * ld : J->X2 ? J->X2 + j * J->cs2 : NULL;
+            const int64_t s1 = t1 ? 1 : J->rs1, s2 = t2 ? 1 : J->rs2;
+            double *ph = J->hi + j * m, *pl = J->lo + j * m;
+            for (int64_t i = ra[q]; i < rb[q]; i += 8) {
+                const int n = rb[q] - i < 8 ? (int)(rb[q] - i) : 8;
+                const __mmask8 k = (__mmask8)((1u << n) - 1);
+                __m512d x1 = load_i32(p1 + i * s1, s1, k);
+                __m512d x2 = p2 ? load_i32(p2 + i * s2, s2, k) : zero;
+                acc8(C, x1, x2, ph + i, pl + i, k, first);
+            }
+        }
+    }
+    free(buf);
+    return 1;
+}
+
 OZ_TARGET static void acc_cols_simd(acc_job *J, int64_t j0, int64_t j1)
 {
-    const __m512d m = _mm512_set1_pd(J->M.m), inv = _mm512_set1_pd(J->M.inv), bias = _mm512_set1_pd(J->M.bias);
-    const __m512d w1 = _mm512_set1_pd(J->w1), w2 = _mm512_set1_pd(J->w2);
-    const __m512d bh = _mm512_set1_pd(J->bh), bl = _mm512_set1_pd(J->bl);
+    const acc_vc C = {
+        .m = _mm512_set1_pd(J->M.m), .inv = _mm512_set1_pd(J->M.inv), .bias = _mm512_set1_pd(J->M.bias),
+        .w1 = _mm512_set1_pd(J->w1), .w2 = _mm512_set1_pd(J->w2),
+        .bh = _mm512_set1_pd(J->bh), .bl = _mm512_set1_pd(J->bl),
+    };
     const __m512d zero = _mm512_setzero_pd();
+    const int t1 = J->rs1 != 1 && J->cs1 == 1, t2 = J->X2 && J->rs2 != 1 && J->cs2 == 1;
+    if ((t1 || t2) && acc_cols_transposed(J, &C, j0, j1, t1, t2))
+        return;
+    const int first = J->first;
     for (int64_t j = j0; j < j1; j++) {
         int64_t i0, i1;
         row_range(J->m, J->uplo, j, &i0, &i1);
@@ -582,18 +757,7 @@ OZ_TARGET static void acc_cols_simd(acc_job *J, int64_t j0, int64_t j1)
             const __mmask8 k = (__mmask8)((1u << n) - 1);
             __m512d x1 = load_i32(J->X1 + i * J->rs1 + j * J->cs1, J->rs1, k);
             __m512d x2 = J->X2 ? load_i32(J->X2 + i * J->rs2 + j * J->cs2, J->rs2, k) : zero;
-            __m512d v = _mm512_fmadd_pd(w1, x1, _mm512_mul_pd(w2, x2));
-            __m512d t = vred(v, m, inv, bias);
-            __m512d p = _mm512_mul_pd(t, bh);
-            __m512d e = _mm512_fmsub_pd(t, bh, p);
-            __m512d ah = J->first ? zero : _mm512_maskz_loadu_pd(k, ph + i);
-            __m512d al = J->first ? zero : _mm512_maskz_loadu_pd(k, pl + i);
-            __m512d s = _mm512_add_pd(ah, p);
-            __m512d bb = _mm512_sub_pd(s, ah);
-            __m512d err = _mm512_add_pd(_mm512_sub_pd(ah, _mm512_sub_pd(s, bb)), _mm512_sub_pd(p, bb));
-            __m512d lo = _mm512_add_pd(al, _mm512_fmadd_pd(t, bl, _mm512_add_pd(err, e)));
-            _mm512_mask_storeu_pd(ph + i, k, s);
-            _mm512_mask_storeu_pd(pl + i, k, lo);
+            acc8(&C, x1, x2, ph + i, pl + i, k, first);
         }
     }
 }
