@@ -88,7 +88,10 @@ class ModulusSet:
 
     @classmethod
     def from_moduli(cls, moduli) -> "ModulusSet":
-        moduli = tuple(int(m) for m in moduli)
+        return _modulus_set(tuple(int(m) for m in moduli))
+
+    @classmethod
+    def _build(cls, moduli: tuple[int, ...]) -> "ModulusSet":
         if any(gcd(a, b) != 1 for i, a in enumerate(moduli) for b in moduli[i + 1:]):
             raise ValueError("moduli must be pairwise coprime")
         P = prod(moduli)
@@ -101,6 +104,11 @@ class ModulusSet:
 
     def __len__(self) -> int:
         return len(self.moduli)
+
+
+@lru_cache(maxsize=256)
+def _modulus_set(moduli: tuple[int, ...]) -> ModulusSet:
+    return ModulusSet._build(moduli)
 
 
 @lru_cache(maxsize=None)
