@@ -1,0 +1,206 @@
+"""cupy entry points of the interpose shim.
+
+cupy is not imported by the shim: if it is already imported when the shim is
+installed its entry points are swapped at once, otherwise an import hook swaps
+them right after the program imports cupy (so a scipy-only program pays no
+CUDA start-up cost).
+"""
+from __future__ import annotations
+
+import functools
+import importlib.abc
+import sys
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+_FLOATS = "fdFD"
+_TRANS = {"N": 0, "n": 0, "T": 1, "t": 1, "H": 2, "h": 2, "C": 2, "c": 2, 0: 0, 1: 1, 2: 2}
+#: ndarray methods cupy does not let us replace (a C extension type), for stats()/docs
+not_swapped: list[str] = []
+
+
+def _shim():
+    from . import _fallthrough_reason, _record, _selection
+
+    return _fallthrough_reason, _record, _selection
+
+
+def _plain_pair(a, b, out, kwargs) -> bool:
+    import cupy
+
+    return (isinstance(a, cupy.ndarray) and isinstance(b, cupy.ndarray) and a.ndim == 2 and b.ndim == 2
+            and a.dtype == b.dtype and a.dtype.char in _FLOATS and out is None and not kwargs
+            and a.shape[1] == b.shape[0])
+
+
+def _product(name: str, original: Callable) -> Callable:
+    """matmul / dot: 2-D float products of one dtype go to emublas.gemm."""
+
+    @functools.wraps(original)
+    def emulated(a, b, out=None, **kwargs):
+        import cupy
+
+        import emublas
+
+        reason, record, selection = _shim()
+        t0 = time.perf_counter()
+        plain = _plain_pair(a, b, out, kwargs)
+        dims = (a.shape[0], b.shape[1], a.shape[1]) if plain else None
+        backend, opts, usable = selection("gpu")
+        why = reason(backend, usable, dims)
+        if why:
+            result = original(a, b, out=out, **kwargs) if out is not None else original(a, b, **kwargs)
+            record(name, dims or (), getattr(a, "dtype", np.float64), False, why, time.perf_counter() - t0,
+                   backend, opts)
+            return result
+        result = cupy.ascontiguousarray(emublas.gemm(1.0, a, b))  # cupy returns C order
+        record(name, dims, a.dtype, True, "", time.perf_counter() - t0, backend, opts)
+        return result
+
+    emulated.__doc__ = f"emublas interpose: cupy.{name} routed to the selected emublas backend.\n\n" + (
+        getattr(original, "__doc__", None) or "")
+    return emulated
+
+
+def _method(name: str, original: Callable, reflected: bool = False) -> Callable:
+    product = _product(name, lambda a, b, out=None, **kw: original(b, a) if reflected else original(a, b))
+
+    @functools.wraps(original)
+    def method(self, other):
+        return product(other, self) if reflected else product(self, other)
+
+    return method
+
+
+def _cublas_gemm(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def gemm(transa, transb, a, b, out=None, alpha=1.0, beta=0.0):
+        import emublas
+
+        reason, record, selection = _shim()
+        t0 = time.perf_counter()
+        ta, tb = _TRANS.get(transa), _TRANS.get(transb)
+        ok = ta is not None and tb is not None and a.ndim == 2 and b.ndim == 2 and a.dtype == b.dtype \
+            and a.dtype.char in _FLOATS and np.isscalar(alpha) and np.isscalar(beta)
+        dims = None
+        if ok:
+            m, k = a.shape[::-1] if ta else a.shape
+            kb, n = b.shape[::-1] if tb else b.shape
+            dims = (m, n, k) if k == kb and (out is None or out.shape == (m, n)) else None
+        backend, opts, usable = selection("gpu")
+        why = reason(backend, usable, dims)
+        if why:
+            result = original(transa, transb, a, b, out=out, alpha=alpha, beta=beta)
+            record("cublas.gemm", dims or (), a.dtype, False, why, time.perf_counter() - t0, backend, opts)
+            return result
+        result = emublas.gemm(alpha, a, b, beta if out is not None else 0.0, out, ta, tb, overwrite_c=1)
+        if out is not None and result is not out:
+            out[...] = result
+            result = out
+        record("cublas.gemm", dims, a.dtype, True, "", time.perf_counter() - t0, backend, opts)
+        return result
+
+    gemm.__doc__ = "emublas interpose: cupy.cublas.gemm routed to emublas.\n\n" + (original.__doc__ or "")
+    return gemm
+
+
+def _cublas_syrk(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def syrk(trans, a, out=None, alpha=1.0, beta=0.0, lower=False):
+        import emublas
+
+        reason, record, selection = _shim()
+        t0 = time.perf_counter()
+        t = _TRANS.get(trans)
+        ok = t in (0, 1) and a.ndim == 2 and a.dtype.char in _FLOATS and np.isscalar(alpha) and np.isscalar(beta)
+        dims = None
+        if ok:
+            n, k = a.shape[::-1] if t else a.shape
+            dims = (n, n, k) if out is None or out.shape == (n, n) else None
+        backend, opts, usable = selection("gpu")
+        why = reason(backend, usable, dims)
+        if why:
+            result = original(trans, a, out=out, alpha=alpha, beta=beta, lower=lower)
+            record("cublas.syrk", dims or (), a.dtype, False, why, time.perf_counter() - t0, backend, opts)
+            return result
+        result = emublas.syrk(alpha, a, beta if out is not None else 0.0, out, t, int(bool(lower)), overwrite_c=1)
+        if out is not None and result is not out:
+            out[...] = result
+            result = out
+        record("cublas.syrk", dims, a.dtype, True, "", time.perf_counter() - t0, backend, opts)
+        return result
+
+    syrk.__doc__ = "emublas interpose: cupy.cublas.syrk routed to emublas.\n\n" + (original.__doc__ or "")
+    return syrk
+
+
+def _cupy_swaps(cupy) -> list[tuple[Any, str, Any]]:
+    import cupy.cublas
+
+    swaps = [(cupy, "matmul", _product("matmul", cupy.matmul)), (cupy, "dot", _product("dot", cupy.dot)),
+             (cupy.cublas, "gemm", _cublas_gemm(cupy.cublas.gemm)),
+             (cupy.cublas, "syrk", _cublas_syrk(cupy.cublas.syrk))]
+    for attr, reflected in (("__matmul__", False), ("__rmatmul__", True), ("dot", False)):
+        original = getattr(cupy.ndarray, attr)
+        try:  # cupy.ndarray is an extension type in some versions: then it cannot be patched
+            setattr(cupy.ndarray, attr, original)
+        except (TypeError, AttributeError):
+            if attr not in not_swapped:
+                not_swapped.append(attr)
+            continue
+        swaps.append((cupy.ndarray, attr, _method(attr, original, reflected)))
+    return swaps
+
+
+class _CupyImportHook(importlib.abc.MetaPathFinder):
+    """Swaps cupy's entry points right after the program imports cupy."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != "cupy":
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None and spec.loader is not None:
+                loader = spec.loader
+                exec_module = loader.exec_module
+
+                def exec_and_swap(module, _exec=exec_module):
+                    _exec(module)
+                    _on_cupy(module)
+
+                loader.exec_module = exec_and_swap
+                return spec
+        return None
+
+
+_hook = _CupyImportHook()
+
+
+def _on_cupy(cupy) -> None:
+    from . import _lock, _originals, _swap
+
+    with _lock:
+        if not _originals:
+            return  # uninstalled meanwhile
+        for module, attr, new in _cupy_swaps(cupy):
+            _swap(module, attr, new)
+
+
+def replacements() -> list[tuple[Any, str, Any]]:
+    """Swaps for an already imported cupy; otherwise arm the import hook."""
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:
+        return _cupy_swaps(cupy)
+    if _hook not in sys.meta_path:
+        sys.meta_path.insert(0, _hook)
+    return []
+
+
+def disarm() -> None:
+    """Remove the import hook (uninstall)."""
+    if _hook in sys.meta_path:
+        sys.meta_path.remove(_hook)

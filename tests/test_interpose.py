@@ -1,0 +1,152 @@
+"""The interpose shim in-process: swapping, routing, fall-through, threads, stats."""
+import threading
+
+import numpy as np
+import pytest
+import scipy.linalg._fblas as fblas
+import scipy.linalg.blas as sblas
+
+import emublas
+import emublas.interpose as shim
+
+ORIGINALS = {name: getattr(sblas, name) for name in shim.SCIPY_NAMES}
+
+
+@pytest.fixture
+def active(monkeypatch):
+    monkeypatch.setenv("EMUBLAS_MIN_DIM", "0")
+    monkeypatch.delenv("EMUBLAS_VERBOSE", raising=False)
+    monkeypatch.delenv("EMUBLAS_BACKEND", raising=False)
+    emublas.set_backend(None)
+    shim.reset_stats()
+    shim.install("ozaki2")
+    yield
+    shim.uninstall()
+    emublas.set_backend(None)
+
+
+def test_install_uninstall_restore_identity():
+    shim.install()
+    shim.install()  # idempotent
+    assert shim.installed()
+    for name in shim.SCIPY_NAMES:
+        assert sblas.__dict__[name] is not ORIGINALS[name]
+        assert getattr(fblas, name) is sblas.__dict__[name]
+        assert "emublas interpose" in sblas.__dict__[name].__doc__
+    shim.uninstall()
+    shim.uninstall()
+    assert not shim.installed()
+    for name in shim.SCIPY_NAMES:
+        assert getattr(sblas, name) is ORIGINALS[name]
+        assert getattr(fblas, name) is ORIGINALS[name]
+
+
+def test_get_blas_funcs_returns_replacements_with_scipy_attributes(active, rng):
+    a = rng.standard_normal((70, 70))
+    f = sblas.get_blas_funcs("gemm", (a,))
+    assert f is sblas.dgemm and f.__name__ == "dgemm"
+    assert (f.typecode, f.prefix, f.module_name) == ("d", "d", "fblas")
+    assert f.dtype == np.float64
+    shim.uninstall()
+    g = sblas.get_blas_funcs("gemm", (a,))
+    assert g is ORIGINALS["dgemm"]  # memo cleared again on uninstall
+
+
+def test_routed_calls_are_emulated_and_correct(active, rng):
+    a, b = rng.standard_normal((80, 70)), rng.standard_normal((70, 90))
+    za = a[:, :64] + 1j * rng.standard_normal((80, 64))
+    out = sblas.dgemm(1.5, a, b)
+    np.testing.assert_allclose(out, 1.5 * a @ b, rtol=1e-12, atol=1e-12)
+    h = sblas.zherk(1.0, za, lower=1)
+    np.testing.assert_allclose(np.tril(h), np.tril(za @ za.conj().T), rtol=1e-12, atol=1e-12)
+    assert shim.stats() == {"dgemm:emulated": 1, "zherk:emulated": 1}
+    assert emublas.ozaki2.last_run()["routine"] == "herk"
+
+
+def test_min_dim_falls_through(active, rng, monkeypatch):
+    monkeypatch.setenv("EMUBLAS_MIN_DIM", "64")
+    a = rng.standard_normal((10, 100))
+    sblas.dgemm(1.0, a, a, trans_b=1)  # 10x10x100: m < 64
+    sblas.dgemm(1.0, a.T, a)  # 100x100x10: k < 64
+    assert shim.stats() == {"dgemm:native": 2}
+    monkeypatch.setenv("EMUBLAS_MIN_DIM", "-3")
+    with pytest.raises(ValueError, match="EMUBLAS_MIN_DIM"):
+        sblas.dgemm(1.0, a, a, trans_b=1)
+
+
+def test_native_backend_falls_through(active, rng):
+    emublas.set_backend("native")
+    a = rng.standard_normal((70, 70))
+    assert np.array_equal(sblas.dgemm(1.0, a, a), ORIGINALS["dgemm"](1.0, a, a))
+    assert shim.stats() == {"dgemm:native": 1}
+
+
+def test_scipy_errors_and_warnings_kept(active, rng):
+    a = rng.standard_normal((70, 60))
+    with pytest.raises(Exception) as ours:
+        sblas.dgemm(1.0, a, a)
+    with pytest.raises(Exception) as theirs:
+        ORIGINALS["dgemm"](1.0, a, a)
+    assert type(ours.value) is type(theirs.value) and str(ours.value) == str(theirs.value)
+    with pytest.raises(Exception) as ours:
+        sblas.dgemm(1.0, a, a.T, trans_a=5)
+    assert "trans_a" in str(ours.value)
+    assert shim.stats() == {"dgemm:native": 2}
+
+
+def test_errors_inside_emulation_propagate(active, rng, monkeypatch):
+    monkeypatch.setenv("EMUBLAS_MODULI", "zero")
+    a = rng.standard_normal((70, 70))
+    with pytest.raises(ValueError, match="EMUBLAS_MODULI"):
+        sblas.dgemm(1.0, a, a)
+
+
+def test_threads_keep_their_own_use_context(active, rng):
+    emublas.set_backend("native")
+    a = rng.standard_normal((70, 70))
+    seen = {}
+
+    def worker(name, backend):
+        with emublas.use(backend):
+            sblas.dgemm(1.0, a, a)
+            seen[name] = emublas.get_backend().backend
+
+    threads = [threading.Thread(target=worker, args=(f"t{i}", b)) for i, b in enumerate(["ozaki2", "native"] * 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == {"t0": "ozaki2", "t1": "native", "t2": "ozaki2", "t3": "native"}
+    assert shim.stats() == {"dgemm:emulated": 2, "dgemm:native": 2}
+
+
+def test_verbose_lines(active, rng, monkeypatch, capsys):
+    monkeypatch.setenv("EMUBLAS_VERBOSE", "1")
+    a = rng.standard_normal((70, 66))
+    sblas.dgemm(1.0, a, a, trans_b=1)
+    monkeypatch.setenv("EMUBLAS_MIN_DIM", "100")
+    sblas.dsyrk(1.0, a)
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("emublas: dgemm 70x70x66 float64 -> ozaki2(") and err[0].endswith(" ms")
+    assert err[1].startswith("emublas: dsyrk 70x70x66 float64 -> native [min dim < 100]")
+
+
+def test_runner_module(tmp_path, rng):
+    import subprocess
+    import sys
+
+    script = tmp_path / "prog.py"
+    script.write_text(
+        "import sys, numpy as np, scipy.linalg.blas as b\n"
+        "a = np.arange(80 * 80, dtype=float).reshape(80, 80) / 7\n"
+        "c = b.dgemm(1.0, a, a)\n"
+        "import emublas.interpose as s\n"
+        "print(sys.argv[1:], s.stats(), float(abs(c - a @ a).max() / abs(a @ a).max()) < 1e-14)\n")
+    run = subprocess.run([sys.executable, "-m", "emublas.interpose", "--backend", "ozaki2", "--option", "moduli=18",
+                          str(script), "x", "y"], capture_output=True, text=True, env={**__import__("os").environ,
+                                                                                      "EMUBLAS_MIN_DIM": "0"})
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "['x', 'y'] {'dgemm:emulated': 1} True"
+    bad = subprocess.run([sys.executable, "-m", "emublas.interpose", "--backend", "nope", str(script)],
+                         capture_output=True, text=True)
+    assert bad.returncode != 0 and "valid backends" in bad.stderr
