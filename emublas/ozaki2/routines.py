@@ -85,7 +85,21 @@ def _warn_if_short(family: _Family, count: int, L_native: float, routine: str) -
     warnings.warn(
         f"ozaki2 {routine}: the inputs' exponent span needs {hint} for native accuracy"
         f" ({count} in use, {family.bits(count):.0f} bits); pass moduli={need or family.maximum}"
-        " or mode='auto'", OzakiAccuracyWarning, stacklevel=5)
+        " or mode='auto'", OzakiAccuracyWarning, stacklevel=_caller_level())
+
+
+def _caller_level() -> int:
+    """stacklevel of the first frame outside emublas (the user's call, or the interposed program's)."""
+    import os
+    import sys
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    shim = os.path.join(os.path.dirname(here), "interpose")
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith((here, shim)):
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 def _bounds(mode: str, left, right):
