@@ -7,16 +7,7 @@
 >>> with emublas.use("native"):                         # a block's backend
 ...     c = emublas.gemm(2.0, a, a.T)
 """
-import os as _os
-
 from ._version import __version__
-
-# In a source checkout the shim sits in the top-level interpose/ folder (installs
-# map it to emublas/interpose); let ``import emublas.interpose`` find it there too.
-_checkout = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
-if _os.path.isfile(_os.path.join(_checkout, "interpose", "__init__.py")) and not _os.path.isdir(
-        _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "interpose")):
-    __path__.append(_checkout)  # type: ignore[name-defined]
 from .blas import ROUTINES as _ROUTINES
 from .blas import gemm, her2k, herk, syr2k, syrk
 from .config import Selection, get_backend, set_backend, use

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy.linalg.blas import find_best_blas_type
 
 from . import _triangles as tri
 from . import config
@@ -32,6 +31,9 @@ _REAL_OF = {"c": "s", "z": "d"}
 
 def _prefix_of(**arrays: Any) -> str:
     """BLAS prefix for the generic routines, promoted like scipy's find_best_blas_type."""
+    # imported here: importing scipy.linalg.blas is what triggers the interpose start-up hook
+    from scipy.linalg.blas import find_best_blas_type
+
     probes = []
     for x in arrays.values():
         if x is None:

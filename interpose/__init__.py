@@ -5,8 +5,9 @@ ways to switch it on:
 
 * ``python -m emublas.interpose [--backend NAME] (script.py | -m module) [args...]``;
 * ``EMUBLAS_INTERPOSE=1`` in the environment: a ``.pth`` hook installed with the
-  package calls :func:`install` at interpreter start (and imports nothing when
-  the variable is unset);
+  package (``startup_hook.py``) calls :func:`install` as soon as the program
+  imports ``scipy.linalg.blas`` or ``cupy``, and imports nothing when the
+  variable is unset;
 * :func:`install` / :func:`uninstall` from code.
 
 What is swapped: ``scipy.linalg.blas`` and ``scipy.linalg._fblas``
@@ -277,14 +278,6 @@ def uninstall() -> None:
         from . import gpu
 
         gpu.disarm()
-
-
-def _autoinstall() -> None:
-    """Called by the ``.pth`` hook when ``EMUBLAS_INTERPOSE`` is set at start-up."""
-    value = os.environ.get(ENV_ON, "").strip().lower()
-    if value in ("", "0", "false", "no", "off"):
-        return
-    install()  # the backend is read from EMUBLAS_BACKEND per call, like any selection
 
 
 import inspect as _inspect  # noqa: E402  (signatures of the scipy routines, from emublas's own front)

@@ -150,3 +150,16 @@ def test_runner_module(tmp_path, rng):
     bad = subprocess.run([sys.executable, "-m", "emublas.interpose", "--backend", "nope", str(script)],
                          capture_output=True, text=True)
     assert bad.returncode != 0 and "valid backends" in bad.stderr
+
+
+def test_pth_file_matches_its_source():
+    """interpose/emublas-interpose.pth is generated from interpose/startup_hook.py."""
+    import importlib.util
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[1] / "interpose"
+    spec = importlib.util.spec_from_file_location("startup_hook", folder / "startup_hook.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    assert (folder / "emublas-interpose.pth").read_text() == hook.pth_text(), \
+        "regenerate with: python3 interpose/startup_hook.py"
