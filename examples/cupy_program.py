@@ -11,6 +11,7 @@ so the reference row uses Fractions).
 from fractions import Fraction
 
 import cupy as cp
+import cupy.cublas  # noqa: F401  (cupy.cublas is a submodule)
 import numpy as np
 
 rng = cp.random.default_rng(11)

@@ -39,6 +39,9 @@ COPY_IGNORE = shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__p
 
 
 def _why_not() -> str | None:
+    if sys.prefix != sys.base_prefix:
+        return ("running inside a virtual environment: a venv made from it with --system-site-packages"
+                " sees the base interpreter's packages, not this environment's numpy/scipy")
     if not (ROOT / "setup.py").is_file() or not (ROOT / "interpose" / PTH).is_file():
         return "not a source checkout (setup.py or interpose/emublas-interpose.pth missing)"
     for name in ("venv", "pip", "setuptools", "wheel", "cffi"):
