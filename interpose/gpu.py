@@ -65,7 +65,15 @@ def _product(name: str, original: Callable) -> Callable:
 
 
 def _method(name: str, original: Callable, reflected: bool = False) -> Callable:
-    product = _product(name, lambda a, b, out=None, **kw: original(b, a) if reflected else original(a, b))
+    """``__matmul__``/``__rmatmul__``/``dot`` with the original's signature."""
+    product = _product(name, lambda a, b, **kw: original(b, a) if reflected else original(a, b))
+
+    if name == "dot":
+        @functools.wraps(original)
+        def dot(self, b, out=None):
+            return original(self, b, out) if out is not None else product(self, b)
+
+        return dot
 
     @functools.wraps(original)
     def method(self, other):

@@ -76,6 +76,10 @@ def test_operator_and_fallthrough(gpu_shim, cupy, rng):
     cupy.matmul(a, a.astype(cupy.float32))  # mixed dtypes
     after = shim.stats()
     assert after.get("matmul:native", 0) - s.get("matmul:native", 0) == 3
+    out = cupy.empty((64, 64))
+    r = cupy.dot(a, a, out=out)  # cupy.dot calls a.dot(b, out): the method keeps that signature
+    assert r is out
+    np.testing.assert_allclose(cupy.asnumpy(a.dot(a)), cupy.asnumpy(out), rtol=1e-12, atol=1e-12)
 
 
 def test_uninstall_restores_cupy(cupy):
