@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import importlib.abc
 import sys
+import threading
 import time
 from typing import Any, Callable
 
@@ -19,6 +20,9 @@ _FLOATS = "fdFD"
 _TRANS = {"N": 0, "n": 0, "T": 1, "t": 1, "H": 2, "h": 2, "C": 2, "c": 2, 0: 0, 1: 1, 2: 2}
 #: ndarray methods cupy does not let us replace (a C extension type), for stats()/docs
 not_swapped: list[str] = []
+# cupy.dot calls ndarray.dot, cupy.matmul may call __matmul__: one user call is routed
+# (and counted) once; calls made from inside a routed call go straight to the originals
+_inside = threading.local()
 
 
 def _shim():
@@ -40,6 +44,15 @@ def _product(name: str, original: Callable) -> Callable:
 
     @functools.wraps(original)
     def emulated(a, b, out=None, **kwargs):
+        if getattr(_inside, "active", False):
+            return original(a, b, out=out, **kwargs) if out is not None else original(a, b, **kwargs)
+        _inside.active = True
+        try:
+            return _route(a, b, out, kwargs)
+        finally:
+            _inside.active = False
+
+    def _route(a, b, out, kwargs):
         import cupy
 
         import emublas
