@@ -12,7 +12,6 @@ from fractions import Fraction
 
 import cupy as cp
 import cupy.cublas  # noqa: F401  (cupy.cublas is a submodule)
-import numpy as np
 
 rng = cp.random.default_rng(11)
 n = 512
