@@ -31,6 +31,17 @@ def _shim():
     return _fallthrough_reason, _record, _selection
 
 
+def _dispatch(name: str, dims, dtype, native: Callable, emulate: Callable):
+    """Route one call: the original (``native()``) or emublas (``emulate()``), and record it."""
+    reason, record, selection = _shim()
+    t0 = time.perf_counter()
+    backend, opts, usable = selection("gpu")
+    why = reason(backend, usable, dims)
+    result = native() if why else emulate()  # errors inside emulation propagate
+    record(name, dims or (), dtype, not why, why, time.perf_counter() - t0, backend, opts)
+    return result
+
+
 def _plain_pair(a, b, out, kwargs) -> bool:
     import cupy
 
@@ -57,20 +68,10 @@ def _product(name: str, original: Callable) -> Callable:
 
         import emublas
 
-        reason, record, selection = _shim()
-        t0 = time.perf_counter()
-        plain = _plain_pair(a, b, out, kwargs)
-        dims = (a.shape[0], b.shape[1], a.shape[1]) if plain else None
-        backend, opts, usable = selection("gpu")
-        why = reason(backend, usable, dims)
-        if why:
-            result = original(a, b, out=out, **kwargs) if out is not None else original(a, b, **kwargs)
-            record(name, dims or (), getattr(a, "dtype", np.float64), False, why, time.perf_counter() - t0,
-                   backend, opts)
-            return result
-        result = cupy.ascontiguousarray(emublas.gemm(1.0, a, b))  # cupy returns C order
-        record(name, dims, a.dtype, True, "", time.perf_counter() - t0, backend, opts)
-        return result
+        dims = (a.shape[0], b.shape[1], a.shape[1]) if _plain_pair(a, b, out, kwargs) else None
+        return _dispatch(name, dims, getattr(a, "dtype", np.float64),
+                         lambda: original(a, b, out=out, **kwargs) if out is not None else original(a, b, **kwargs),
+                         lambda: cupy.ascontiguousarray(emublas.gemm(1.0, a, b)))  # cupy returns C order
 
     emulated.__doc__ = f"emublas interpose: cupy.{name} routed to the selected emublas backend.\n\n" + (
         getattr(original, "__doc__", None) or "")
@@ -100,8 +101,6 @@ def _cublas_gemm(original: Callable) -> Callable:
     def gemm(transa, transb, a, b, out=None, alpha=1.0, beta=0.0):
         import emublas
 
-        reason, record, selection = _shim()
-        t0 = time.perf_counter()
         ta, tb = _TRANS.get(transa), _TRANS.get(transb)
         ok = ta is not None and tb is not None and a.ndim == 2 and b.ndim == 2 and a.dtype == b.dtype \
             and a.dtype.char in _FLOATS and np.isscalar(alpha) and np.isscalar(beta)
@@ -110,18 +109,16 @@ def _cublas_gemm(original: Callable) -> Callable:
             m, k = a.shape[::-1] if ta else a.shape
             kb, n = b.shape[::-1] if tb else b.shape
             dims = (m, n, k) if k == kb and (out is None or out.shape == (m, n)) else None
-        backend, opts, usable = selection("gpu")
-        why = reason(backend, usable, dims)
-        if why:
-            result = original(transa, transb, a, b, out=out, alpha=alpha, beta=beta)
-            record("cublas.gemm", dims or (), a.dtype, False, why, time.perf_counter() - t0, backend, opts)
+
+        def emulate():
+            result = emublas.gemm(alpha, a, b, beta if out is not None else 0.0, out, ta, tb, overwrite_c=1)
+            if out is not None and result is not out:
+                out[...] = result
+                return out
             return result
-        result = emublas.gemm(alpha, a, b, beta if out is not None else 0.0, out, ta, tb, overwrite_c=1)
-        if out is not None and result is not out:
-            out[...] = result
-            result = out
-        record("cublas.gemm", dims, a.dtype, True, "", time.perf_counter() - t0, backend, opts)
-        return result
+
+        return _dispatch("cublas.gemm", dims, a.dtype,
+                         lambda: original(transa, transb, a, b, out=out, alpha=alpha, beta=beta), emulate)
 
     gemm.__doc__ = "emublas interpose: cupy.cublas.gemm routed to emublas.\n\n" + (original.__doc__ or "")
     return gemm
@@ -132,26 +129,23 @@ def _cublas_syrk(original: Callable) -> Callable:
     def syrk(trans, a, out=None, alpha=1.0, beta=0.0, lower=False):
         import emublas
 
-        reason, record, selection = _shim()
-        t0 = time.perf_counter()
         t = _TRANS.get(trans)
         ok = t in (0, 1) and a.ndim == 2 and a.dtype.char in _FLOATS and np.isscalar(alpha) and np.isscalar(beta)
         dims = None
         if ok:
             n, k = a.shape[::-1] if t else a.shape
             dims = (n, n, k) if out is None or out.shape == (n, n) else None
-        backend, opts, usable = selection("gpu")
-        why = reason(backend, usable, dims)
-        if why:
-            result = original(trans, a, out=out, alpha=alpha, beta=beta, lower=lower)
-            record("cublas.syrk", dims or (), a.dtype, False, why, time.perf_counter() - t0, backend, opts)
+
+        def emulate():
+            result = emublas.syrk(alpha, a, beta if out is not None else 0.0, out, t, int(bool(lower)),
+                                  overwrite_c=1)
+            if out is not None and result is not out:
+                out[...] = result
+                return out
             return result
-        result = emublas.syrk(alpha, a, beta if out is not None else 0.0, out, t, int(bool(lower)), overwrite_c=1)
-        if out is not None and result is not out:
-            out[...] = result
-            result = out
-        record("cublas.syrk", dims, a.dtype, True, "", time.perf_counter() - t0, backend, opts)
-        return result
+
+        return _dispatch("cublas.syrk", dims, a.dtype,
+                         lambda: original(trans, a, out=out, alpha=alpha, beta=beta, lower=lower), emulate)
 
     syrk.__doc__ = "emublas interpose: cupy.cublas.syrk routed to emublas.\n\n" + (original.__doc__ or "")
     return syrk

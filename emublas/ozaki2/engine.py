@@ -152,7 +152,6 @@ def run(recipes, moduli, roots, weights, big_hi, big_lo, x, y, x_shift, y_shift,
     """
     n_mod = len(moduli)
     same = y is x and y_shift is x_shift and conj_x == conj_y
-    k = x.shape[1]
     batch = batch or n_mod
     buf = None
     start = 0
@@ -195,4 +194,3 @@ def run(recipes, moduli, roots, weights, big_hi, big_lo, x, y, x_shift, y_shift,
                 t0 = timer.add("crt", t0)
         del px, py
         start = stop
-    del k
