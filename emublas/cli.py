@@ -1,4 +1,4 @@
-"""The ``emublas`` command line: ``emublas info``, ``emublas demo``."""
+"""The ``emublas`` command line: ``emublas info``, ``emublas demo``, ``emublas sweep``."""
 from __future__ import annotations
 
 import argparse
@@ -68,6 +68,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from . import sweep
+
+    return sweep.command(args, argv=["emublas"] + list(args._argv))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``emublas`` command."""
     parser = argparse.ArgumentParser(prog="emublas", description="BLAS-3 emulation layer")
@@ -81,7 +87,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_demo.add_argument("--backends", nargs="+", default=None,
                         help="default: native and every other backend usable on the CPU here")
     p_demo.set_defaults(func=_cmd_demo)
+    p_sweep = sub.add_parser("sweep", help="accuracy against speed over backends, knobs, sizes and input families")
+    from .sweep import add_arguments
+
+    add_arguments(p_sweep)
+    p_sweep.set_defaults(func=_cmd_sweep)
     args = parser.parse_args(argv)
+    args._argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return args.func(args)
     except ValueError as exc:  # bad selection or options: say it, no traceback

@@ -1,0 +1,1162 @@
+"""``emublas sweep``: accuracy against speed over backends, knobs, shapes and input families.
+
+One *configuration* is (operation, dtype, shape, input family, backend, knob
+values).  Configurations sharing (operation, dtype, shape, family) form a
+*group*: they see the same inputs, the same sampled entries and the same exact
+reference, and every row of a group carries native's time and error on those
+inputs (``native_*`` columns), so each row compares with native on its own.
+
+Adding a backend: give it an entry in :data:`GRIDS` / :data:`QUICK_GRIDS`
+(knob name -> list of values), or let the backend object declare
+``sweep_grid`` / ``sweep_quick_grid`` attributes of the same form; the sweep
+core reads nothing else.  A backend without either is swept at its option
+defaults.  Values are parsed with the backend's own ``Option`` parsers before
+any work starts.
+
+Measurements (see README "Sweeps"):
+
+* time: median of ``reps`` calls after one warm-up (CUDA events on the GPU).
+  On the CPU the sweep sleeps 0.3 s before timing a non-native backend that
+  follows OpenBLAS calls: OpenBLAS worker threads spin for ~0.1 s after each
+  call and would steal a core from the emulation kernels.
+* rate: nominal flops / time; gemm ``2mnk``, syrk/herk ``n²k`` (half of the
+  gemm), syr2k/her2k ``2n²k``; ×4 for complex.
+* errors: on ``samples`` sampled entries (from the referenced triangle for
+  rank-k routines) against exact values (:mod:`emublas._reference`): max and
+  median elementwise relative error, normwise relative error over the samples,
+  and bits = −log2(max relative error) capped at 53 (float64/complex128) or 24.
+
+Calls use ``alpha = 1``, ``beta = 0``, ``trans = 0``, ``lower = 1``.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import re
+import sys
+import time
+import warnings
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import numpy as np
+
+__all__ = ["GRIDS", "QUICK_GRIDS", "QUICK_PLAN", "Config", "plan", "run_sweep", "add_arguments", "command",
+           "make_inputs", "parse_family", "plot_results", "COLUMNS"]
+
+# ---------------------------------------------------------------------------
+# per-backend knob grids: the only place a new backend needs to appear
+# ---------------------------------------------------------------------------
+
+#: Knob grid swept by default (without ``--quick`` and without ``--grid``).
+GRIDS: dict[str, dict[str, list]] = {
+    "native": {},
+    "ozaki2": {"moduli": list(range(6, 23, 2)), "mode": ["accurate"]},
+}
+#: Knob grid of the ``--quick`` sweep.
+QUICK_GRIDS: dict[str, dict[str, list]] = {
+    "native": {},
+    "ozaki2": {"moduli": list(range(8, 23, 2)), "mode": ["accurate"]},
+}
+
+#: Blocks of the ``--quick`` sweep.  ``grid`` replaces a backend's quick grid
+#: inside one block (backends not named there use QUICK_GRIDS).
+QUICK_PLAN: list[dict[str, Any]] = [
+    {"ops": ["gemm"], "dtypes": ["d", "z"], "shapes": [(256, 256, 256)], "families": ["phi0.5", "phi2", "cancel"]},
+    {"ops": ["gemm"], "dtypes": ["d", "z"], "shapes": [(512, 512, 512)], "families": ["phi0.5"]},
+    {"ops": ["herk"], "dtypes": ["z"], "shapes": [(256, 256, 256)], "families": ["phi0.5", "phi2"],
+     "grid": {"ozaki2": {"moduli": [8, 16], "mode": ["accurate"]}}},
+]
+
+OPS = ("gemm", "syrk", "herk", "syr2k", "her2k")
+DTYPES = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}
+FAMILIES_HELP = "phi<φ> (e.g. phi0.5, phi2), uniform, integer, cancel"
+CANCEL_DELTA = {"d": 2.0 ** -20, "z": 2.0 ** -20, "s": 2.0 ** -8, "c": 2.0 ** -8}
+OPENBLAS_SPIN_S = 0.3
+
+COLUMNS = ["key", "status", "op", "routine", "dtype", "m", "n", "k", "family", "backend", "knobs", "device",
+           "seed", "samples", "reps", "time_s", "time_min_s", "gflops", "speedup", "max_rel_err",
+           "median_rel_err", "norm_rel_err", "bits", "native_time_s", "native_max_rel_err",
+           "native_median_rel_err", "native_norm_rel_err", "native_bits", "moduli_used", "run_info",
+           "warning", "error"]
+_INT_COLS = {"m", "n", "k", "seed", "samples", "reps", "moduli_used"}
+_FLOAT_COLS = {"time_s", "time_min_s", "gflops", "speedup", "max_rel_err", "median_rel_err", "norm_rel_err",
+               "bits", "native_time_s", "native_max_rel_err", "native_median_rel_err", "native_norm_rel_err",
+               "native_bits"}
+
+
+# ---------------------------------------------------------------------------
+# parsing and validation (everything here runs before any work)
+# ---------------------------------------------------------------------------
+
+def parse_family(name: str) -> tuple[str, float | None]:
+    """``("phi", φ)``, ``("uniform", None)``, ... ; ValueError naming the valid families."""
+    text = str(name).strip().lower()
+    if text in ("uniform", "integer", "cancel"):
+        return text, None
+    m = re.fullmatch(r"phi([0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?)", text)
+    if m:
+        return "phi", float(m.group(1))
+    raise ValueError(f"unknown input family {name!r}; valid families: {FAMILIES_HELP}")
+
+
+def _split(text: str | None) -> list[str]:
+    return [t.strip() for t in (text or "").split(",") if t.strip()]
+
+
+def _parse_ops(text) -> list[str]:
+    ops = [o.lower() for o in _split(text)]
+    for o in ops:
+        if o not in OPS:
+            raise ValueError(f"unknown operation {o!r}; valid operations: {', '.join(OPS)}")
+    return ops
+
+
+def _parse_dtypes(text) -> list[str]:
+    ds = [d.lower() for d in _split(text)]
+    for d in ds:
+        if d not in DTYPES:
+            raise ValueError(f"unknown dtype {d!r}; valid dtypes: {', '.join(DTYPES)}")
+    return ds
+
+
+def _parse_shapes(sizes: str | None, mnk: str | None) -> list[tuple[int, int, int]]:
+    shapes = []
+    for s in _split(sizes):
+        if not s.isdigit() or int(s) < 1:
+            raise ValueError(f"bad size {s!r} in --sizes: positive integers, comma-separated")
+        shapes.append((int(s),) * 3)
+    for s in _split(mnk):
+        parts = s.lower().split("x")
+        if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+            raise ValueError(f"bad shape {s!r} in --mnk: write MxNxK, e.g. 300x200x500")
+        shapes.append(tuple(int(p) for p in parts))
+    return shapes
+
+
+def _expand_values(text: str) -> list[str]:
+    """``8,12`` / ``8..22`` / ``8..22:2`` -> list of raw strings."""
+    out = []
+    for item in _split(text):
+        m = re.fullmatch(r"(-?\d+)\.\.(-?\d+)(?::(\d+))?", item)
+        if m:
+            lo, hi, step = int(m.group(1)), int(m.group(2)), int(m.group(3) or 1)
+            out.extend(str(v) for v in range(lo, hi + 1, max(step, 1)))
+        else:
+            out.append(item)
+    return out
+
+
+def parse_grid_specs(specs: Iterable[str]) -> dict[str, dict[str, list[str]]]:
+    """``["ozaki2:moduli=8,12;mode=accurate", ...]`` -> {backend: {knob: [raw values]}} (not validated)."""
+    grids: dict[str, dict[str, list[str]]] = {}
+    for spec in specs:
+        if ":" not in spec:
+            raise ValueError(f"bad --grid {spec!r}: write BACKEND:KNOB=V1,V2;KNOB=V (e.g. ozaki2:moduli=8,12,16)")
+        name, body = spec.split(":", 1)
+        knobs = grids.setdefault(name.strip().lower(), {})
+        for part in body.split(";"):
+            if not part.strip():
+                continue
+            if "=" not in part:
+                raise ValueError(f"bad --grid part {part!r} in {spec!r}: write KNOB=V1,V2")
+            key, vals = part.split("=", 1)
+            values = _expand_values(vals)
+            if not values:
+                raise ValueError(f"--grid {spec!r}: knob {key.strip()!r} has no values")
+            knobs[key.strip().lower()] = values
+    return grids
+
+
+def _backend(name: str):
+    from . import backends
+
+    return backends.get(name)  # ValueError listing the valid backends
+
+
+def _declared_grid(be, quick: bool) -> dict[str, list]:
+    table = QUICK_GRIDS if quick else GRIDS
+    if be.name in table:
+        return table[be.name]
+    attr = getattr(be, "sweep_quick_grid" if quick else "sweep_grid", None)
+    if attr is None and quick:
+        attr = getattr(be, "sweep_grid", None)
+    return dict(attr or {})
+
+
+def validate_grid(be, grid: dict[str, list], where: str) -> dict[str, list]:
+    """Parse every value with the backend's Option parser; knobs not given stay at their defaults.
+
+    Returns {knob: [parsed values]} in the backend's option order.
+    """
+    for key in grid:
+        if key not in be.options:
+            valid = ", ".join(be.options) or "none"
+            raise ValueError(f"backend {be.name!r} has no knob {key!r} ({where}); valid knobs: {valid}")
+    parsed: dict[str, list] = {}
+    for key, spec in be.options.items():
+        raw = grid.get(key)
+        if raw is None:
+            continue
+        vals = []
+        for v in raw:
+            try:
+                p = spec.parse(v)
+            except ValueError as exc:
+                valid = getattr(spec.parse, "valid", "")
+                hint = f"; valid values: {valid}" if valid else ""
+                raise ValueError(f"bad value {v!r} for knob {key!r} of backend {be.name!r} ({where}): {exc}{hint}") \
+                    from None
+            if p not in vals:
+                vals.append(p)
+        parsed[key] = vals
+    return parsed
+
+
+def _knob_product(grid: dict[str, list]) -> list[dict[str, Any]]:
+    combos: list[dict[str, Any]] = [{}]
+    for key, vals in grid.items():
+        combos = [{**c, key: v} for c in combos for v in vals]
+    return combos
+
+
+def knobs_text(knobs: dict[str, Any]) -> str:
+    return ";".join(f"{k}={v}" for k, v in knobs.items())
+
+
+# ---------------------------------------------------------------------------
+# configurations
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Config:
+    op: str
+    dtype: str
+    shape: tuple[int, int, int]
+    family: str
+    backend: str
+    knobs: tuple = ()          # ((name, value), ...) in option order
+    device: str = "cpu"
+    seed: int = 0
+    samples: int = 64
+
+    @property
+    def routine(self) -> str:
+        return self.dtype + self.op
+
+    @property
+    def knob_dict(self) -> dict[str, Any]:
+        return dict(self.knobs)
+
+    @property
+    def group(self) -> tuple:
+        return (self.op, self.dtype, self.shape, self.family, self.device, self.seed, self.samples)
+
+    @property
+    def key(self) -> str:
+        m, n, k = self.shape
+        return "|".join([self.routine, f"{m}x{n}x{k}", self.family, self.backend, knobs_text(self.knob_dict),
+                         self.device, f"seed={self.seed}", f"samples={self.samples}"])
+
+    def label(self) -> str:
+        m, n, k = self.shape
+        size = f"n={n}" if m == n == k else f"{m}x{n}x{k}"
+        kn = " ".join(f"{a}={b}" for a, b in self.knobs)
+        return f"{self.routine} {size} {self.family} {self.backend}" + (f" {kn}" if kn else "")
+
+
+@dataclass
+class Plan:
+    configs: list[Config]
+    notes: list[str] = field(default_factory=list)
+
+
+def _valid_combo(op: str, dtype: str, shape) -> str | None:
+    """Why (op, dtype, shape) is skipped, or None."""
+    if op in ("herk", "her2k") and dtype in "sd":
+        return f"{dtype}{op} does not exist (real Hermitian updates are {dtype}{op.replace('he', 'sy')})"
+    if op != "gemm" and shape[0] != shape[1]:
+        return f"{dtype}{op} needs m == n (got {shape[0]}x{shape[1]}x{shape[2]})"
+    return None
+
+
+def plan(*, ops=None, dtypes=None, sizes=None, mnk=None, backends=None, grid=(), families=None,
+         device="cpu", seed=0, samples=64, quick=False) -> Plan:
+    """Validate everything and list the configurations; raises ValueError before any work."""
+    from . import backends as registry
+
+    if device not in ("cpu", "gpu"):
+        raise ValueError(f"unknown device {device!r}; valid devices: cpu, gpu")
+    if samples < 1:
+        raise ValueError("--samples must be at least 1")
+    if device == "gpu":
+        _cupy_or_error()
+    grid_specs = parse_grid_specs(grid)
+    explicit_backends = _split(backends) if isinstance(backends, str) else list(backends or [])
+    notes: list[str] = []
+    if quick:
+        clash = [n for n, v in (("--ops", ops), ("--dtypes", dtypes), ("--sizes", sizes), ("--mnk", mnk),
+                                ("--families", families), ("--grid", grid_specs)) if v]
+        if clash:
+            raise ValueError(f"--quick sets its own grid; drop {', '.join(clash)} (or drop --quick)")
+    # backends
+    if explicit_backends:
+        names = []
+        for name in explicit_backends:
+            be = _backend(name)
+            ok, detail = be.readiness()[device]
+            if not ok:
+                raise ValueError(f"backend {be.name!r} cannot run on the {device.upper()} here: {detail}")
+            if be.name not in names:
+                names.append(be.name)
+    else:
+        names = []
+        candidates = ["native"] + [n for n in registry.names() if n != "native"]
+        if quick:
+            candidates = ["native"] + [n for n in candidates if n != "native" and (
+                n in QUICK_GRIDS or getattr(_backend(n), "sweep_quick_grid", None) is not None
+                or getattr(_backend(n), "sweep_grid", None) is not None)]
+        for name in candidates:
+            be = _backend(name)
+            ok, detail = be.readiness()[device]
+            if ok:
+                names.append(be.name)
+            else:
+                notes.append(f"backend {be.name} skipped: cannot run on the {device.upper()} here ({detail})")
+        for name in grid_specs:
+            be = _backend(name)
+            if be.name not in names:
+                raise ValueError(f"--grid names backend {be.name!r}, which cannot run here or is not selected")
+    for name in grid_specs:
+        if _backend(name).name not in names:
+            raise ValueError(f"--grid names backend {name!r}, which is not in --backends ({', '.join(names)})")
+    base_grids = {}
+    for name in names:
+        be = _backend(name)
+        if name in grid_specs:
+            base_grids[name] = validate_grid(be, grid_specs[name], "--grid")
+        else:
+            base_grids[name] = validate_grid(be, _declared_grid(be, quick),
+                                             f"sweep {'QUICK_GRIDS' if quick else 'GRIDS'} table")
+    if quick:
+        blocks = QUICK_PLAN
+    else:
+        fams = _split(families) or ["phi0.5"]
+        shapes = _parse_shapes(sizes, mnk) or [(256, 256, 256)]
+        blocks = [{"ops": _parse_ops(ops) or ["gemm"], "dtypes": _parse_dtypes(dtypes) or ["d"],
+                   "shapes": shapes, "families": fams}]
+    configs: list[Config] = []
+    seen = set()
+    for block in blocks:
+        for fam in block["families"]:
+            parse_family(fam)
+        block_grids = dict(base_grids)
+        for name, g in block.get("grid", {}).items():
+            if name in block_grids:
+                block_grids[name] = validate_grid(_backend(name), g, "QUICK_PLAN block grid")
+        for op in block["ops"]:
+            for dt in block["dtypes"]:
+                for shape in block["shapes"]:
+                    why = _valid_combo(op, dt, shape)
+                    if why:
+                        notes.append(f"skipped: {why}")
+                        continue
+                    for fam in block["families"]:
+                        fam_name = fam.strip().lower()
+                        for name in names:
+                            for combo in _knob_product(block_grids[name]):
+                                c = Config(op, dt, tuple(shape), fam_name, name, tuple(combo.items()), device,
+                                           seed, samples)
+                                if c.key not in seen:
+                                    seen.add(c.key)
+                                    configs.append(c)
+    if not configs:
+        raise ValueError("the sweep has no configurations (" + "; ".join(notes or ["empty grid"]) + ")")
+    return Plan(configs, list(dict.fromkeys(notes)))
+
+
+def _cupy_or_error():
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            raise RuntimeError("no CUDA device")
+        return cupy
+    except Exception as exc:
+        raise ValueError(f"--device gpu needs cupy and a CUDA GPU: {type(exc).__name__}: {exc}") from None
+
+
+# ---------------------------------------------------------------------------
+# inputs
+# ---------------------------------------------------------------------------
+
+def _group_rng(seed: int, group_key: str) -> np.random.Generator:
+    return np.random.default_rng([seed, zlib.crc32(group_key.encode())])
+
+
+def _real_family(rng, kind: str, phi, shape) -> np.ndarray:
+    if kind == "phi":
+        return (rng.random(shape) - 0.5) * np.exp(phi * rng.standard_normal(shape))
+    if kind == "uniform":
+        return rng.random(shape) - 0.5
+    if kind == "integer":
+        return rng.integers(-8, 9, size=shape).astype(np.float64)
+    raise AssertionError(kind)
+
+
+def make_inputs(op: str, dtype: str, shape, family: str, rng) -> tuple[np.ndarray, np.ndarray | None]:
+    """Host inputs ``(a, b)`` of the routine's dtype for one group (b None for syrk/herk).
+
+    Families: ``phi<φ>``: (rand−0.5)·exp(φ·randn) (φ sets the exponent spread);
+    ``uniform``: rand−0.5; ``integer``: integers in [−8, 8]; ``cancel``: see
+    :func:`_cancel_inputs`.  Complex data have independent real and imaginary parts.
+    """
+    m, n, k = shape
+    kind, phi = parse_family(family)
+    cplx = dtype in "cz"
+    if op == "gemm":
+        shapes = [(m, k), (k, n)]
+    elif op in ("syrk", "herk"):
+        shapes = [(n, k)]
+    else:
+        shapes = [(n, k), (n, k)]
+    if kind == "cancel":
+        arrays = _cancel_inputs(op, shapes, cplx, CANCEL_DELTA[dtype], rng)
+    else:
+        def draw(s):
+            x = _real_family(rng, kind, phi, s)
+            return x + 1j * _real_family(rng, kind, phi, s) if cplx else x
+        arrays = [draw(s) for s in shapes]
+    arrays = [np.asfortranarray(x.astype(DTYPES[dtype])) for x in arrays]
+    return arrays[0], (arrays[1] if len(arrays) > 1 else None)
+
+
+def _cancel_inputs(op, shapes, cplx, delta, rng):
+    """Cancellation-heavy inputs: every entry of the product is ~1/delta times smaller than its terms.
+
+    gemm (and syr2k/her2k, row-wise): with h = k//2, ``a = [P P]`` and
+    ``b = [Q; −Q + δR]`` (k odd: one zero column/row more), the same random
+    permutation applied to the k index of both.  The exact product is
+    ``δ·P·R`` (up to the rounding of −Q + δR, which the exact reference sees),
+    while the terms are of size |P||Q|: a method whose error is relative to
+    the terms loses log2(1/δ) bits (δ = 2^-20 for d/z, 2^-8 for s/c).
+    syrk/herk (a·aᵀ is never small on the diagonal): ``a = U + δR`` where U has
+    orthonormal rows (needs n ≤ k; for n > k, orthonormal columns and only mild
+    cancellation), so the off-diagonal entries are O(δ) against O(1) terms.
+    """
+    def g(s):
+        x = rng.random(s) - 0.5
+        return x + 1j * (rng.random(s) - 0.5) if cplx else x
+
+    if op in ("syrk", "herk"):
+        n, k = shapes[0]
+        z = g((max(n, k), min(n, k)))
+        q, _ = np.linalg.qr(z)
+        u = q.T if n <= k else q
+        return [u + delta * g((n, k))]
+    k = shapes[0][1]
+    h = k // 2
+    perm = rng.permutation(k)
+    if op == "gemm":
+        m, n = shapes[0][0], shapes[1][1]
+        p, q, r = g((m, h)), g((h, n)), g((h, n))
+        a = np.zeros((m, k), dtype=p.dtype)
+        b = np.zeros((k, n), dtype=p.dtype)
+        a[:, :h], a[:, h:2 * h] = p, p
+        b[:h], b[h:2 * h] = q, -q + delta * r
+        return [a[:, perm], b[perm, :]]
+    n = shapes[0][0]
+    p, q, r = g((n, h)), g((n, h)), g((n, h))
+    a = np.zeros((n, k), dtype=p.dtype)
+    b = np.zeros((n, k), dtype=p.dtype)
+    a[:, :h], a[:, h:2 * h] = p, p
+    b[:, :h], b[:, h:2 * h] = q, -q + delta * r
+    return [a[:, perm], b[:, perm]]
+
+
+def sample_entries(op: str, shape, samples: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct entry indices; from the lower triangle (the referenced one) for rank-k routines."""
+    m, n, _ = shape
+    if op == "gemm":
+        flat = rng.choice(m * n, size=min(samples, m * n), replace=False)
+        return flat // n, flat % n
+    tri = n * (n + 1) // 2
+    flat = rng.choice(tri, size=min(samples, tri), replace=False)
+    i = ((np.sqrt(8.0 * flat + 1) - 1) // 2).astype(np.int64)  # row of the t-th lower-triangle entry
+    i -= (i * (i + 1) // 2 > flat)
+    i += ((i + 1) * (i + 2) // 2 <= flat)
+    j = flat - i * (i + 1) // 2
+    return i, j
+
+
+def nominal_flops(op: str, dtype: str, shape) -> float:
+    m, n, k = shape
+    base = {"gemm": 2.0 * m * n * k, "syrk": 1.0 * n * n * k, "herk": 1.0 * n * n * k,
+            "syr2k": 2.0 * n * n * k, "her2k": 2.0 * n * n * k}[op]
+    return base * (4 if dtype in "cz" else 1)
+
+
+def error_stats(values: np.ndarray, ref: np.ndarray, dtype: str) -> dict[str, float]:
+    """Max/median elementwise and normwise relative error over the samples, and bits."""
+    values = np.asarray(values).astype(np.complex128 if dtype in "cz" else np.float64)
+    diff = np.abs(values - ref)
+    mag = np.abs(ref)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(mag > 0, diff / np.where(mag > 0, mag, 1), np.where(diff == 0, 0.0, np.inf))
+    rel = np.where(np.isnan(values), np.nan, rel)
+    den = float(np.linalg.norm(ref))
+    num = float(np.linalg.norm(diff))
+    norm = num / den if den > 0 else (0.0 if num == 0 else math.inf)
+    mx = float(np.max(rel))
+    cap = 53.0 if dtype in "dz" else 24.0
+    if math.isnan(mx):
+        bits = math.nan
+    elif mx == 0:
+        bits = cap
+    else:
+        bits = float(min(cap, max(0.0, -math.log2(mx))))
+    return {"max_rel_err": mx, "median_rel_err": float(np.median(rel)), "norm_rel_err": norm, "bits": bits}
+
+
+# ---------------------------------------------------------------------------
+# running one configuration
+# ---------------------------------------------------------------------------
+
+class _Timer:
+    """Median-of-reps timing; remembers OpenBLAS activity to let its threads settle."""
+
+    def __init__(self, device: str):
+        self.device = device
+        self.blas_dirty = True  # data generation and imports may have used OpenBLAS
+
+    def settle(self, backend: str) -> None:
+        if self.device == "cpu" and backend != "native" and self.blas_dirty:
+            time.sleep(OPENBLAS_SPIN_S)
+            self.blas_dirty = False
+
+    def measure(self, fn, reps: int, backend: str) -> tuple[Any, list[float], list[str]]:
+        self.settle(backend)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = fn()  # warm-up; its result is the one checked
+        if backend == "native":
+            self.blas_dirty = True
+        times = []
+        if self.device == "gpu":
+            import cupy
+
+            for _ in range(reps):
+                start, end = cupy.cuda.Event(), cupy.cuda.Event()
+                start.record()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    fn()
+                end.record()
+                end.synchronize()
+                times.append(cupy.cuda.get_elapsed_time(start, end) / 1e3)
+        else:
+            for _ in range(reps):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    t0 = time.perf_counter()
+                    fn()
+                    times.append(time.perf_counter() - t0)
+        if backend == "native":
+            self.blas_dirty = True
+        msgs = list(dict.fromkeys(str(w.message) for w in caught))
+        return out, times, msgs
+
+
+def _call(cfg: Config, a, b):
+    from .blas import ROUTINES
+
+    fn = ROUTINES[cfg.routine]
+    kw = dict(cfg.knobs)
+    if cfg.op == "gemm":
+        return lambda: fn(1.0, a, b, backend=cfg.backend, **kw)
+    if cfg.op in ("syrk", "herk"):
+        return lambda: fn(1.0, a, lower=1, backend=cfg.backend, **kw)
+    return lambda: fn(1.0, a, b, lower=1, backend=cfg.backend, **kw)
+
+
+#: Per-backend hooks returning extra facts about the last call (row columns
+#: ``moduli_used`` and ``run_info``).  A backend may instead provide ``last_run()``.
+def _ozaki2_info() -> dict | None:
+    from .ozaki2.routines import last_run
+
+    return last_run()
+
+
+RUN_INFO = {"ozaki2": _ozaki2_info}
+
+
+def _run_info(name: str) -> dict | None:
+    hook = RUN_INFO.get(name)
+    if hook is None:
+        be = _backend(name)
+        hook = getattr(be, "last_run", None)
+    try:
+        return hook() if hook else None
+    except Exception:
+        return None
+
+
+@dataclass
+class _GroupData:
+    a: Any
+    b: Any
+    rows: np.ndarray
+    cols: np.ndarray
+    ref: np.ndarray
+    native: dict | None = None   # {"time_s", errors...} or {"error": msg}
+
+
+def _prepare_group(cfg: Config) -> _GroupData:
+    m, n, k = cfg.shape
+    gkey = f"{cfg.routine}|{m}x{n}x{k}|{cfg.family}"
+    rng = _group_rng(cfg.seed, gkey)
+    a, b = make_inputs(cfg.op, cfg.dtype, cfg.shape, cfg.family, rng)
+    rows, cols = sample_entries(cfg.op, cfg.shape, cfg.samples, rng)
+    from ._reference import exact_entries
+
+    ref = exact_entries(cfg.op, a, b, rows, cols)
+    if cfg.device == "gpu":
+        import cupy
+
+        a = cupy.asarray(a, order="F")
+        b = None if b is None else cupy.asarray(b, order="F")
+    return _GroupData(a, b, rows, cols, ref)
+
+
+def _to_host(x):
+    return x.get() if hasattr(x, "get") and not isinstance(x, np.ndarray) else np.asarray(x)
+
+
+def _measure(cfg: Config, data: _GroupData, timer: _Timer, reps: int) -> dict[str, Any]:
+    out, times, msgs = timer.measure(_call(cfg, data.a, data.b), reps, cfg.backend)
+    info = _run_info(cfg.backend) if cfg.backend != "native" else None
+    host = _to_host(out)
+    vals = host[data.rows, data.cols]
+    res = {"time_s": float(np.median(times)), "time_min_s": float(np.min(times)),
+           **error_stats(vals, data.ref, cfg.dtype), "warning": " | ".join(msgs)[:300]}
+    if info:
+        res["moduli_used"] = info.get("moduli")
+        res["run_info"] = json.dumps(info, default=str, sort_keys=True)
+    return res
+
+
+# ---------------------------------------------------------------------------
+# results files
+# ---------------------------------------------------------------------------
+
+def _typed(row: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for col in COLUMNS:
+        v = row.get(col, "")
+        if v in ("", None):
+            out[col] = None
+        elif col in _INT_COLS:
+            out[col] = int(float(v))
+        elif col in _FLOAT_COLS:
+            out[col] = float(v)
+        else:
+            out[col] = v
+    return out
+
+
+def load_rows(csv_path: str) -> list[dict[str, Any]]:
+    """Valid rows of an existing results.csv (a torn last line is dropped)."""
+    if not os.path.exists(csv_path):
+        return []
+    rows = []
+    with open(csv_path, newline="") as fh:
+        reader = csv.DictReader(fh)
+        for r in reader:
+            if not r.get("key") or r.get("status") not in ("ok", "failed") or None in r.values():
+                continue
+            try:
+                rows.append(_typed(r))
+            except ValueError:
+                continue
+    return rows
+
+
+def _csv_value(v):
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return repr(v)
+    return v
+
+
+def _write_csv(path: str, rows: list[dict[str, Any]]) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=COLUMNS)
+        w.writeheader()
+        for r in rows:
+            w.writerow({c: _csv_value(r.get(c)) for c in COLUMNS})
+    os.replace(tmp, path)
+
+
+def _append_csv(path: str, row: dict[str, Any]) -> None:
+    with open(path, "a", newline="") as fh:
+        csv.DictWriter(fh, fieldnames=COLUMNS).writerow({c: _csv_value(row.get(c)) for c in COLUMNS})
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _json_safe(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return None if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    return v
+
+
+def _write_json(path: str, metadata: dict, rows: list[dict[str, Any]]) -> None:
+    tmp = path + ".tmp"
+    doc = {"metadata": metadata, "columns": COLUMNS,
+           "rows": [{k: _json_safe(v) for k, v in r.items()} for r in rows]}
+    for r in doc["rows"]:
+        r["knob_values"] = dict(kv.split("=", 1) for kv in (r.get("knobs") or "").split(";") if "=" in kv)
+    with open(tmp, "w") as fh:
+        json.dump(doc, fh, indent=1, default=str)
+    os.replace(tmp, path)
+
+
+def metadata(argv: list[str] | None, device: str) -> dict[str, Any]:
+    import platform
+
+    import scipy
+
+    from ._version import __version__
+    from .info import _gpu, cpu_model
+
+    meta: dict[str, Any] = {
+        "command": " ".join(argv) if argv is not None else " ".join(sys.argv),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "cpu": cpu_model(), "cpus": os.cpu_count(), "device": device,
+        "python": platform.python_version(), "numpy": np.__version__, "scipy": scipy.__version__,
+        "emublas": __version__,
+    }
+    try:
+        meta["gpu"] = _gpu()
+    except Exception as exc:
+        meta["gpu"] = {"error": str(exc)}
+    try:
+        import threadpoolctl
+
+        meta["blas"] = threadpoolctl.threadpool_info()
+    except ImportError:
+        try:
+            cfg = np.show_config(mode="dicts")
+            meta["blas"] = cfg.get("Build Dependencies", {}).get("blas", cfg)
+        except Exception as exc:
+            meta["blas"] = f"unknown ({exc})"
+    return meta
+
+
+# ---------------------------------------------------------------------------
+# the sweep
+# ---------------------------------------------------------------------------
+
+def _progress(i: int, total: int, text: str, stream) -> None:
+    width = len(str(total))
+    line = f"\r[{i:>{width}}/{total}] {text}"
+    stream.write(line[:150].ljust(100))
+    stream.flush()
+
+
+def run_sweep(the_plan: Plan, out_dir: str, *, reps: int = 3, argv=None, progress="stderr",
+              retry_failed: bool = False) -> list[dict[str, Any]]:
+    """Run every configuration not already in ``out_dir/results.csv``; return all rows.
+
+    Rows are appended to the CSV as they finish; results.json is rewritten at
+    the end and also when interrupted.  ``progress``: a stream for the progress
+    line (default: sys.stderr at call time), or None.
+    """
+    if progress == "stderr":
+        progress = sys.stderr
+    if reps < 1:
+        raise ValueError("--reps must be at least 1")
+    os.makedirs(out_dir, exist_ok=True)
+    csv_path = os.path.join(out_dir, "results.csv")
+    json_path = os.path.join(out_dir, "results.json")
+    rows = load_rows(csv_path)
+    if retry_failed:
+        rows = [r for r in rows if r["status"] != "failed"]
+    _write_csv(csv_path, rows)  # clean header + valid rows (drops a torn last line)
+    done = {r["key"] for r in rows}
+    by_key = {r["key"]: r for r in rows}
+    todo = [c for c in the_plan.configs if c.key not in done]
+    device = the_plan.configs[0].device if the_plan.configs else "cpu"
+    meta = metadata(argv, device)
+    meta["notes"] = the_plan.notes
+    meta["planned"] = len(the_plan.configs)
+    meta["skipped_existing"] = len(the_plan.configs) - len(todo)
+    # native first inside each group: its numbers go into every row of the group
+    groups: dict[tuple, list[Config]] = {}
+    for c in todo:
+        groups.setdefault(c.group, []).append(c)
+    timer = _Timer(device)
+    total = len(todo)
+    count = 0
+    t_start = time.perf_counter()
+    try:
+        for gkey, cfgs in groups.items():
+            cfgs.sort(key=lambda c: c.backend != "native")
+            first = cfgs[0]
+            try:
+                data = _prepare_group(first)
+                prep_error = None
+            except Exception as exc:
+                data, prep_error = None, f"{type(exc).__name__}: {exc}"
+            native = None
+            if data is not None:
+                native_cfg = Config(first.op, first.dtype, first.shape, first.family, "native", (), first.device,
+                                    first.seed, first.samples)
+                prev = by_key.get(native_cfg.key)
+                if prev and prev["status"] == "ok":
+                    native = {k: prev[k] for k in ("time_s", "max_rel_err", "median_rel_err", "norm_rel_err",
+                                                   "bits")}
+                elif not any(c.backend == "native" for c in cfgs):
+                    try:
+                        native = _measure(native_cfg, data, timer, reps)
+                    except Exception as exc:
+                        native = {"error": f"{type(exc).__name__}: {exc}"}
+            for cfg in cfgs:
+                count += 1
+                if progress is not None:
+                    _progress(count, total, cfg.label(), progress)
+                row = _base_row(cfg, reps)
+                try:
+                    if prep_error:
+                        raise RuntimeError(f"preparing inputs failed: {prep_error}")
+                    res = _measure(cfg, data, timer, reps)
+                    row.update(res)
+                    row["status"] = "ok"
+                    if cfg.backend == "native":
+                        native = res
+                except KeyboardInterrupt:
+                    raise
+                except Exception as exc:
+                    row["status"] = "failed"
+                    row["error"] = f"{type(exc).__name__}: {exc}".replace("\n", " ")[:500]
+                    if cfg.backend == "native":
+                        native = {"error": row["error"]}
+                _fill_native(row, native, cfg)
+                _append_csv(csv_path, row)
+                rows.append(row)
+                by_key[row["key"]] = row
+    finally:
+        if progress is not None and total:
+            progress.write("\n")
+            progress.flush()
+        meta["elapsed_s"] = round(time.perf_counter() - t_start, 2)
+        meta["completed"] = count
+        _write_json(json_path, meta, rows)
+    return rows
+
+
+def _base_row(cfg: Config, reps: int) -> dict[str, Any]:
+    m, n, k = cfg.shape
+    return {"key": cfg.key, "status": "failed", "op": cfg.op, "routine": cfg.routine, "dtype": cfg.dtype,
+            "m": m, "n": n, "k": k, "family": cfg.family, "backend": cfg.backend,
+            "knobs": knobs_text(cfg.knob_dict), "device": cfg.device, "seed": cfg.seed, "samples": cfg.samples,
+            "reps": reps}
+
+
+def _fill_native(row: dict, native: dict | None, cfg: Config) -> None:
+    if native and "error" not in native:
+        row["native_time_s"] = native["time_s"]
+        for k in ("max_rel_err", "median_rel_err", "norm_rel_err", "bits"):
+            row["native_" + k] = native[k]
+    if row.get("time_s"):
+        row["gflops"] = nominal_flops(cfg.op, cfg.dtype, cfg.shape) / row["time_s"] / 1e9
+        if row.get("native_time_s"):
+            row["speedup"] = row["native_time_s"] / row["time_s"]
+
+
+# ---------------------------------------------------------------------------
+# table
+# ---------------------------------------------------------------------------
+
+def _fmt(v, spec: str, width: int) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-".rjust(width)
+    return format(v, spec).rjust(width)
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    head = (f"{'routine':7s} {'n':>11s} {'family':8s} {'backend':8s} {'knobs':22s} {'time ms':>9s}"
+            f" {'speedup':>7s} {'max rel':>9s} {'native':>9s} {'bits':>5s}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        m, n, k = r["m"], r["n"], r["k"]
+        size = str(n) if m == n == k else f"{m}x{n}x{k}"
+        knobs = (r.get("knobs") or "").replace("mode=", "")
+        if r.get("moduli_used") is not None and "auto" in knobs:
+            knobs += f"->{r['moduli_used']}"
+        t = None if r.get("time_s") is None else r["time_s"] * 1e3
+        line = (f"{r['routine']:7s} {size:>11s} {r['family']:8s} {r['backend']:8s} {knobs[:22]:22s}"
+                f" {_fmt(t, '.2f', 9)} {_fmt(r.get('speedup'), '.2f', 7)} {_fmt(r.get('max_rel_err'), '.1e', 9)}"
+                f" {_fmt(r.get('native_max_rel_err'), '.1e', 9)} {_fmt(r.get('bits'), '.1f', 5)}")
+        if r["status"] != "ok":
+            line += f"  FAILED: {(r.get('error') or '')[:60]}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# plots
+# ---------------------------------------------------------------------------
+
+def _num(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+ERR_FLOOR = 1e-19  # where an error of exactly 0 is drawn on log axes
+
+
+def _series_order(s):
+    """native first, then by backend and numeric knob values (moduli 8 before 10)."""
+    parts = []
+    for kv in s[1].split(";"):
+        v = kv.split("=", 1)[-1]
+        parts.append((0, float(v), "") if _num(v) is not None else (1, 0.0, v))
+    return (s[0] != "native", s[0], parts)
+
+
+def _plain_log_axis(axis, ticker) -> None:
+    axis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(ticker.NullFormatter())
+
+
+def _pareto(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of points not dominated (smaller time and more bits is better)."""
+    front = []
+    for i, (t, b) in enumerate(points):
+        if not any((t2 <= t and b2 >= b) and (t2 < t or b2 > b) for j, (t2, b2) in enumerate(points) if j != i):
+            front.append(i)
+    return sorted(front, key=lambda i: points[i][0])
+
+
+def plot_results(rows: list[dict[str, Any]], out_dir: str, stream=None) -> list[str]:
+    """Draw the three plot kinds as PNG and SVG into ``out_dir/plots``; returns the PNG paths.
+
+    Without matplotlib, says so on ``stream`` and returns [].
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib import ticker
+    except ImportError:
+        print("emublas sweep: matplotlib is not installed; plots skipped"
+              " (pip install 'emublas[plot]', then: python3 examples/plot_sweep.py DIR/results.json)",
+              file=stream or sys.stderr)
+        return []
+    ok = [r for r in rows if r.get("status") == "ok" and _num(r.get("time_s"))]
+    if not ok:
+        return []
+    pdir = os.path.join(out_dir, "plots")
+    os.makedirs(pdir, exist_ok=True)
+    paths: list[str] = []
+
+    def save(fig, name):
+        fig.tight_layout()
+        for ext in ("png", "svg"):
+            fig.savefig(os.path.join(pdir, f"{name}.{ext}"), dpi=110)
+        plt.close(fig)
+        paths.append(os.path.join(pdir, f"{name}.png"))
+
+    def knobs_of(r):
+        return dict(kv.split("=", 1) for kv in (r.get("knobs") or "").split(";") if "=" in kv)
+
+    def size_label(r):
+        return str(r["n"]) if r["m"] == r["n"] == r["k"] else f"{r['m']}x{r['n']}x{r['k']}"
+
+    fam_colors = {}
+    cmap = plt.get_cmap("tab10")
+
+    def fam_color(f):
+        return fam_colors.setdefault(f, cmap(len(fam_colors) % 10))
+
+    # (a) error vs knob, per backend and numeric knob; panels per (routine, size); lines per family
+    for be in sorted({r["backend"] for r in ok if r["backend"] != "native"}):
+        brows = [r for r in ok if r["backend"] == be]
+        knob_names = sorted({k for r in brows for k in knobs_of(r)})
+        for knob in knob_names:
+            vals = {_num(knobs_of(r).get(knob)) for r in brows}
+            if len({v for v in vals if v is not None}) < 2:
+                continue
+            panels = sorted({(r["routine"], size_label(r)) for r in brows}, key=lambda p: (p[0], p[1]))
+            ncol = min(3, len(panels))
+            nrow = math.ceil(len(panels) / ncol)
+            fig, axes = plt.subplots(nrow, ncol, figsize=(5.2 * ncol, 3.9 * nrow), squeeze=False)
+            for ax, (routine, size) in zip(axes.flat, panels):
+                prow = [r for r in brows if r["routine"] == routine and size_label(r) == size]
+                others = {kk: v for r in prow for kk, v in knobs_of(r).items() if kk != knob}
+                for fam in sorted({r["family"] for r in prow}):
+                    pts = sorted((_num(knobs_of(r).get(knob)), r["max_rel_err"]) for r in prow
+                                 if r["family"] == fam and _num(knobs_of(r).get(knob)) is not None)
+                    if not pts:
+                        continue
+                    c = fam_color(fam)
+                    x, y = zip(*pts)
+                    y = [max(v, ERR_FLOOR) if v is not None and math.isfinite(v) else float("nan") for v in y]
+                    ax.semilogy(x, y, "o-", color=c, label=f"{be} {fam}")
+                    nat = [r["native_max_rel_err"] for r in prow if r["family"] == fam
+                           and r.get("native_max_rel_err") is not None]
+                    if nat:
+                        ax.axhline(max(nat[0], ERR_FLOOR), color=c, ls="--", lw=1, label=f"native {fam}")
+                ax.axhline(ERR_FLOOR, color="0.6", ls=":", lw=1)
+                ax.text(0.01, 0.01, "bottom line: exact (error 0)", transform=ax.transAxes, fontsize=7,
+                        color="0.4", va="bottom")
+                ax.set_title(f"{routine} n={size}" + (f" ({', '.join(f'{a}={b}' for a, b in others.items())})"
+                                                      if others else ""), fontsize=10)
+                ax.set_xlabel(knob)
+                ax.set_ylabel("max elementwise rel. error")
+                ax.grid(True, which="major", alpha=0.3)
+                ax.legend(fontsize=7)
+            for ax in list(axes.flat)[len(panels):]:
+                ax.axis("off")
+            fig.suptitle(f"{be}: error vs {knob} (dashed: native on the same inputs)", fontsize=11)
+            save(fig, f"error_vs_{knob}_{be}")
+
+    # (b) time and rate vs size: per routine with 2+ sizes, one line per (backend, knobs); median over families
+    sizes_of = {}
+    for r in ok:
+        sizes_of.setdefault(r["routine"], set()).add((r["m"], r["n"], r["k"]))
+    routines = sorted(rt for rt, s in sizes_of.items() if len(s) > 1) or sorted(sizes_of)
+    fig, axes = plt.subplots(2, len(routines), figsize=(5.2 * len(routines), 7), squeeze=False)
+    for col, routine in enumerate(routines):
+        rrows = [r for r in ok if r["routine"] == routine]
+        series = sorted({(r["backend"], r.get("knobs") or "") for r in rrows}, key=_series_order)
+        colors = plt.get_cmap("viridis")
+        constant = set.intersection(*[set(kn.split(";")) for be, kn in series if be != "native"] or [set()])
+        for idx, (be, kn) in enumerate(series):
+            by_size: dict[float, list] = {}
+            for r in rrows:
+                if r["backend"] == be and (r.get("knobs") or "") == kn:
+                    size = (r["m"] * r["n"] * r["k"]) ** (1 / 3)
+                    by_size.setdefault(size, []).append(r)
+            xs = sorted(by_size)
+            t = [1e3 * float(np.median([r["time_s"] for r in by_size[x]])) for x in xs]
+            g = [float(np.median([r["gflops"] for r in by_size[x]])) for x in xs]
+            style = dict(color="k", lw=2, marker="s") if be == "native" else dict(
+                color=colors(0.85 * idx / max(1, len(series) - 1)), marker="o", lw=1)
+            label = be + " " + ";".join(p for p in kn.split(";") if p not in constant)
+            axes[0, col].loglog(xs, t, label=label, **style)
+            axes[1, col].semilogx(xs, g, label=label, **style)
+        axes[0, col].set_title(routine + (f" ({';'.join(sorted(constant))})" if constant else ""), fontsize=10)
+        axes[0, col].set_ylabel("time [ms] (median)")
+        axes[1, col].set_ylabel("GFLOP/s (nominal)")
+        for ax in axes[:, col]:
+            ax.set_xlabel("size (m·n·k)^(1/3)")
+            ax.grid(True, which="both", alpha=0.3)
+            _plain_log_axis(ax.xaxis, ticker)
+            xs_all = sorted({(r["m"] * r["n"] * r["k"]) ** (1 / 3) for r in rrows})
+            ax.set_xticks(xs_all, [f"{x:.0f}" for x in xs_all])
+            ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+        _plain_log_axis(axes[0, col].yaxis, ticker)
+        axes[0, col].legend(fontsize=6, ncol=2)
+    fig.suptitle("time and rate vs size (median over input families)", fontsize=11)
+    save(fig, "time_rate_vs_size")
+
+    # (c) accuracy vs speed, Pareto front per (routine, size, family)
+    panels = sorted({(r["routine"], size_label(r), r["family"]) for r in ok})[:16]
+    ncol = min(4, len(panels))
+    nrow = math.ceil(len(panels) / ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4.6 * ncol, 3.8 * nrow), squeeze=False)
+    for ax, (routine, size, fam) in zip(axes.flat, panels):
+        prow = [r for r in ok if r["routine"] == routine and size_label(r) == size and r["family"] == fam
+                and r.get("bits") is not None and math.isfinite(r["bits"])]
+        pts = [(1e3 * r["time_s"], r["bits"]) for r in prow]
+        for be in sorted({r["backend"] for r in prow}):
+            sel = [p for p, r in zip(pts, prow) if r["backend"] == be]
+            ax.scatter(*zip(*sel), s=28 if be != "native" else 60, marker="o" if be != "native" else "*",
+                       label=be, zorder=3)
+        for p, r in zip(pts, prow):
+            kn = knobs_of(r)
+            if "moduli" in kn:
+                ax.annotate(str(r.get("moduli_used") or kn["moduli"]), p, fontsize=6, xytext=(3, 2),
+                            textcoords="offset points")
+        front = _pareto(pts)
+        if front:
+            ax.plot([pts[i][0] for i in front], [pts[i][1] for i in front], "o-", color="r", mfc="none", ms=10,
+                    lw=1.5, alpha=0.7, label="Pareto front", zorder=2)
+        ax.set_xscale("log")
+        _plain_log_axis(ax.xaxis, ticker)
+        ax.set_xlabel("time [ms]")
+        ax.set_ylabel("bits of accuracy")
+        ax.set_title(f"{routine} n={size} {fam}", fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    fig.suptitle("accuracy vs speed (labels: moduli)", fontsize=11)
+    save(fig, "accuracy_vs_speed")
+    return paths
+
+
+# ---------------------------------------------------------------------------
+# command line
+# ---------------------------------------------------------------------------
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ops", default=None, help="comma list of gemm,syrk,herk,syr2k,her2k (default gemm)")
+    p.add_argument("--dtypes", default=None, help="comma list of s,d,c,z (default d)")
+    p.add_argument("--sizes", default=None, help="square sizes, comma list (default 256)")
+    p.add_argument("--mnk", default=None, help="shapes MxNxK, comma list (rank-k routines need M == N)")
+    p.add_argument("--backends", default=None, help="comma list (default: native and every backend usable here)")
+    p.add_argument("--grid", action="append", default=[], metavar="BACKEND:KNOB=V1,V2;KNOB=V",
+                   help="knob grid of one backend, repeatable; values may be ranges LO..HI[:STEP]"
+                        " (default: the sweep's per-backend table)")
+    p.add_argument("--families", default=None, help=f"comma list of input families: {FAMILIES_HELP} (default phi0.5)")
+    p.add_argument("--device", default="cpu", choices=("cpu", "gpu"))
+    p.add_argument("--reps", type=int, default=3, help="timed repetitions after one warm-up (median; default 3)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--samples", type=int, default=64, help="entries checked against the exact reference (default 64)")
+    p.add_argument("--quick", action="store_true", help="the built-in small grid (under 2 minutes on 2 CPU cores)")
+    p.add_argument("--retry-failed", action="store_true", help="rerun configurations recorded as failed")
+    p.add_argument("--no-plots", action="store_true", help="do not draw plots")
+    p.add_argument("--out", required=True, help="output folder (results.csv, results.json, plots/); resumable")
+
+
+def command(args: argparse.Namespace, argv=None) -> int:
+    the_plan = plan(ops=args.ops, dtypes=args.dtypes, sizes=args.sizes, mnk=args.mnk, backends=args.backends,
+                    grid=args.grid, families=args.families, device=args.device, seed=args.seed,
+                    samples=args.samples, quick=args.quick)
+    if args.reps < 1:
+        raise ValueError("--reps must be at least 1")
+    for note in the_plan.notes:
+        print(f"emublas sweep: {note}", file=sys.stderr)
+    t0 = time.perf_counter()
+    try:
+        rows = run_sweep(the_plan, args.out, reps=args.reps, argv=argv, retry_failed=args.retry_failed)
+    except KeyboardInterrupt:
+        print(f"\nemublas sweep: interrupted; finished rows are in {args.out}/results.csv and results.json;"
+              " run the same command again to resume", file=sys.stderr)
+        return 130
+    elapsed = time.perf_counter() - t0
+    keys = {c.key for c in the_plan.configs}
+    mine = [r for r in rows if r["key"] in keys]
+    print(format_table(mine))
+    failed = sum(r["status"] != "ok" for r in mine)
+    print(f"\n{len(mine)} configurations ({failed} failed) in {elapsed:.1f} s; results in {args.out}/results.csv"
+          " and results.json")
+    if not args.no_plots:
+        paths = plot_results(rows, args.out)
+        if paths:
+            print(f"plots: {os.path.join(args.out, 'plots')}/ ({', '.join(os.path.basename(p) for p in paths)}"
+                  " and .svg)")
+    return 0
