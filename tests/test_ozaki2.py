@@ -348,3 +348,17 @@ def test_scaling_kernels_against_numpy(rng, dtype, layout):
     x2[9, 0] = np.inf
     rowmax, _, _ = cpu.oz_row_stats(x2)
     assert not np.isfinite(rowmax[7]) and not np.isfinite(rowmax[9]) and np.isfinite(rowmax[8])
+
+
+@pytest.mark.parametrize("name", ["zher2k", "zsyr2k", "dsyr2k", "cher2k"])
+@pytest.mark.parametrize("alpha", [1.0, 7.85e-11j, 2 - 3j])
+def test_rank_2k_factors_of_very_different_size(rng, name, alpha):
+    """Both factors of a row share one shift: a tiny b (or a tiny alpha·a) must keep its bits."""
+    cplx = name[0] in "cz"
+    dtype = emublas.blas.DTYPES[name[0]]
+    a = hard(rng, (7, 5), 0.5, dtype)
+    b = (hard(rng, (7, 5), 0.5, dtype) * 1e-12).astype(dtype)
+    alpha = alpha if cplx else abs(alpha)
+    ours = getattr(emublas, name)(alpha, a, b, backend="ozaki2")
+    ref = getattr(sblas, name)(alpha, a, b)
+    assert np.abs(ours - ref).max() <= 64 * np.finfo(dtype).eps * np.abs(ref).max()

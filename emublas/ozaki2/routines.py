@@ -245,15 +245,42 @@ def rank_k(kind: str, alpha, a, b, beta, c, trans, lower, *, moduli="default", m
     elif kind == "her2k":
         if conj:
             x, y = np.conj(x), np.conj(y)
+        x, y, gain = _balanced(x, y)
+        alpha = alpha * gain
         if alpha != alpha.real:
-            x, alpha = alpha * x, 1.0  # alpha·X·Yᴴ + conj(alpha)·Y·Xᴴ = (αX)Yᴴ + Y(αX)ᴴ
+            # α X Yᴴ + conj(α) Y Xᴴ = |α| ((uX) Yᴴ + Y (uX)ᴴ) with u = α/|α|: a unit factor
+            # keeps X's magnitude, so the shared row shifts lose nothing
+            unit = alpha / abs(alpha)
+            x, alpha = unit * x, abs(alpha)
         left = np.concatenate([x, y], axis=1)
         right = np.concatenate([y, x], axis=1)
         _execute("her2k", "herk", _Family("2m", MAX_2M), left, right, c, alpha.real, beta, uplo=uplo,
                  moduli=moduli, mode=mode)
     else:  # syr2k
         fam = _Family("2m", MAX_2M) if cplx else _Family("real", MAX_REAL)
+        x, y, gain = _balanced(x, y)
         both = (np.concatenate([x, y], axis=1), np.concatenate([y, x], axis=1))  # shared row shifts
-        _execute("syr2k", "csyr2k" if cplx else "syr2k", fam, x, y, c, alpha, beta, uplo=uplo,
+        _execute("syr2k", "csyr2k" if cplx else "syr2k", fam, x, y, c, alpha * gain, beta, uplo=uplo,
                  bounds_from=both, moduli=moduli, mode=mode)
     return None
+
+
+def _balanced(x, y):
+    """``(x, y·2^t, 2^-t)`` with the power of two t that brings y's magnitude to x's.
+
+    The rank-2k routines give both factors of a row one shift; a factor far
+    smaller than the other would lose its bits to it.  Scaling by a power of two
+    is exact; it is skipped where it would overflow or underflow.
+    """
+    ax, ay = np.abs(x), np.abs(y)
+    mx, my = float(ax.max(initial=0.0)), float(ay.max(initial=0.0))
+    if mx == 0 or my == 0 or not (np.isfinite(mx) and np.isfinite(my)):
+        return x, y, 1.0
+    t = int(np.frexp(mx)[1] - np.frexp(my)[1])
+    if abs(t) < 8:
+        return x, y, 1.0
+    info = np.finfo(y.real.dtype)
+    smallest = float(ay[ay > 0].min())
+    if np.frexp(my)[1] + t >= info.maxexp - 1 or np.frexp(smallest)[1] + t <= info.minexp:
+        return x, y, 1.0
+    return x, y * y.real.dtype.type(2.0**t), 2.0**-t
