@@ -29,7 +29,7 @@ import pytest
 
 scipy_linalg = pytest.importorskip("scipy.linalg")
 
-BACKENDS = ["ozaki2"]  # add "strassen" here once that backend exists
+BACKENDS = ["ozaki2", "strassen"]
 SCIPY_TESTS = Path(scipy_linalg.__file__).parent / "tests" / "test_blas.py"
 SELECTION = "FBLAS3Simple or BLAS3Syrk or BLAS3Syr2k or SyHe or get_blas_funcs"
 PTH = "emublas-interpose.pth"
@@ -73,7 +73,8 @@ def _hook_installed() -> bool:
 def _env(backend: str, plugin_dir: Path, stats_out: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMUBLAS_")}  # EMUBLAS_VERBOSE unset, too
     env.update(EMUBLAS_INTERPOSE="1", EMUBLAS_BACKEND=backend, EMUBLAS_MIN_DIM="0",
-               EMUBLAS_TEST_STATS_OUT=str(stats_out))
+               EMUBLAS_TEST_STATS_OUT=str(stats_out),
+               EMUBLAS_STRASSEN_LEVELS="1")  # scipy's matrices are tiny: force one Strassen level
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(plugin_dir), os.environ.get("PYTHONPATH")]))
     return env
 

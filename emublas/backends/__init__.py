@@ -17,6 +17,7 @@ __all__ = ["Backend", "Option", "names", "get", "register", "unregister"]
 _MODULES: dict[str, str] = {
     "native": "emublas.backends.native",
     "ozaki2": "emublas.backends.ozaki2",
+    "strassen": "emublas.backends.strassen",
 }
 _loaded: dict[str, Backend] = {}
 

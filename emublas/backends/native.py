@@ -39,6 +39,13 @@ def _cpu_operand(x, trans: int):
     return x, trans
 
 
+def _fblas(name: str):
+    """scipy's own BLAS routine, also while the interpose shim has replaced it (its
+    replacements keep the original as ``__wrapped__``): native must never route back."""
+    fn = getattr(fblas, name)
+    return getattr(fn, "__wrapped__", fn)
+
+
 def _cpu_call(fn, *args, c, **kw) -> None:
     result = fn(*args, c=c, overwrite_c=1, **kw)
     if result is not c:  # only when f2py had to copy c; the front prevents that
@@ -154,7 +161,7 @@ class NativeBackend(Backend):
         if is_cupy(c):
             self._gpu_gemm(alpha, a, b, beta, c, trans_a, trans_b)
             return
-        fn = getattr(fblas, _PREFIX[c.dtype] + "gemm")
+        fn = _fblas(_PREFIX[c.dtype] + "gemm")
         a, trans_a = _cpu_operand(a, trans_a)
         b, trans_b = _cpu_operand(b, trans_b)
         _cpu_call(fn, alpha, a, b, beta, trans_a=trans_a, trans_b=trans_b, c=c)
@@ -216,7 +223,7 @@ class NativeBackend(Backend):
             return NotImplemented  # the front derives it from gemm, which splits
         if is_cupy(c):
             return self._gpu_rank_k(kind, alpha, a, b, beta, c, trans, lower)
-        fn = getattr(fblas, _PREFIX[c.dtype] + kind)
+        fn = _fblas(_PREFIX[c.dtype] + kind)
         if kind.startswith("sy") and trans in (0, 1) and all(
                 x.flags.c_contiguous and not x.flags.f_contiguous for x in (a, b) if x is not None):
             a, b, trans = a.T, (None if b is None else b.T), 1 - trans  # free transposes for f2py

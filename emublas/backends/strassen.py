@@ -1,0 +1,84 @@
+"""The ``strassen`` backend: Strassen–Winograd with 7-write chaining over the native GEMM.
+
+This is the reference implementation (operand sums as array expressions, the
+leaf is the platform BLAS: scipy's on the CPU, cuBLAS on the GPU).  The fused
+C/CUDA kernels of issue #6 replace the array expressions later; the chaining,
+the peeling and the semantics stay.
+"""
+from __future__ import annotations
+
+from .. import strassen
+from .base import Backend, Option, int_range
+from .native import BACKEND as NATIVE
+
+#: Smallest block edge worth another level, per device: below it one level's
+#: extra additions cost more than the eighth of the multiplications it saves.
+#: CPU, this reference implementation (numpy additions), measured with
+#: benchmarks/bench_strassen.py on the 2-core machine: one level runs at 0.95×
+#: native at n = 4096 and 0.99× at n = 8192, so ``auto`` starts at n = 16384.
+#: GPU: not measured yet; the same value keeps ``auto`` at the leaf.
+CROSSOVER = {"cpu": 8192, "gpu": 8192}
+
+
+def _leaf(alpha, a, b, beta, c) -> None:
+    NATIVE.gemm(alpha, a, b, beta, c, 0, 0)
+
+
+def _leaf_trans(alpha, a, b, beta, c, trans_a, trans_b) -> None:
+    NATIVE.gemm(alpha, a, b, beta, c, trans_a, trans_b)
+
+
+class StrassenBackend(Backend):
+    """Strassen–Winograd, chained accumulation, recursive to ``levels``."""
+
+    name = "strassen"
+    description = "Strassen-Winograd with 7-write chained accumulation over the native GEMM"
+    options = {
+        "levels": Option("levels", "auto", int_range(0, 6, also=("auto",)),
+                         "recursion levels (auto: while blocks stay above the device's crossover)",
+                         env="EMUBLAS_STRASSEN_LEVELS"),
+    }
+
+    def readiness(self):
+        return NATIVE.readiness()
+
+    def check(self, device: str) -> None:
+        NATIVE.check(device)
+
+    def gemm(self, alpha, a, b, beta, c, trans_a, trans_b, *, levels="auto", **opts):
+        from .._arrays import is_cupy
+
+        m, n = c.shape
+        k = a.shape[0] if trans_a else a.shape[1]
+        if levels == "auto":
+            levels = strassen.levels_for(m, n, k, CROSSOVER["gpu" if is_cupy(c) else "cpu"])
+        levels = int(levels)
+        if levels == 0:
+            _leaf_trans(alpha, a, b, beta, c, trans_a, trans_b)
+            return
+        xp = strassen._namespace(c)
+        bad_a = ~xp.isfinite(a).all(axis=0 if trans_a else 1)  # rows of op(a)
+        bad_b = ~xp.isfinite(b).all(axis=1 if trans_b else 0)  # columns of op(b)
+        if not (bool(bad_a.any()) or bool(bad_b.any())):
+            strassen.gemm(alpha, a, b, beta, c, trans_a, trans_b, levels=levels, leaf=_leaf)
+            return
+        # NaN/Inf: Strassen's block sums would spread them to other rows and columns; the
+        # rows and columns they touch come from the platform BLAS, so the pattern is native's
+        rows, cols = xp.flatnonzero(bad_a), xp.flatnonzero(bad_b)
+        keep_r, keep_c = c[rows, :].copy(), c[:, cols].copy()
+        clean_a = xp.where(xp.isfinite(a), a, 0)
+        clean_b = xp.where(xp.isfinite(b), b, 0)
+        strassen.gemm(alpha, clean_a, clean_b, beta, c, trans_a, trans_b, levels=levels, leaf=_leaf)
+        opa = a if trans_a == 0 else (a.T if trans_a == 1 else a.conj().T)
+        opb = b if trans_b == 0 else (b.T if trans_b == 1 else b.conj().T)
+        if rows.size:
+            part_r = xp.asfortranarray(keep_r)
+            _leaf(alpha, opa[rows, :], opb, beta, part_r)
+            c[rows, :] = part_r
+        if cols.size:
+            part_c = xp.asfortranarray(keep_c)
+            _leaf(alpha, opa, opb[:, cols], beta, part_c)
+            c[:, cols] = part_c
+
+
+BACKEND = StrassenBackend()
