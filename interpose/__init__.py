@@ -42,9 +42,9 @@ __all__ = ["install", "uninstall", "installed", "stats", "reset_stats", "min_dim
 ENV_ON = "EMUBLAS_INTERPOSE"
 ENV_MIN_DIM = "EMUBLAS_MIN_DIM"
 ENV_VERBOSE = "EMUBLAS_VERBOSE"
-#: Calls whose smallest dimension is below this run natively.  Measured: an
-#: ozaki2 call costs about 1 ms of fixed overhead, 40× native dgemm at n = 128
-#: and 5× at n = 256 (BENCHMARKS.md); below 64 the emulated product is pure overhead.
+#: Calls whose smallest dimension is below this run natively.  Measured
+#: (BENCHMARKS.md, "The interpose size threshold"): an ozaki2 call costs at
+#: least about 1 ms, 50–65× native dgemm below n = 64.
 DEFAULT_MIN_DIM = 64
 
 SCIPY_NAMES = tuple(p + r for r in ("gemm", "syrk", "syr2k") for p in "sdcz") + (
