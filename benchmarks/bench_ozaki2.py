@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 import tracemalloc
 import warnings
 from fractions import Fraction
@@ -27,6 +25,7 @@ from fractions import Fraction
 import numpy as np
 import scipy.linalg.blas as sblas
 
+from _timing import median_time  # benchmarks/ is on sys.path when a script runs
 import emublas
 from emublas._kernels import cpu
 from emublas.info import cpu_model
@@ -84,18 +83,6 @@ def accuracy(args, rng):
     return rows
 
 
-def timed(fn, reps, pause=0.0):
-    fn()
-    times = []
-    for _ in range(reps):
-        if pause:
-            time.sleep(pause)
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def peak_extra(fn):
     tracemalloc.start()
     fn()
@@ -118,8 +105,8 @@ def speed(args, rng, vnni_peak_gops):
     ]
     rows = []
     for name, native, ours, io_bytes in cases:
-        t_nat = timed(native, args.reps)
-        t_ours = timed(ours, args.reps, pause=0.3)
+        t_nat = median_time(native, args.reps)
+        t_ours = median_time(ours, args.reps, pause=0.3)
         info = last_run()
         phases = info["phases"]
         # int8 products actually run: the recipe's GEMMs per modulus, with their inner sizes

@@ -12,22 +12,12 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
+from _timing import median_time  # benchmarks/ is on sys.path when a script runs
 from emublas._kernels import cpu
 from emublas.ozaki2.moduli import REAL_MODULI, TWO_M_MODULI, TWO_M_ROOTS, real_set
-
-
-def median_time(fn, reps):
-    fn()
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
 
 
 def main() -> None:

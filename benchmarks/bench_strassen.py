@@ -5,24 +5,13 @@
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import numpy as np
 import scipy.linalg.blas as sblas
 
+from _timing import median_time  # benchmarks/ is on sys.path when a script runs
 import emublas
 from emublas.info import cpu_model
-
-
-def timed(fn, reps):
-    fn()
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
 
 
 def main() -> None:
@@ -44,11 +33,11 @@ def main() -> None:
                 a = a + 1j * rng.standard_normal((n, n))
                 b = b + 1j * rng.standard_normal((n, n))
             native = getattr(sblas, prefix + "gemm")
-            t_nat = timed(lambda: native(1.0, a, b), args.reps)
+            t_nat = median_time(lambda: native(1.0, a, b), args.reps)
             ref = native(1.0, a, b)
             for lv in args.levels:
                 run = getattr(emublas, prefix + "gemm")
-                t = timed(lambda: run(1.0, a, b, backend="strassen", levels=lv), args.reps)
+                t = median_time(lambda: run(1.0, a, b, backend="strassen", levels=lv), args.reps)
                 err = np.linalg.norm(run(1.0, a, b, backend="strassen", levels=lv) - ref) / np.linalg.norm(ref)
                 print(f"| {prefix}gemm | {n} | {t_nat:.3f} | {lv} | {t:.3f} | {t_nat / t:.2f} | {err:.1e} |",
                       flush=True)

@@ -6,6 +6,7 @@ import pytest
 import scipy.linalg.blas as sblas
 
 import emublas
+from helpers import randn
 from emublas import backends
 from emublas.backends.base import Backend
 from emublas.backends.native import BACKEND as NATIVE
@@ -34,13 +35,6 @@ def gemmonly():
     backends.unregister("gemmonly")
 
 
-def _rand(rng, shape, dtype):
-    x = rng.standard_normal(shape)
-    if np.dtype(dtype).kind == "c":
-        x = x + 1j * rng.standard_normal(shape)
-    return x.astype(dtype)
-
-
 def _tol(dtype, k):
     return 50 * max(k, 1) * np.finfo(dtype).eps
 
@@ -60,9 +54,9 @@ def test_derived_matches_scipy(gemmonly, xp, name, trans, lower):
     rng = np.random.default_rng(seed)
     dtype = emublas.blas.DTYPES[name[0]]
     n, k = 7, 5
-    a = _rand(rng, (n, k) if trans == 0 else (k, n), dtype)
-    b = _rand(rng, a.shape, dtype)
-    c = _rand(rng, (n, n), dtype)
+    a = randn(rng, (n, k) if trans == 0 else (k, n), dtype)
+    b = randn(rng, a.shape, dtype)
+    c = randn(rng, (n, n), dtype)
     alpha = complex(rng.standard_normal(), rng.standard_normal()) if name[0] in "cz" else rng.standard_normal()
     beta = complex(rng.standard_normal(), rng.standard_normal()) if name[0] in "cz" else rng.standard_normal()
     if "he" in name:
@@ -85,7 +79,7 @@ def test_derived_matches_scipy(gemmonly, xp, name, trans, lower):
 
 def test_derived_her2k_uses_two_gemms(gemmonly):
     rng = np.random.default_rng()
-    a = _rand(rng, (4, 3), np.complex128)
+    a = randn(rng, (4, 3), np.complex128)
     before = gemmonly.calls
     emublas.zher2k(1 + 2j, a, a[::-1], backend="gemmonly")
     assert gemmonly.calls - before == 2

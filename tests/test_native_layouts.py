@@ -10,15 +10,9 @@ import numpy as np
 import pytest
 
 import emublas
+from helpers import randn
 
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
-
-
-def _rand(rng, shape, dtype):
-    x = rng.standard_normal(shape)
-    if np.dtype(dtype).kind == "c":
-        x = x + 1j * rng.standard_normal(shape)
-    return x.astype(dtype)
 
 
 def _layouts(base):
@@ -52,8 +46,8 @@ def _ref(a, b, ta, tb):
 def test_gemm_layouts(xp, rng, dtype, layout_a, layout_b):
     m, n, k = 6, 5, 7
     for ta, tb in itertools.product((0, 1, 2), repeat=2):
-        a0 = _rand(rng, (m, k) if ta == 0 else (k, m), dtype)
-        b0 = _rand(rng, (k, n) if tb == 0 else (n, k), dtype)
+        a0 = randn(rng, (m, k) if ta == 0 else (k, m), dtype)
+        b0 = randn(rng, (k, n) if tb == 0 else (n, k), dtype)
         a = _layouts(a0)[layout_a]
         b = _layouts(b0)[layout_b]
         if xp is not np:
@@ -86,8 +80,8 @@ def test_rank_k_layouts(xp, rng, dtype, layout):
     complex_ = np.dtype(dtype).kind == "c"
     n, k = 6, 4
     for trans, lower in itertools.product((0, 1), (0, 1)):
-        a0 = _rand(rng, (n, k) if trans == 0 else (k, n), dtype)
-        b0 = _rand(rng, a0.shape, dtype)
+        a0 = randn(rng, (n, k) if trans == 0 else (k, n), dtype)
+        b0 = randn(rng, a0.shape, dtype)
         a, b = _layouts(a0)[layout], _layouts(b0)[layout]
         if xp is not np:
             a, b = _to_gpu_view(xp, a), _to_gpu_view(xp, b)
