@@ -54,7 +54,7 @@ def main() -> None:
                 diff = float(cp.linalg.norm(gemm(1.0, a, b, backend="strassen", levels=lv) - ref) / cp.linalg.norm(ref))
                 print(f"| {prefix}gemm | {n} | {t_nat * 1e3:.1f} | {lv} | {t * 1e3:.1f} | {t_nat / t:.2f} | {diff:.1e} |",
                       flush=True)
-            del a, b, ref
+            a = b = ref = None  # free before the next size
             cp.get_default_memory_pool().free_all_blocks()
 
 
