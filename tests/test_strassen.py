@@ -38,7 +38,8 @@ def test_matches_native(rng, dtype, shape, levels):
 def test_auto_levels_follow_crossover(rng):
     from emublas.backends.strassen import CROSSOVER
 
-    assert strassen.levels_for(40, 40, 40, CROSSOVER["cpu"]) == 0
+    assert strassen.levels_for(40, 40, 40, CROSSOVER[("cpu", "real")]) == 0
+    assert CROSSOVER[("gpu", "real")] is None
     assert strassen.levels_for(8192, 8192, 8192, 2048) == 2
     assert strassen.levels_for(8192, 8192, 100, 2048) == 0
 

@@ -11,13 +11,16 @@ from .. import strassen
 from .base import Backend, Option, int_range
 from .native import BACKEND as NATIVE
 
-#: Smallest block edge worth another level, per device: below it one level's
-#: extra additions cost more than the eighth of the multiplications it saves.
-#: CPU, this reference implementation (numpy additions), measured with
-#: benchmarks/bench_strassen.py on the 2-core machine: one level runs at 0.95×
-#: native at n = 4096 and 0.99× at n = 8192, so ``auto`` starts at n = 16384.
-#: GPU: not measured yet; the same value keeps ``auto`` at the leaf.
-CROSSOVER = {"cpu": 8192, "gpu": 8192}
+#: Smallest block edge worth another level, per device and kind of data (None:
+#: never), measured with this reference implementation (BENCHMARKS.md):
+#: CPU (2 cores, numpy additions): one level 0.95× OpenBLAS at n = 4096, 0.99×
+#: at 8192, so blocks of 8192 and up.  H200 (cupy additions, cuBLAS leaf):
+#: dgemm/sgemm slower at every measured size (0.58–0.95× up to n = 16384);
+#: zgemm 1.05× at n = 8192 and 1.13× at 16384 with two levels, so blocks of
+#: 2048 and up.  ``auto`` uses at most AUTO_MAX_LEVELS, the most measured.
+CROSSOVER = {("cpu", "real"): 8192, ("cpu", "complex"): 8192,
+             ("gpu", "real"): None, ("gpu", "complex"): 2048}
+AUTO_MAX_LEVELS = 2
 
 
 def _leaf(alpha, a, b, beta, c) -> None:
@@ -51,7 +54,8 @@ class StrassenBackend(Backend):
         m, n = c.shape
         k = a.shape[0] if trans_a else a.shape[1]
         if levels == "auto":
-            levels = strassen.levels_for(m, n, k, CROSSOVER["gpu" if is_cupy(c) else "cpu"])
+            edge = CROSSOVER[("gpu" if is_cupy(c) else "cpu", "complex" if c.dtype.kind == "c" else "real")]
+            levels = 0 if edge is None else strassen.levels_for(m, n, k, edge, AUTO_MAX_LEVELS)
         levels = int(levels)
         if levels == 0:
             _leaf_trans(alpha, a, b, beta, c, trans_a, trans_b)
