@@ -21,3 +21,18 @@ def median_time(fn: Callable[[], object], reps: int, pause: float = 0.0) -> floa
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def cuda_median_time(cp, fn: Callable[[], object], reps: int) -> float:
+    """Median seconds of ``fn()`` on the GPU with CUDA events, after one synchronized warm-up."""
+    fn()
+    cp.cuda.Device().synchronize()
+    times = []
+    for _ in range(reps):
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, stop) / 1e3)
+    return statistics.median(times)

@@ -14,24 +14,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 
 import numpy as np
-
-
-def _time(cp, fn, reps: int) -> float:
-    """Median seconds of ``fn`` over ``reps`` runs, CUDA events around each."""
-    fn()
-    cp.cuda.Device().synchronize()
-    times = []
-    for _ in range(reps):
-        start, stop = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, stop) / 1e3)
-    return statistics.median(times)
+from _timing import cuda_median_time  # benchmarks/ is on sys.path when a script runs
 
 
 def main() -> None:
@@ -64,8 +49,8 @@ def main() -> None:
             ("zherk", 4 * n**3, lambda: emublas.zherk(1.0, pick(za)), lambda: cp.matmul(pick(za), za[0].conj().T)),
         ]
         for name, flops, ours, ref in cases:
-            t_ours = _time(cp, ours, args.reps)
-            t_ref = _time(cp, ref, args.reps)
+            t_ours = cuda_median_time(cp, ours, args.reps)
+            t_ref = cuda_median_time(cp, ref, args.reps)
             rows.append({"routine": name, "n": n, "emublas_s": t_ours, "cupy_matmul_s": t_ref,
                          "emublas_tflops": flops / t_ours / 1e12, "speed_vs_matmul": t_ref / t_ours})
         a.clear()  # free the inputs before the next size

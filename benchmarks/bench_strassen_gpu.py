@@ -5,23 +5,10 @@
 from __future__ import annotations
 
 import argparse
-import statistics
+
+from _timing import cuda_median_time  # benchmarks/ is on sys.path when a script runs
 
 import emublas
-
-
-def _time(cp, fn, reps: int) -> float:
-    fn()
-    cp.cuda.Device().synchronize()
-    times = []
-    for _ in range(reps):
-        start, stop = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, stop) / 1e3)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -47,10 +34,10 @@ def main() -> None:
                 a += 1j * rng.standard_normal((n, n)).astype(dtype)
                 b += 1j * rng.standard_normal((n, n)).astype(dtype)
             gemm = getattr(emublas, prefix + "gemm")
-            t_nat = _time(cp, lambda: gemm(1.0, a, b, backend="native"), args.reps)
+            t_nat = cuda_median_time(cp, lambda: gemm(1.0, a, b, backend="native"), args.reps)
             ref = gemm(1.0, a, b, backend="native")
             for lv in args.levels:
-                t = _time(cp, lambda: gemm(1.0, a, b, backend="strassen", levels=lv), args.reps)
+                t = cuda_median_time(cp, lambda: gemm(1.0, a, b, backend="strassen", levels=lv), args.reps)
                 diff = float(cp.linalg.norm(gemm(1.0, a, b, backend="strassen", levels=lv) - ref) / cp.linalg.norm(ref))
                 print(f"| {prefix}gemm | {n} | {t_nat * 1e3:.1f} | {lv} | {t * 1e3:.1f} | {t_nat / t:.2f} | {diff:.1e} |",
                       flush=True)
