@@ -26,6 +26,13 @@ PACKAGE_DIR = os.path.join(ROOT, "emublas", "_kernels")
 HEADER = os.path.join(CPU_DIR, "emublas_cpu.h")
 
 
+def public_headers() -> list[str]:
+    """The public headers: ``emublas_cpu.h`` first, then every other ``emublas_*.h``
+    (one per kernel family, so that each family declares its own API)."""
+    others = sorted(p for p in glob.glob(os.path.join(CPU_DIR, "emublas_*.h")) if p != HEADER)
+    return [HEADER] + others
+
+
 def cdef_from_header(path: str = HEADER) -> str:
     """The cffi cdef: the header's declarations, read from the header itself.
 
@@ -65,10 +72,11 @@ def make_builder(absolute_paths: bool = False) -> cffi.FFI:
         return p if absolute_paths else os.path.relpath(p, ROOT)
 
     builder = cffi.FFI()
-    builder.cdef(cdef_from_header())
+    headers = public_headers()
+    builder.cdef("\n".join(cdef_from_header(h) for h in headers))
     builder.set_source(
         "emublas._kernels._cpu",
-        '#include "emublas_cpu.h"',
+        "\n".join(f'#include "{os.path.basename(h)}"' for h in headers),
         sources=sorted(path(p) for p in glob.glob(os.path.join(CPU_DIR, "*.c"))),
         depends=sorted(path(p) for p in glob.glob(os.path.join(CPU_DIR, "*.h"))),
         include_dirs=[path(CPU_DIR)],
