@@ -14,6 +14,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 PTH = os.path.join("interpose", "emublas-interpose.pth")
+CUDA_DIR = os.path.join("native", "cuda")
 
 
 class build_py_with_pth(build_py):
@@ -38,6 +39,12 @@ class build_py_with_pth(build_py):
             target = self.get_finalized_command("install").install_lib
         else:
             target = self.build_lib
+            # CUDA sources, compiled at run time by cupy (an editable install reads native/cuda)
+            dest = os.path.join(self.build_lib, "emublas", "_kernels", "cuda")
+            self.mkpath(dest)
+            for name in sorted(os.listdir(CUDA_DIR)):
+                if name.endswith((".cu", ".cuh")):
+                    self.copy_file(os.path.join(CUDA_DIR, name), os.path.join(dest, name), preserve_mode=False)
         self.copy_file(PTH, os.path.join(target, os.path.basename(PTH)), preserve_mode=False)
 
     def get_outputs(self, include_bytecode=True):

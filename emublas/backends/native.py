@@ -104,6 +104,12 @@ class _CublasCall:
         return False
 
 
+def _cupy():
+    import cupy
+
+    return cupy
+
+
 def _host_scalar(value, dtype):
     # cuBLAS reads host-mode scalars before the call returns, so a local array is enough.
     return np.array(value, dtype=dtype)
@@ -250,6 +256,8 @@ class NativeBackend(Backend):
 
         if product_bound(a, b) <= 2**63 - 1:
             return a.astype(np.int64) @ b.astype(np.int64)  # no entry can wrap
+        if is_cupy(a):  # exact big-integer products exist only on the host
+            return _cupy().asarray(self.intmatmul(a.get(), b.get()))
         exact = a.astype(object) @ b.astype(object)
         if exact.size and (exact.max() > 2**63 - 1 or exact.min() < -(2**63)):
             raise OverflowError("intmatmul: the exact product does not fit int64")

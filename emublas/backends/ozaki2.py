@@ -1,8 +1,9 @@
 """The ``ozaki2`` backend: Ozaki scheme II on int8 products (DESIGN §3–4).
 
 numpy arrays run on the C kernels of :mod:`emublas._kernels.cpu`; cupy arrays
-are issue #4 (the GPU port) and raise :class:`~emublas.BackendUnavailableError`
-until then.
+on cuBLAS int8 GEMMs and the CUDA kernels of ``native/cuda/ozaki2.cu``
+(:mod:`emublas.ozaki2.gpu_engine`), with the same moduli, scaling and CRT, so
+both give the same results.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ class Ozaki2Backend(Backend):
             cpu_state = (True, "C kernels built" + (f" ({', '.join(feats)})" if feats else " (portable C)"))
         else:
             cpu_state = (False, f"C extension not built: {cpu.load_error()}")
-        return {"cpu": cpu_state, "gpu": (False, "ozaki2 on cupy arrays is not implemented yet (issue #4)")}
+        return {"cpu": cpu_state, "gpu": _gpu_state()}
 
     def gemm(self, alpha, a, b, beta, c, trans_a, trans_b, **opts):
         from ..ozaki2 import routines
@@ -63,6 +64,24 @@ class Ozaki2Backend(Backend):
         from ..ozaki2.integer import intmatmul
 
         return intmatmul(a, b)
+
+
+def _gpu_state() -> tuple[bool, str]:
+    try:
+        import cupy
+
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # no cupy, no driver, no device
+        return False, f"cupy/GPU not usable: {type(exc).__name__}: {exc}".splitlines()[0]
+    if not count:
+        return False, "cupy found, no GPU"
+    try:
+        from .._kernels.cuda_source import source_path
+
+        source_path("ozaki2.cu")
+    except FileNotFoundError as exc:
+        return False, str(exc)
+    return True, f"cuBLAS int8 GEMM + CUDA kernels on {count} GPU(s) (compiled on first use)"
 
 
 BACKEND = Ozaki2Backend()

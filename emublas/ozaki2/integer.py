@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._arrays import is_cupy
 from .._kernels import cpu
 from ..integer import product_bound
 from .moduli import REAL_MODULI
@@ -37,16 +38,15 @@ def intmatmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     m, k = a.shape
     n = b.shape[1]
     bound = product_bound(a, b)
+    if is_cupy(a):
+        return _intmatmul_gpu(a, b, bound)
     if k == 0 or bound == 0:
         return np.zeros((m, n), np.int64)
     small = bound < 2**31 and k <= K_CHUNK
     if small and int(np.abs(a).max()) <= 127 and int(np.abs(b).max()) <= 127:
         return cpu.i8gemm(a.astype(np.int8), b.astype(np.int8)).astype(np.int64)
-    count, P = 0, 1
-    while P <= 4 * bound:  # the symmetric range (−P/2, P/2) must hold every entry
-        P *= REAL_MODULI[count]
-        count += 1
-    moduli = REAL_MODULI[:count]
+    moduli = _moduli_for(bound)
+    count = len(moduli)
     a64 = a.astype(np.int64) if a.dtype != np.uint64 else a.astype(object)
     b64 = b.astype(np.int64) if b.dtype != np.uint64 else b.astype(object)
     res = np.empty((count, m, n), np.int64)
@@ -61,13 +61,51 @@ def intmatmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return _garner(res, moduli)
 
 
-def _garner(res: np.ndarray, moduli) -> np.ndarray:
+def _moduli_for(bound: int) -> tuple[int, ...]:
+    count, P = 0, 1
+    while P <= 4 * bound:  # the symmetric range (−P/2, P/2) must hold every entry
+        P *= REAL_MODULI[count]
+        count += 1
+    return REAL_MODULI[:count]
+
+
+def _intmatmul_gpu(a, b, bound: int):
+    """The cupy form: residues and Garner on the device, products on cuBLAS int8."""
+    import cupy
+
+    from .._kernels import ozaki_gpu as kg
+
+    m, k = a.shape
+    n = b.shape[1]
+    if k == 0 or bound == 0:
+        return cupy.zeros((m, n), np.int64)
+    for name, x in (("a", a), ("b", b)):
+        if x.dtype == np.uint64 and x.size and int(x.max()) > _INT64_MAX:
+            raise OverflowError(f"intmatmul on the GPU: {name} holds uint64 values above 2**63 - 1")
+    moduli = _moduli_for(bound)
+    mods_d = kg.device_constants(("int_moduli", moduli), lambda: cupy.asarray(np.array(moduli, np.int32)))
+    ra = kg.int_residues(a.astype(np.int64, copy=False), mods_d, len(moduli))
+    rb = kg.int_residues(b.T.astype(np.int64, copy=False), mods_d, len(moduli))
+    mp, nq, kp = ra.shape[1], rb.shape[1], ra.shape[2]
+    prod = cupy.empty((nq, mp), np.int32)
+    res = cupy.empty((len(moduli), nq, mp), np.int64)
+    plane = mp * kp
+    for l, mod in enumerate(moduli):
+        for c0 in range(0, kp, K_CHUNK):
+            ck = min(kp, c0 + K_CHUNK) - c0
+            kg.gemm_tn(ra.data.ptr + l * plane + c0, rb.data.ptr + l * nq * kp + c0, mp, nq, ck, kp, kp,
+                       prod, mp)
+            kg.int_accumulate(prod, res[l], mod, c0 == 0)
+    return _garner(res[:, :n, :m].transpose(0, 2, 1), moduli, cupy)
+
+
+def _garner(res, moduli, xp=np):
     """Symmetric mixed-radix digits, then the value in wrapping int64 with an overflow check."""
     digits = []
     for l, ml in enumerate(moduli):
         t = res[l].copy()
         for j, d in enumerate(digits):
-            t = np.mod((t - d) * pow(moduli[j] % ml, -1, ml), ml)
+            t = xp.mod((t - d) * pow(moduli[j] % ml, -1, ml), ml)
         t[t > (ml - 1) // 2] -= ml
         digits.append(t)
     with np.errstate(over="ignore"):
@@ -76,12 +114,14 @@ def _garner(res: np.ndarray, moduli) -> np.ndarray:
         for l in range(len(moduli) - 2, -1, -1):
             value = value * np.int64(moduli[l]) + digits[l]  # exact modulo 2^64
             approx = approx * moduli[l] + digits[l]
-    suspect = np.abs(approx) >= 2.0**62
+    suspect = xp.abs(approx) >= 2.0**62
     if suspect.any():
-        for i, j in zip(*np.nonzero(suspect)):
+        where = [np.asarray(w.get() if xp is not np else w) for w in xp.nonzero(suspect)]
+        host = [np.asarray(d.get() if xp is not np else d) for d in digits]
+        for i, j in zip(*where):
             exact = 0
             for l in range(len(moduli) - 1, -1, -1):
-                exact = exact * moduli[l] + int(digits[l][i, j])
+                exact = exact * moduli[l] + int(host[l][i, j])
             if not -_INT64_MAX - 1 <= exact <= _INT64_MAX:
                 raise OverflowError(f"intmatmul: entry ({i}, {j}) of the exact product is {exact},"
                                     " which does not fit int64")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._arrays import is_cupy, namespace
 from .._kernels import cpu
 from ..errors import OzakiAccuracyWarning
 from . import engine, scaling
@@ -140,6 +141,16 @@ def _execute(routine: str, recipe_name: str, family: _Family, x, y, out, alpha, 
     t0 = timer.add("scaling", t0)
     recipe = engine.RECIPES[recipe_name]
     recipes = [recipe if r is not None or recipe.planes == "real" else engine.RECIPES["3m"] for r in roots]
+    info = {"routine": routine, "moduli": count, "mode": mode, "auto_chose": chose, "bits": mset.bits,
+            "needed_bits": L_exact + 2, "native_bits": L_native + 2}
+    if is_cupy(out):
+        from . import gpu_engine
+
+        timer.gpu_profile = PROFILE_GPU
+        gpu_engine.run(recipes, ms, roots, mset, x, y, x_shift, y_shift, out, alpha, beta, conj_x=conj_x,
+                       conj_y=conj_y, uplo=uplo, timer=timer, budget=_gpu_budget(x, y, out))
+        _last.info = {**info, "phases": dict(timer.phases), "gpu_plan": timer.gpu_plan}
+        return
     cplx = recipe.complex_out
     shape = (x.shape[0], y.shape[0])
     acc = {"re_hi": np.zeros(shape, order="F"), "re_lo": np.zeros(shape, order="F"),
@@ -154,8 +165,28 @@ def _execute(routine: str, recipe_name: str, family: _Family, x, y, out, alpha, 
     cpu.oz_crt_finalize(acc["re_hi"], acc["re_lo"], mset.P_hi, mset.P_lo, x_shift, y_shift, out,
                         im_hi=acc.get("im_hi"), im_lo=acc.get("im_lo"), alpha=alpha, beta=beta, uplo=uplo)
     timer.add("crt", t0)
-    _last.info = {"routine": routine, "moduli": count, "mode": mode, "auto_chose": chose, "bits": mset.bits,
-                  "needed_bits": L_exact + 2, "native_bits": L_native + 2, "phases": dict(timer.phases)}
+    _last.info = {**info, "phases": dict(timer.phases)}
+
+
+#: Record per-phase GPU times with CUDA events in ``last_run()["phases"]``
+#: (reading them waits for the device, so it is off unless a benchmark asks).
+PROFILE_GPU = False
+
+
+#: Workspace every GPU call may use whatever its size (padding makes tiny problems' planes
+#: larger than twice their operands).
+GPU_MIN_WORKSPACE = 64 * 2**20
+
+
+def _gpu_budget(x, y, out) -> int:
+    """GPU workspace limit: twice the operands and output (at least GPU_MIN_WORKSPACE),
+    and at most 90% of what the device and cupy's pool have free."""
+    import cupy
+
+    free, _ = cupy.cuda.runtime.memGetInfo()
+    free += cupy.get_default_memory_pool().free_bytes()
+    wanted = max(2 * (x.nbytes + (0 if y is x else y.nbytes) + out.nbytes), GPU_MIN_WORKSPACE)
+    return int(min(wanted, 0.9 * free))
 
 
 def _batch(x, y, out, recipe) -> int:
@@ -172,8 +203,9 @@ def _batch(x, y, out, recipe) -> int:
 # ---------------------------------------------------------------------------
 
 def _zeroed(x):
-    y = np.array(x, copy=True)
-    y[~np.isfinite(y)] = 0
+    xp = namespace(x=x)
+    y = x.copy()
+    y[~xp.isfinite(y)] = 0
     return y
 
 
@@ -197,9 +229,10 @@ def gemm(alpha, a, b, beta, c, trans_a, trans_b, *, moduli="default", mode="accu
         return
     # NaN/Inf: every entry in an affected row or column is non-finite; take those from
     # the platform BLAS so the pattern is exactly native's, the rest from emulation.
-    xo = np.conj(x) if conj_x else x
-    yo = np.conj(y) if conj_y else y
-    rows, cols = np.flatnonzero(~fx), np.flatnonzero(~fy)
+    xp = namespace(c=c)
+    xo = xp.conj(x) if conj_x else x
+    yo = xp.conj(y) if conj_y else y
+    rows, cols = xp.asarray(np.flatnonzero(~fx)), xp.asarray(np.flatnonzero(~fy))
     keep_r = c[rows, :].copy()
     keep_c = c[:, cols].copy()
     _execute("gemm", recipe, family, _zeroed(x), _zeroed(y), c, alpha, beta,
@@ -223,7 +256,8 @@ def rank_k(kind: str, alpha, a, b, beta, c, trans, lower, *, moduli="default", m
     x = a if trans == 0 else a.T
     conj = herm and trans == 2
     y = None if b is None else (b if trans == 0 else b.T)
-    if not (np.isfinite(x).all() and (y is None or np.isfinite(y).all())):
+    xp = namespace(c=c)
+    if not (xp.isfinite(x).all() and (y is None or xp.isfinite(y).all())):
         return NotImplemented  # the front derives it from gemm, which patches NaN/Inf rows natively
     limit = MAX_2M if (cplx or kind == "syrk") else MAX_REAL
     if moduli != "default" and int(moduli) > limit:
@@ -231,12 +265,12 @@ def rank_k(kind: str, alpha, a, b, beta, c, trans, lower, *, moduli="default", m
     uplo = 2 if lower else 1
     if kind == "syrk" and not cplx:
         if x.shape[1] % 2:
-            x = np.concatenate([x, np.zeros((x.shape[0], 1), x.dtype)], axis=1)
+            x = xp.concatenate([x, xp.zeros((x.shape[0], 1), x.dtype)], axis=1)
         _execute("syrk", "syrk", _Family("split", MAX_2M), x, x, c, alpha, beta, uplo=uplo,
                  moduli=moduli, mode=mode)
     elif kind == "syrk":
         if x.shape[1] % 2:
-            x = np.concatenate([x, np.zeros((x.shape[0], 1), x.dtype)], axis=1)
+            x = xp.concatenate([x, xp.zeros((x.shape[0], 1), x.dtype)], axis=1)
         _execute("syrk", "csyrk", _Family("2m", MAX_2M), x, x, c, alpha, beta, uplo=uplo,
                  moduli=moduli, mode=mode)
     elif kind == "herk":
@@ -244,7 +278,7 @@ def rank_k(kind: str, alpha, a, b, beta, c, trans, lower, *, moduli="default", m
                  uplo=uplo, moduli=moduli, mode=mode)
     elif kind == "her2k":
         if conj:
-            x, y = np.conj(x), np.conj(y)
+            x, y = xp.conj(x), xp.conj(y)
         x, y, gain = _balanced(x, y)
         alpha = alpha * gain
         if alpha != alpha.real:
@@ -252,14 +286,14 @@ def rank_k(kind: str, alpha, a, b, beta, c, trans, lower, *, moduli="default", m
             # keeps X's magnitude, so the shared row shifts lose nothing
             unit = alpha / abs(alpha)
             x, alpha = unit * x, abs(alpha)
-        left = np.concatenate([x, y], axis=1)
-        right = np.concatenate([y, x], axis=1)
+        left = xp.concatenate([x, y], axis=1)
+        right = xp.concatenate([y, x], axis=1)
         _execute("her2k", "herk", _Family("2m", MAX_2M), left, right, c, alpha.real, beta, uplo=uplo,
                  moduli=moduli, mode=mode)
     else:  # syr2k
         fam = _Family("2m", MAX_2M) if cplx else _Family("real", MAX_REAL)
         x, y, gain = _balanced(x, y)
-        both = (np.concatenate([x, y], axis=1), np.concatenate([y, x], axis=1))  # shared row shifts
+        both = (xp.concatenate([x, y], axis=1), xp.concatenate([y, x], axis=1))  # shared row shifts
         _execute("syr2k", "csyr2k" if cplx else "syr2k", fam, x, y, c, alpha * gain, beta, uplo=uplo,
                  bounds_from=both, moduli=moduli, mode=mode)
     return None
@@ -272,8 +306,10 @@ def _balanced(x, y):
     smaller than the other would lose its bits to it.  Scaling by a power of two
     is exact; it is skipped where it would overflow or underflow.
     """
-    ax, ay = np.abs(x), np.abs(y)
-    mx, my = float(ax.max(initial=0.0)), float(ay.max(initial=0.0))
+    xp = namespace(x=x)
+    ax, ay = xp.abs(x), xp.abs(y)
+    mx = float(ax.max()) if ax.size else 0.0
+    my = float(ay.max()) if ay.size else 0.0
     if mx == 0 or my == 0 or not (np.isfinite(mx) and np.isfinite(my)):
         return x, y, 1.0
     t = int(np.frexp(mx)[1] - np.frexp(my)[1])

@@ -24,13 +24,14 @@ import math
 
 import numpy as np
 
+from .._arrays import is_cupy, namespace
 from .._kernels import cpu
 
 __all__ = ["Side", "side", "bound_fast", "bound_accurate", "budgets", "needed_bits", "K_CHUNK"]
 
 #: Longest inner dimension of one int8 product whose int32 sum cannot overflow:
 #: residues are in [-128, 127], so each term is at most 2^14 in size.
-K_CHUNK = 2**17 - 1
+K_CHUNK = 2**17 - 32  # a multiple of the GPU planes' padding, so that chunks start aligned
 _SAFETY = 2.0**-20  # slack against rounding in the floating-point norms
 
 
@@ -55,9 +56,15 @@ class Side:
         ``log2 ‖x_row‖₁``.
     """
 
-    def __init__(self, x: np.ndarray):
+    def __init__(self, x):
         self.x = x
-        rowmax, sumsq, l1 = cpu.oz_row_stats(x)
+        self.gpu = is_cupy(x)
+        if self.gpu:
+            from .._kernels import ozaki_gpu
+
+            rowmax, sumsq, l1 = ozaki_gpu.row_stats_host(x)  # the per-row data comes to the host here
+        else:
+            rowmax, sumsq, l1 = cpu.oz_row_stats(x)
         self.finite = np.isfinite(rowmax)
         rowmax = np.where(self.finite, rowmax, 0.0)
         self.zero = rowmax == 0
@@ -69,20 +76,35 @@ class Side:
         # rows of extreme magnitude whose plain sums over- or underflowed: redo them scaled
         redo = self.finite & ~self.zero & ~(np.isfinite(self.log2norm) & np.isfinite(self.log2l1))
         for i in np.flatnonzero(redo):
-            row = np.ldexp(np.abs(x[i]).astype(np.float64), -int(self.ea[i]))
+            row = _host(self.scaled_mag(np.array([i]))[0])
             self.log2norm[i] = 0.5 * np.log2(np.dot(row, row))
             self.log2l1[i] = np.log2(row.sum()) + self.ea[i]
 
-    def int8_bound(self) -> np.ndarray:
-        """``ceil(127·|x|/2^ea)`` as int8: entrywise upper bounds with 7 bits."""
+    def int8_bound(self):
+        """``ceil(127·|x|/2^ea)`` as int8: entrywise upper bounds with 7 bits.
+
+        numpy: a (rows, k) array; cupy: padded k-contiguous planes for cuBLAS
+        (see :mod:`emublas._kernels.ozaki_gpu`).
+        """
+        if self.gpu:
+            from .._kernels import ozaki_gpu
+
+            return ozaki_gpu.bound_planes(self.x, self.ea)
         return cpu.oz_bound_int8(self.x, self.ea)
 
-    def mag(self, rows) -> np.ndarray:
-        """``|x|`` of the given rows, float64."""
-        return np.abs(self.x[rows]).astype(np.float64, copy=False)
+    def scaled_mag(self, rows):
+        """``|x|/2^ea`` of the given rows (host index array), float64, on x's device."""
+        xp = namespace(x=self.x)
+        idx = xp.asarray(rows)
+        mag = xp.abs(self.x[idx]).astype(np.float64, copy=False)
+        return xp.ldexp(mag, xp.asarray(-self.ea[rows], dtype=np.int32)[:, None])
 
 
-def side(x: np.ndarray) -> Side:
+def _host(a) -> np.ndarray:
+    return a.get() if is_cupy(a) else np.asarray(a)
+
+
+def side(x) -> Side:
     """The :class:`Side` of ``x`` (rows are the scaled units)."""
     return Side(x)
 
@@ -94,6 +116,8 @@ def bound_fast(left: Side, right: Side) -> tuple[np.ndarray, np.ndarray]:
 
 def bound_accurate(left: Side, right: Side, *, threads=None) -> tuple[np.ndarray, np.ndarray]:
     """log2 of the row and column maxima of the int8 bound product W/127²."""
+    if left.gpu:
+        return _bound_accurate_gpu(left, right)
     a = left.int8_bound()
     b = a if right is left else right.int8_bound()
     k = a.shape[1]
@@ -106,6 +130,38 @@ def bound_accurate(left: Side, right: Side, *, threads=None) -> tuple[np.ndarray
         rows = np.log2(w.max(axis=1).astype(np.float64)) - scale if w.shape[1] else np.full(w.shape[0], -np.inf)
         cols = np.log2(w.max(axis=0).astype(np.float64)) - scale if w.shape[0] else np.full(w.shape[1], -np.inf)
     return rows + _SAFETY, cols + _SAFETY
+
+
+def _bound_accurate_gpu(left: Side, right: Side) -> tuple[np.ndarray, np.ndarray]:
+    """The GPU form: W on cuBLAS int8 (k chunks summed exactly in int64, columns
+    in blocks of bounded memory), its row and column maxima brought to the host."""
+    import cupy
+
+    from .._kernels import ozaki_gpu as kg
+
+    a = left.int8_bound()
+    b = a if right is left else right.int8_bound()
+    m, n = left.x.shape[0], right.x.shape[0]
+    rp, kp = a.shape
+    block = max(kg.PAD, min(b.shape[0], (2**28 // (4 * rp)) // kg.PAD * kg.PAD))  # ≤ 1 GiB of int32 per block
+    rowmax = cupy.zeros(rp, np.int64)
+    colmax = []
+    w = cupy.empty((block, rp), np.int32)
+    for j0 in range(0, b.shape[0], block):
+        nb = min(block, b.shape[0] - j0)
+        acc = None
+        for c0 in range(0, kp, K_CHUNK):
+            ck = min(kp, c0 + K_CHUNK) - c0
+            kg.gemm_tn(a.data.ptr + c0, b.data.ptr + j0 * kp + c0, rp, nb, ck, kp, kp, w, rp)
+            part = w[:nb].astype(np.int64)
+            acc = part if acc is None else acc + part
+        rowmax = cupy.maximum(rowmax, acc.max(axis=0))
+        colmax.append(acc.max(axis=1))
+    rows = rowmax[:m].get().astype(np.float64)
+    cols = cupy.concatenate(colmax)[:n].get().astype(np.float64)
+    scale = np.log2(127.0 * 127.0)
+    with np.errstate(divide="ignore"):
+        return np.log2(rows) - scale + _SAFETY, np.log2(cols) - scale + _SAFETY
 
 
 def budgets(L: float, g_rows: np.ndarray, g_cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -155,9 +211,9 @@ def needed_bits(left: Side, right: Side, g_rows, g_cols, precision: int, *, term
     ci = np.concatenate([rng.choice(live_c, samples), np.tile(spread_c, len(spread_r)),
                          rng.choice(live_c, len(spread_r)), spread_c])
     # scaled so that rows of extreme magnitude neither overflow nor underflow
-    lm = np.ldexp(left.mag(ri), -left.ea[ri][:, None])
-    rm = np.ldexp(right.mag(ci), -right.ea[ci][:, None])
-    dots = np.einsum("ij,ij->i", lm, rm)
+    lm = left.scaled_mag(ri)
+    rm = right.scaled_mag(ci)
+    dots = _host(namespace(x=lm).einsum("ij,ij->i", lm, rm))
     ok = dots > 0
     if not ok.any():
         return 0.0, 0.0

@@ -1,0 +1,238 @@
+"""Python side of the Ozaki-II GPU kernels (``native/cuda/ozaki2.cu``) and cuBLAS int8 GEMM.
+
+Everything here runs on cupy's current stream and returns without waiting
+for the device, except :func:`row_stats_host`, whose purpose is to bring the
+per-row statistics to the host.
+
+Layouts (see the CUDA source): residue and bound planes are
+``(planes, rows_pad, cols_pad)`` int8 with the k index contiguous and both
+dimensions padded with zeros to multiples of :data:`PAD` (the TN layout of
+cuBLAS's int8 tensor-core GEMM); products are column-major int32.
+"""
+from __future__ import annotations
+
+import threading
+from functools import lru_cache
+
+import numpy as np
+
+from . import cuda_source
+
+__all__ = ["PAD", "pad", "row_stats_host", "bound_planes", "residues", "gemm_tn", "terms", "crt_final",
+           "int_residues", "int_accumulate", "device_constants"]
+
+PAD = 32
+_OPTIONS = ("--fmad=false",)  # the CRT's two-sum must not be contracted into FMAs
+_ptr = np.uintp
+_i64 = np.int64
+_i32 = np.int32
+
+# cuBLAS / CUDA enumerations (cublas_api.h, library_types.h)
+_CUDA_R_8I = 3
+_CUDA_R_32I = 10
+_CUBLAS_COMPUTE_32I = 72
+_CUBLAS_GEMM_DEFAULT = -1
+_OP_N, _OP_T = 0, 1
+
+
+def pad(n: int) -> int:
+    """``n`` rounded up to a multiple of :data:`PAD` (at least PAD)."""
+    return max(PAD, -(-n // PAD) * PAD)
+
+
+def _fn(name: str):
+    return cuda_source.module("ozaki2.cu", _OPTIONS).get_function(name)
+
+
+def _views(x):
+    """(real-part pointer, imaginary-part pointer or 0, rs, cs, type suffix) of a 2-D cupy array."""
+    real = np.dtype(x.dtype.char.lower()) if x.dtype.kind == "c" else x.dtype
+    size = real.itemsize
+    rs, cs = x.strides[0] // size, x.strides[1] // size
+    ptr = x.data.ptr
+    im = ptr + size if x.dtype.kind == "c" else 0
+    suffix = "f32" if real == np.float32 else "f64"
+    return ptr, im, rs, cs, suffix, size
+
+
+def _by_rows(rs: int, cs: int) -> bool:
+    return rs == 1 or (cs != 1 and rs < cs)
+
+
+def row_stats_host(x) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-row max |x| (NaN for rows with NaN/Inf), sum |x|², sum |x| as host float64 arrays.
+
+    This is the scaling pass's one device-to-host read of per-row data.
+    """
+    import cupy
+
+    rows, cols = x.shape
+    out = cupy.zeros((3, max(rows, 1)), np.float64)
+    if rows and cols:
+        xr, xi, rs, cs, suffix, _ = _views(x)
+        by_rows = _by_rows(rs, cs)
+        per = 32 if by_rows else 8
+        _fn(f"oz_stats_{suffix}")(((rows + per - 1) // per,), (256,),
+                                  (_i64(rows), _i64(cols), _ptr(xr), _ptr(xi), _i64(rs), _i64(cs),
+                                   _i32(by_rows), out[0], out[1], out[2]))
+    host = out.get()
+    return host[0, :rows], host[1, :rows], host[2, :rows]
+
+
+def _grid(rows_pad: int, cols_pad: int) -> tuple[int, int]:
+    return cols_pad // PAD, rows_pad // PAD
+
+
+def bound_planes(x, ea) -> "cupy.ndarray":
+    """``ceil(127·|x|·2^-ea[row])`` as padded k-contiguous int8 ``(rows_pad, cols_pad)``."""
+    import cupy
+
+    rows, cols = x.shape
+    rp, cp = pad(rows), pad(cols)
+    out = cupy.empty((rp, cp), np.int8)
+    xr, xi, rs, cs, suffix, _ = _views(x)
+    ea_d = cupy.asarray(np.asarray(ea, np.int32))
+    _fn(f"oz_bound_{suffix}")(_grid(rp, cp), (256,),
+                              (_i64(rows), _i64(cols), _ptr(xr), _ptr(xi), _i64(rs), _i64(cs), ea_d,
+                               out, _i64(cp)))
+    return out
+
+
+@lru_cache(maxsize=64)
+def _mod_constants(moduli: tuple[int, ...], roots: tuple[int, ...]):
+    """Per-modulus (m, 1/m, bias, 2^49 mod m) and the 2M roots, on the device (cached)."""
+    import cupy
+
+    rows = []
+    for m in moduli:
+        c = (1 << 49) % m
+        if 2 * c > m:
+            c -= m
+        rows.append((float(m), 1.0 / m, 0.5 / m if m % 2 == 0 else 0.0, float(c)))
+    return cupy.asarray(np.array(rows, np.float64).reshape(-1)), cupy.asarray(np.array(roots, np.float64))
+
+
+def device_constants(key, make):
+    """A small device array built by ``make()`` once per ``key`` (an H2D copy from
+    pageable memory waits for the stream, so constants are uploaded once)."""
+    with _const_lock:
+        arr = _const_cache.get(key)
+        if arr is None:
+            arr = make()
+            if len(_const_cache) > 256:
+                _const_cache.clear()
+            _const_cache[key] = arr
+    return arr
+
+
+_const_lock = threading.Lock()
+_const_cache: dict = {}
+
+_KIND_CODE = {"real": "real", "split": "2m", "2m": "2m", "3m": "3m", "split2m": "split2m"}
+PLANES = {"real": 1, "2m": 2, "split": 2, "split2m": 4, "3m": 3}
+
+
+def residues(kind: str, x, shift_d, moduli, roots, conj: bool, out=None):
+    """All residue planes of factor ``x`` for the moduli: int8 ``(PL·len(moduli), rows_pad, cols_pad)``.
+
+    ``kind``: ``real`` (real x), ``2m``/``3m`` (complex x), ``split`` (real x:
+    its column halves as real and imaginary parts), ``split2m`` (complex x,
+    column halves).  ``shift_d``: int32 device array, one shift per row.
+    """
+    import cupy
+
+    rows, k = x.shape
+    cols = k // 2 if kind in ("split", "split2m") else k
+    rp, cp = pad(rows), pad(cols)
+    pl = PLANES[kind]
+    nmod = len(moduli)
+    if nmod > 64:
+        raise ValueError("at most 64 moduli per residue pass")
+    if out is None:
+        out = cupy.empty((pl * nmod, rp, cp), np.int8)
+    xr, xi, rs, cs, suffix, size = _views(x)
+    half = cols * cs * size  # bytes from column 0 to column `cols` (split kinds' second half)
+    if kind == "real":
+        srcs = (xr, 0, 0, 0)
+    elif kind in ("2m", "3m"):
+        srcs = (xr, xi, 0, 0)
+    elif kind == "split":
+        srcs = (xr, xr + half, 0, 0)
+    else:
+        srcs = (xr, xi, xr + half, xi + half)
+    mods, rts = _mod_constants(tuple(int(m) for m in moduli), tuple(int(r or 0) for r in roots))
+    _fn(f"oz_res_{_KIND_CODE[kind]}_{suffix}")(
+        _grid(rp, cp), (256,),
+        (_i64(rows), _i64(cols), *(_ptr(s) for s in srcs), _i64(rs), _i64(cs), shift_d, _i32(bool(conj)),
+         _i32(nmod), mods, rts, out, _i64(rp * cp), _i64(cp)))
+    return out
+
+
+def gemm_tn(a_ptr: int, b_ptr: int, m: int, n: int, k: int, lda: int, ldb: int, c, ldc: int,
+            c_offset: int = 0) -> None:
+    """``C = Aᵀ·B`` on cuBLAS int8 tensor cores: A is k×m (lda), B k×n (ldb), int8,
+    C m×n int32 column-major (ldc), on cupy's handle and current stream."""
+    from ..backends.native import _CublasCall
+
+    one = np.array(1, np.int32)
+    zero = np.array(0, np.int32)
+    with _CublasCall() as cb:
+        cb.cublas.gemmEx(cb.handle, _OP_T, _OP_N, m, n, k, one.ctypes.data, a_ptr, _CUDA_R_8I, lda,
+                         b_ptr, _CUDA_R_8I, ldb, zero.ctypes.data, c.data.ptr + 4 * c_offset, _CUDA_R_32I, ldc,
+                         _CUBLAS_COMPUTE_32I, _CUBLAS_GEMM_DEFAULT)
+
+
+def terms(products, ldp: int, rows: int, cols: int, r0: int, j0: int, spec_d, nterms: int, m: int,
+          out, plane_offset: int, plane_stride: int, ldt: int, uplo: int) -> None:
+    """int32 products of one modulus -> int8 CRT term planes ``out[plane_offset + t]``."""
+    ptrs = [p.data.ptr for p in products] + [0] * (4 - len(products))
+    inv = 1.0 / m
+    bias = 0.5 / m if m % 2 == 0 else 0.0
+    grid = ((rows + PAD - 1) // PAD, (cols + PAD - 1) // PAD)
+    _fn("oz_terms")(grid, (256,),
+                    (_i64(rows), _i64(cols), _i64(r0), _i64(j0), *(_ptr(p) for p in ptrs), _i64(ldp), spec_d,
+                     _i32(nterms), np.float64(m), np.float64(inv), np.float64(bias),
+                     _ptr(out.data.ptr + plane_offset * plane_stride), _i64(plane_stride), _i64(ldt),
+                     _i32(uplo)))
+
+
+MAX_TERMS = 1024  # oz_crt_final keeps the term constants in shared memory
+
+
+def crt_final(term_planes, nterms: int, plane_stride: int, ldt: int, part_d, bhi_d, blo_d, P_hi: float,
+              P_lo: float, row_shift_d, col_shift_d, rows: int, cols: int, r0: int, j0: int, alpha, beta,
+              out, uplo: int) -> None:
+    """Double-double CRT over the term planes, then ``out = alpha·v + beta·out`` for the block."""
+    if nterms > MAX_TERMS:
+        raise ValueError(f"ozaki2 on the GPU: {nterms} CRT terms exceed {MAX_TERMS} (k too long)")
+    code = {"f": 0, "d": 1, "F": 2, "D": 3}[out.dtype.char]
+    size = out.itemsize
+    rso, cso = out.strides[0] // size, out.strides[1] // size
+    alpha, beta = complex(alpha), complex(beta)
+    grid = ((rows + 31) // 32, (cols + 7) // 8)
+    _fn("oz_crt_final")(grid, (256,),
+                        (_i64(rows), _i64(cols), _i64(r0), _i64(j0), term_planes, _i64(plane_stride), _i64(ldt),
+                         _i32(nterms), part_d, bhi_d, blo_d, np.float64(P_hi), np.float64(P_lo),
+                         np.float64(1.0 / P_hi), row_shift_d, col_shift_d, np.float64(alpha.real),
+                         np.float64(alpha.imag), np.float64(beta.real), np.float64(beta.imag),
+                         _i32(beta == 0), _i32(code), out, _i64(rso), _i64(cso), _i32(uplo)))
+
+
+def int_residues(x, moduli_d, nmod: int):
+    """Symmetric residues of an int64 cupy matrix for each modulus: int8 ``(nmod, rows_pad, cols_pad)``."""
+    import cupy
+
+    rows, cols = x.shape
+    rp, cp = pad(rows), pad(cols)
+    out = cupy.empty((nmod, rp, cp), np.int8)
+    size = x.itemsize
+    _fn("oz_int_residues")(_grid(rp, cp), (256,),
+                           (_i64(rows), _i64(cols), x, _i64(x.strides[0] // size), _i64(x.strides[1] // size),
+                            _i32(nmod), moduli_d, out, _i64(rp * cp), _i64(cp)))
+    return out
+
+
+def int_accumulate(prod, acc, m: int, first: bool) -> None:
+    """``acc = (acc + prod) mod m`` in [0, m) (int32 prod, int64 acc, same size)."""
+    n = prod.size
+    _fn("oz_int_accumulate")(((n + 255) // 256,), (256,), (_i64(n), prod, acc, _i64(m), _i32(first)))

@@ -1,0 +1,539 @@
+/*
+ * ozaki2.cu -- the memory-bound passes of Ozaki scheme II on the GPU
+ * (DESIGN §3-4), loaded by emublas/_kernels/ozaki_gpu.py with cupy.RawModule.
+ *
+ *   oz_stats_*     per-row max |x|, sum |x|^2, sum |x| of a factor (scaling)
+ *   oz_bound_*     ceil(127 |x| 2^-ea) as int8, k-contiguous (accurate bound)
+ *   oz_res_*       every residue plane of a factor for a batch of moduli in
+ *                  one pass, k-contiguous and zero-padded for cuBLAS gemmEx
+ *   oz_terms       int32 products of one modulus -> int8 CRT terms
+ *                  (w1 X1 + w2 X2 mod m, X2 possibly X1 transposed)
+ *   oz_crt_final   all terms of all moduli -> double-double CRT sum ->
+ *                  symmetric representative -> unscale -> alpha/beta -> C
+ *
+ * The arithmetic is the CPU kernels' (native/cpu/ozaki.c), operation for
+ * operation: residues are exact, and the CRT sum is the same fixed sequence of
+ * IEEE double operations with explicit fma(), in the same term order, so the
+ * GPU and CPU backends give identical results.  The module must be compiled
+ * with --fmad=false: contracting a*b+c into an FMA would break the two-sum.
+ *
+ * Layouts.  A factor is "rows x cols" (rows of op(A), or columns of op(B) seen
+ * as rows), read with element strides rs, cs (complex data as two real views
+ * with doubled strides).  Residue planes are rows_pad x cols_pad int8 with the
+ * k index contiguous (row i at i*ld): the TN layout of cuBLAS's int8 tensor
+ * core path.  Products and term planes are column-major.
+ */
+
+
+#define OZ_SPLIT 562949953421312.0          /* 2^49 */
+#define OZ_SPLIT_INV 1.7763568394002505e-15 /* 2^-49 */
+#define OZ_BIG 1.2379400392853803e27        /* 2^90 */
+#define OZ_MAX_MOD 64
+#define TILE 32
+
+struct ozmod {
+    double m, inv, bias, c49;
+};
+
+__device__ __forceinline__ double red_small(double t, const ozmod &M)
+{
+    double q = rint(fma(t, M.inv, M.bias));
+    return fma(-q, M.m, t);
+}
+
+__device__ long long pow2mod(long long k, long long m)
+{
+    long long r = 1 % m, b = 2 % m;
+    while (k > 0) {
+        if (k & 1)
+            r = r * b % m;
+        b = b * b % m;
+        k >>= 1;
+    }
+    return r;
+}
+
+/* Symmetric residue of an integer-valued double (rare path: |y| >= 2^90). */
+__device__ double red_huge(double y, const ozmod &M)
+{
+    if (!isfinite(y))
+        return 0.0;
+    int e;
+    double f = frexp(y, &e);
+    double mant = ldexp(f, 53);
+    double a = rint(mant * OZ_SPLIT_INV);
+    double b = fma(-a, OZ_SPLIT, mant);
+    double r0 = red_small(fma(a, M.c49, b), M);
+    long long p = pow2mod((long long)e - 53, (long long)M.m);
+    return red_small(r0 * (double)p, M);
+}
+
+/* y = a*2^49 + b: the modulus-independent half of the reduction. */
+struct split49 {
+    double a, b;
+    bool huge;
+};
+
+__device__ __forceinline__ split49 split_of(double y)
+{
+    split49 s;
+    s.huge = !(fabs(y) < OZ_BIG);
+    double yy = s.huge ? 0.0 : y;
+    s.a = rint(yy * OZ_SPLIT_INV);
+    s.b = fma(-s.a, OZ_SPLIT, yy);
+    return s;
+}
+
+__device__ __forceinline__ double red_split(const split49 &s, double y, const ozmod &M)
+{
+    return s.huge ? red_huge(y, M) : red_small(fma(s.a, M.c49, s.b), M);
+}
+
+__device__ __forceinline__ double trunc_scaled(double x, int shift)
+{
+    return trunc(ldexp(x, shift));
+}
+
+/* ---- tile loader: TILE rows x TILE cols of up to NS real sources ---------- */
+
+template <typename T, int NS>
+__device__ void load_tile(double (*tile)[TILE][TILE + 1], const T *const *src, long long rows, long long cols,
+                          long long rs, long long cs, long long r0, long long c0, const int *shift, int conj_mask)
+{
+    const int t = threadIdx.x;
+    const bool by_rows = (rs == 1) || (cs != 1 && rs < cs); /* contiguous along rows */
+    for (int step = 0; step < TILE * TILE / 256; step++) {
+        int lin = t + step * 256;
+        int r = by_rows ? lin % TILE : lin / TILE;
+        int c = by_rows ? lin / TILE : lin % TILE;
+        long long gr = r0 + r, gc = c0 + c;
+        bool in = gr < rows && gc < cols;
+        int sh = in ? shift[gr] : 0;
+#pragma unroll
+        for (int s = 0; s < NS; s++) {
+            double v = in ? (double)src[s][gr * rs + gc * cs] : 0.0;
+            v = trunc_scaled(v, sh);
+            tile[s][r][c] = ((conj_mask >> s) & 1) ? -v : v;
+        }
+    }
+}
+
+__device__ __forceinline__ int pack4(double a, double b, double c, double d)
+{
+    unsigned int x = (unsigned int)(unsigned char)(signed char)(int)a;
+    x |= (unsigned int)(unsigned char)(signed char)(int)b << 8;
+    x |= (unsigned int)(unsigned char)(signed char)(int)c << 16;
+    x |= (unsigned int)(unsigned char)(signed char)(int)d << 24;
+    return (int)x;
+}
+
+/*
+ * Residues.  KIND 0 real (1 source, 1 plane per modulus), 1 2M (re, im: X+ and
+ * X-), 2 3M (re, im: re, im, re+im), 3 split2M (P re, P im, Q re, Q im: the
+ * split of X+ and of X-, 4 planes).  Grid: (cols_pad/32, rows_pad/32), 256
+ * threads.  Planes of modulus l start at out + (PL*l + p)*plane_stride.
+ */
+template <typename T, int KIND>
+__device__ void residues(long long rows, long long cols, const T *s0, const T *s1, const T *s2, const T *s3,
+                         long long rs, long long cs, const int *shift, int conj, int nmod, const double *mods,
+                         const double *roots, signed char *out, long long plane_stride, long long ld)
+{
+    constexpr int NS = KIND == 0 ? 1 : KIND == 3 ? 4 : 2;
+    __shared__ double tile[NS][TILE][TILE + 1];
+    __shared__ ozmod smod[OZ_MAX_MOD];
+    __shared__ double sroot[OZ_MAX_MOD];
+    const T *src[4] = {s0, s1, s2, s3};
+    for (int l = threadIdx.x; l < nmod; l += blockDim.x) {
+        smod[l] = ozmod{mods[4 * l], mods[4 * l + 1], mods[4 * l + 2], mods[4 * l + 3]};
+        sroot[l] = roots ? roots[l] : 0.0;
+    }
+    const long long r0 = (long long)blockIdx.y * TILE, c0 = (long long)blockIdx.x * TILE;
+    int conj_mask = conj ? (KIND == 3 ? 0xA : 0x2) : 0;
+    load_tile<T, NS>(tile, src, rows, cols, rs, cs, r0, c0, shift, conj_mask);
+    __syncthreads();
+
+    const int r = threadIdx.x / 8, q = threadIdx.x % 8;
+    double y[NS][4];
+    split49 sp[NS][4];
+#pragma unroll
+    for (int s = 0; s < NS; s++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            y[s][e] = tile[s][r][4 * q + e];
+            sp[s][e] = split_of(y[s][e]);
+        }
+    constexpr int PL = KIND == 0 ? 1 : KIND == 1 ? 2 : KIND == 2 ? 3 : 4;
+    signed char *o = out + (r0 + r) * ld + c0 + 4 * q;
+    for (int l = 0; l < nmod; l++) {
+        const ozmod M = smod[l];
+        const double sr = sroot[l];
+        double res[PL][4];
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            double r_0 = red_split(sp[0][e], y[0][e], M);
+            if (KIND == 0) {
+                res[0][e] = r_0;
+            } else {
+                double r_1 = red_split(sp[1][e], y[1][e], M);
+                if (KIND == 1) {
+                    res[0][e] = red_small(fma(sr, r_1, r_0), M);
+                    res[1 % PL][e] = red_small(fma(-sr, r_1, r_0), M);
+                } else if (KIND == 2) {
+                    res[0][e] = r_0;
+                    res[1 % PL][e] = r_1;
+                    res[2 % PL][e] = red_small(r_0 + r_1, M);
+                } else {
+                    double r_2 = red_split(sp[2 % NS][e], y[2 % NS][e], M);
+                    double r_3 = red_split(sp[3 % NS][e], y[3 % NS][e], M);
+                    double ap = red_small(fma(sr, r_1, r_0), M), am = red_small(fma(-sr, r_1, r_0), M);
+                    double bp = red_small(fma(sr, r_3, r_2), M), bm = red_small(fma(-sr, r_3, r_2), M);
+                    res[0][e] = red_small(fma(sr, bp, ap), M);
+                    res[1 % PL][e] = red_small(fma(-sr, bp, ap), M);
+                    res[2 % PL][e] = red_small(fma(sr, bm, am), M);
+                    res[3 % PL][e] = red_small(fma(-sr, bm, am), M);
+                }
+            }
+        }
+#pragma unroll
+        for (int p = 0; p < PL; p++)
+            *(int *)(o + (long long)(PL * l + p) * plane_stride) = pack4(res[p][0], res[p][1], res[p][2], res[p][3]);
+    }
+}
+
+#define OZ_RES(NAME, T, KIND)                                                                                   \
+    extern "C" __global__ void __launch_bounds__(256) NAME(                                                     \
+        long long rows, long long cols, const T *s0, const T *s1, const T *s2, const T *s3, long long rs,       \
+        long long cs, const int *shift, int conj, int nmod, const double *mods, const double *roots,            \
+        signed char *out, long long plane_stride, long long ld)                                                 \
+    {                                                                                                           \
+        residues<T, KIND>(rows, cols, s0, s1, s2, s3, rs, cs, shift, conj, nmod, mods, roots, out,             \
+                          plane_stride, ld);                                                                    \
+    }
+
+OZ_RES(oz_res_real_f32, float, 0)
+OZ_RES(oz_res_real_f64, double, 0)
+OZ_RES(oz_res_2m_f32, float, 1)
+OZ_RES(oz_res_2m_f64, double, 1)
+OZ_RES(oz_res_3m_f32, float, 2)
+OZ_RES(oz_res_3m_f64, double, 2)
+OZ_RES(oz_res_split2m_f32, float, 3)
+OZ_RES(oz_res_split2m_f64, double, 3)
+
+/* ---- scaling: row statistics and the 7-bit bound matrix -------------------- */
+
+template <typename T>
+__device__ __forceinline__ double mag_of(const T *xr, const T *xi, long long off)
+{
+    double re = (double)xr[off];
+    if (!xi)
+        return fabs(re);
+    double im = (double)xi[off];
+    double s = re * re + im * im;
+    return s > 0x1p-1000 && s < 0x1p1000 ? sqrt(s) : hypot(re, im);
+}
+
+/*
+ * One block per 32 rows: 256 threads as 32 row lanes x 8 column lanes when
+ * by_rows (rows contiguous), else 8 rows x 32 column lanes; each lane walks its
+ * columns, then the lanes of a row are combined through shared memory.
+ * rowmax is NaN for a row holding NaN or Inf.
+ */
+template <typename T>
+__device__ void row_stats(long long rows, long long cols, const T *xr, const T *xi, long long rs, long long cs,
+                          int by_rows, double *rowmax, double *sumsq, double *l1)
+{
+    __shared__ double smax[256], ssq[256], sl1[256];
+    __shared__ int sbad[256];
+    const int t = threadIdx.x;
+    const int r = by_rows ? t % 32 : t / 32;      /* 0..31 or 0..7 */
+    const int lane = by_rows ? t / 32 : t % 32;   /* column lane */
+    const int nrow = by_rows ? 32 : 8, nlane = by_rows ? 8 : 32;
+    const long long gr = (long long)blockIdx.x * nrow + r;
+    double mx = 0.0, s2 = 0.0, s1 = 0.0;
+    int bad = 0;
+    if (gr < rows)
+        for (long long c = lane; c < cols; c += nlane) {
+            double v = mag_of(xr, xi, gr * rs + c * cs);
+            bad |= !(v <= 1.7976931348623157e308);
+            mx = v > mx ? v : mx;
+            s2 += v * v;
+            s1 += v;
+        }
+    smax[t] = mx;
+    ssq[t] = s2;
+    sl1[t] = s1;
+    sbad[t] = bad;
+    __syncthreads();
+    if (lane == 0 && gr < rows) {
+        for (int j = 1; j < nlane; j++) {
+            int u = by_rows ? r + 32 * j : r * 32 + j;
+            mx = smax[u] > mx ? smax[u] : mx;
+            s2 += ssq[u];
+            s1 += sl1[u];
+            bad |= sbad[u];
+        }
+        rowmax[gr] = bad ? __longlong_as_double(0x7ff8000000000000LL) : mx;
+        sumsq[gr] = s2;
+        l1[gr] = s1;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) oz_stats_f32(long long rows, long long cols, const float *xr,
+                                                              const float *xi, long long rs, long long cs,
+                                                              int by_rows, double *rowmax, double *sumsq,
+                                                              double *l1)
+{
+    row_stats<float>(rows, cols, xr, xi, rs, cs, by_rows, rowmax, sumsq, l1);
+}
+
+extern "C" __global__ void __launch_bounds__(256) oz_stats_f64(long long rows, long long cols, const double *xr,
+                                                              const double *xi, long long rs, long long cs,
+                                                              int by_rows, double *rowmax, double *sumsq,
+                                                              double *l1)
+{
+    row_stats<double>(rows, cols, xr, xi, rs, cs, by_rows, rowmax, sumsq, l1);
+}
+
+/* ceil(127 |x| 2^-ea) (two steps for rows of subnormal magnitude), padded
+ * k-contiguous int8 like the residue planes.  Grid as for the residues. */
+template <typename T>
+__device__ void bound_int8(long long rows, long long cols, const T *xr, const T *xi, long long rs, long long cs,
+                           const int *ea, signed char *out, long long ld)
+{
+    const long long r0 = (long long)blockIdx.y * TILE, c0 = (long long)blockIdx.x * TILE;
+    const int r = threadIdx.x / 8, q = threadIdx.x % 8;
+    const long long gr = r0 + r;
+    double w[4];
+    int e = gr < rows ? ea[gr] : 0;
+    double f = e < -1000 ? 0.0 : ldexp(127.0, -e);
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        long long gc = c0 + 4 * q + k;
+        double v = (gr < rows && gc < cols) ? mag_of(xr, xi, gr * rs + gc * cs) : 0.0;
+        w[k] = ceil(e < -1000 ? ldexp(v, -e) * 127.0 : v * f);
+    }
+    *(int *)(out + gr * ld + c0 + 4 * q) = pack4(w[0], w[1], w[2], w[3]);
+}
+
+extern "C" __global__ void __launch_bounds__(256) oz_bound_f32(long long rows, long long cols, const float *xr,
+                                                              const float *xi, long long rs, long long cs,
+                                                              const int *ea, signed char *out, long long ld)
+{
+    bound_int8<float>(rows, cols, xr, xi, rs, cs, ea, out, ld);
+}
+
+extern "C" __global__ void __launch_bounds__(256) oz_bound_f64(long long rows, long long cols, const double *xr,
+                                                              const double *xi, long long rs, long long cs,
+                                                              const int *ea, signed char *out, long long ld)
+{
+    bound_int8<double>(rows, cols, xr, xi, rs, cs, ea, out, ld);
+}
+
+/* ---- products -> CRT terms ---------------------------------------------------
+ *
+ * For the output block rows [0, rows) x cols [0, cols) (global row r0 + i,
+ * column j0 + j), each term t of the modulus writes
+ *     T_t[i, j] = (w1 X1 + w2 X2) mod m   (symmetric, exact, as int8)
+ * where X = P_src[i, j] or, transposed, P_src[j, i] (square blocks only, r0 ==
+ * j0).  spec: nterms rows of {src1, tr1, w1, src2 (-1: none), tr2, w2}.
+ * Tiles entirely outside the uplo triangle are skipped.  Grid (ceil(rows/32),
+ * ceil(cols/32)), 256 threads.
+ */
+extern "C" __global__ void __launch_bounds__(256) oz_terms(
+    long long rows, long long cols, long long r0, long long j0, const int *p0, const int *p1, const int *p2,
+    const int *p3, long long ldp, const int *spec, int nterms, double m, double inv, double bias,
+    signed char *out, long long plane_stride, long long ldt, int uplo)
+{
+    __shared__ int trn[4][TILE][TILE + 1];
+    __shared__ int sspec[4 * 6];
+    const int *P[4] = {p0, p1, p2, p3};
+    const long long i0 = (long long)blockIdx.x * TILE, jt0 = (long long)blockIdx.y * TILE;
+    /* skip tiles with no entry in the triangle (global indices) */
+    if (uplo == 1 && r0 + i0 > j0 + jt0 + TILE - 1)
+        return;
+    if (uplo == 2 && r0 + i0 + TILE - 1 < j0 + jt0)
+        return;
+    for (int u = threadIdx.x; u < 6 * nterms; u += blockDim.x)
+        sspec[u] = spec[u];
+    __syncthreads();
+    int need = 0;
+    for (int t = 0; t < nterms; t++) {
+        if (sspec[6 * t + 1])
+            need |= 1 << sspec[6 * t];
+        if (sspec[6 * t + 3] >= 0 && sspec[6 * t + 4])
+            need |= 1 << sspec[6 * t + 3];
+    }
+    const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
+    for (int s = 0; s < 4; s++) {
+        if (!((need >> s) & 1))
+            continue;
+        /* trn[s][i][j] = P_s[j, i]: P_s(row jt0+j... read along its contiguous rows */
+        for (int yy = ty; yy < TILE; yy += 8) {
+            long long pi = i0 + yy, pj = jt0 + tx; /* element P_s[pj, pi] at pi*ldp + pj */
+            trn[s][yy][tx] = (pi < rows && pj < cols) ? P[s][pi * ldp + pj] : 0;
+        }
+    }
+    __syncthreads();
+    const ozmod M = {m, inv, bias, 0.0};
+    for (int yy = ty; yy < TILE; yy += 8) {
+        long long i = i0 + tx, j = jt0 + yy;
+        if (i >= rows || j >= cols)
+            continue;
+        for (int t = 0; t < nterms; t++) {
+            const int *sp = sspec + 6 * t;
+            double x1 = sp[1] ? (double)trn[sp[0]][tx][yy] : (double)P[sp[0]][j * ldp + i];
+            double x2 = 0.0;
+            if (sp[3] >= 0)
+                x2 = sp[4] ? (double)trn[sp[3]][tx][yy] : (double)P[sp[3]][j * ldp + i];
+            double v = fma((double)sp[2], x1, (double)sp[5] * x2); /* exact: |v| < 2^49 */
+            out[(long long)t * plane_stride + j * ldt + i] = (signed char)(int)red_small(v, M);
+        }
+    }
+}
+
+/* ---- CRT finalize ------------------------------------------------------------
+ *
+ * Entry (i, j) of the block (global r0 + i, j0 + j; only the uplo triangle):
+ * the double-double sum of t*(big_hi + big_lo) over the nterms term planes in
+ * order (part[t]: 0 real, 1 imaginary), the symmetric representative modulo
+ * P, scaled by 2^-(row_shift + col_shift), then out = alpha v + beta out
+ * (beta0: out not read) rounded once to out's type (0 f32, 1 f64, 2 c64,
+ * 3 c128; strides in elements of that type, out at the global origin).
+ */
+__device__ __forceinline__ void dd_add(double t, double bh, double bl, double &hi, double &lo)
+{
+    double p = t * bh;
+    double e = fma(t, bh, -p);
+    double s = hi + p;
+    double bb = s - hi;
+    double err = (hi - (s - bb)) + (p - bb);
+    hi = s;
+    lo = lo + fma(t, bl, err + e);
+}
+
+__device__ __forceinline__ double crt_rep(double hi, double lo, double Ph, double Pl, double Pinv)
+{
+    double Q = rint(hi * Pinv);
+    double QP = Q * Ph;
+    double QPe = fma(Q, Ph, -QP);
+    double d1 = hi - QP;
+    double tail = fma(-Q, Pl, lo - QPe);
+    return d1 + tail;
+}
+
+#define OZ_MAX_TERMS 1024
+
+extern "C" __global__ void __launch_bounds__(256) oz_crt_final(
+    long long rows, long long cols, long long r0, long long j0, const signed char *terms, long long plane_stride,
+    long long ldt, int nterms, const signed char *part, const double *bhi, const double *blo, double Ph,
+    double Pl, double Pinv, const int *row_shift, const int *col_shift, double ar, double ai, double br,
+    double bi, int beta0, int dtype, void *out, long long rso, long long cso, int uplo)
+{
+    __shared__ double sbh[OZ_MAX_TERMS], sbl[OZ_MAX_TERMS];
+    __shared__ signed char spart[OZ_MAX_TERMS];
+    for (int u = threadIdx.x; u < nterms; u += blockDim.x) {
+        sbh[u] = bhi[u];
+        sbl[u] = blo[u];
+        spart[u] = part[u];
+    }
+    __syncthreads();
+    const long long i = (long long)blockIdx.x * 32 + threadIdx.x % 32;
+    const long long j = (long long)blockIdx.y * 8 + threadIdx.x / 32;
+    if (i >= rows || j >= cols)
+        return;
+    const long long gi = r0 + i, gj = j0 + j;
+    if ((uplo == 1 && gi > gj) || (uplo == 2 && gi < gj))
+        return;
+    double rh = 0.0, rl = 0.0, ih = 0.0, il = 0.0;
+    const signed char *tp = terms + j * ldt + i;
+    for (int t = 0; t < nterms; t++) {
+        double v = (double)tp[(long long)t * plane_stride];
+        if (spart[t])
+            dd_add(v, sbh[t], sbl[t], ih, il);
+        else
+            dd_add(v, sbh[t], sbl[t], rh, rl);
+    }
+    long long e = -((long long)row_shift[gi] + (long long)col_shift[gj]);
+    int ee = e > 4000 ? 4000 : e < -4000 ? -4000 : (int)e;
+    double vr = ldexp(crt_rep(rh, rl, Ph, Pl, Pinv), ee);
+    double vi = dtype >= 2 ? ldexp(crt_rep(ih, il, Ph, Pl, Pinv), ee) : 0.0;
+    long long off = gi * rso + gj * cso;
+    if (dtype < 2) {
+        double c = 0.0;
+        if (!beta0)
+            c = dtype == 0 ? (double)((const float *)out)[off] : ((const double *)out)[off];
+        double re = beta0 ? ar * vr : ar * vr + br * c;
+        if (dtype == 0)
+            ((float *)out)[off] = (float)re;
+        else
+            ((double *)out)[off] = re;
+        return;
+    }
+    double cr = 0.0, ci = 0.0;
+    if (!beta0) {
+        if (dtype == 2) {
+            cr = ((const float *)out)[2 * off];
+            ci = ((const float *)out)[2 * off + 1];
+        } else {
+            cr = ((const double *)out)[2 * off];
+            ci = ((const double *)out)[2 * off + 1];
+        }
+    }
+    double xr = ar * vr - ai * vi, xi = ar * vi + ai * vr;
+    double re = beta0 ? xr : xr + (br * cr - bi * ci);
+    double im = beta0 ? xi : xi + (br * ci + bi * cr);
+    if (dtype == 2) {
+        ((float *)out)[2 * off] = (float)re;
+        ((float *)out)[2 * off + 1] = (float)im;
+    } else {
+        ((double *)out)[2 * off] = re;
+        ((double *)out)[2 * off + 1] = im;
+    }
+}
+
+/* ---- exact integer products (intmatmul) ----------------------------------- */
+
+/* Symmetric residues of int64 data modulo each modulus, k-contiguous padded
+ * int8 planes (rows x cols read with element strides). */
+extern "C" __global__ void __launch_bounds__(256) oz_int_residues(long long rows, long long cols,
+                                                                 const long long *x, long long rs, long long cs,
+                                                                 int nmod, const int *moduli, signed char *out,
+                                                                 long long plane_stride, long long ld)
+{
+    const long long r0 = (long long)blockIdx.y * TILE, c0 = (long long)blockIdx.x * TILE;
+    const int r = threadIdx.x / 8, q = threadIdx.x % 8;
+    const long long gr = r0 + r;
+    long long v[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        long long gc = c0 + 4 * q + k;
+        v[k] = (gr < rows && gc < cols) ? x[gr * rs + gc * cs] : 0;
+    }
+    for (int l = 0; l < nmod; l++) {
+        long long m = moduli[l];
+        double d[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            long long t = v[k] % m; /* in (-m, m) */
+            if (t < 0)
+                t += m;
+            if (t > (m - 1) / 2) /* the CPU path's symmetric range */
+                t -= m;
+            d[k] = (double)t;
+        }
+        *(int *)(out + (long long)l * plane_stride + gr * ld + c0 + 4 * q) = pack4(d[0], d[1], d[2], d[3]);
+    }
+}
+
+/* acc[l] = (acc[l] + P) mod m_l kept in [0, m): sums int32 chunk products. */
+extern "C" __global__ void oz_int_accumulate(long long n, const int *prod, long long *acc, long long m, int first)
+{
+    long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (u >= n)
+        return;
+    long long t = (long long)prod[u] % m;
+    if (!first)
+        t += acc[u];
+    t %= m;
+    acc[u] = t < 0 ? t + m : t;
+}

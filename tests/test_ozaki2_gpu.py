@@ -1,0 +1,216 @@
+"""ozaki2 on cupy arrays: the GPU pipeline against the CPU backend (bit for bit),
+against exact integers and cuBLAS, blocking, k chunks, streams, bad input.
+
+Every test skips cleanly without cupy or a GPU (see conftest.cupy_or_skip).
+The whole BLAS parity suite also runs ozaki2 on cupy (tests/test_blas_parity.py).
+"""
+import warnings
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from helpers import randn
+
+from conftest import cupy_or_skip
+
+pytestmark = [pytest.mark.gpu, pytest.mark.filterwarnings("ignore::emublas.errors.OzakiAccuracyWarning")]
+
+
+@pytest.fixture
+def cp():
+    return cupy_or_skip()
+
+
+def _both(emublas, cp, routine, args, kwargs, c=None):
+    """Run ``routine`` with ozaki2 on numpy and on cupy copies of the same data."""
+    fn = getattr(emublas, routine)
+    host = fn(*args, **({"c": c.copy()} if c is not None else {}), **kwargs, backend="ozaki2")
+    dev_args = [cp.asarray(a) if isinstance(a, np.ndarray) else a for a in args]
+    dev_c = {"c": cp.asarray(c)} if c is not None else {}
+    dev = fn(*dev_args, **dev_c, **kwargs, backend="ozaki2")
+    return host, cp.asnumpy(dev)
+
+
+def _wide(rng, shape, dtype, phi=2.0):
+    """(rand − 0.5)·exp(φ·randn): a spread of exponents, the scaling's hard case."""
+    x = (rng.random(shape) - 0.5) * np.exp(phi * rng.standard_normal(shape))
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * (rng.random(shape) - 0.5) * np.exp(phi * rng.standard_normal(shape))
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128"])
+@pytest.mark.parametrize("trans_a,trans_b", [(0, 0), (1, 0), (0, 1), (2, 2), (1, 2)])
+@pytest.mark.parametrize("shape", [(1, 1, 1), (33, 17, 65), (70, 41, 5)])
+def test_gemm_matches_cpu_bit_for_bit(emublas, cp, rng, dtype, trans_a, trans_b, shape):
+    if np.dtype(dtype).kind == "f" and 2 in (trans_a, trans_b):
+        trans_a, trans_b = min(trans_a, 1), min(trans_b, 1)
+    m, n, k = shape
+    a = _wide(rng, (m, k) if trans_a == 0 else (k, m), dtype)
+    b = _wide(rng, (k, n) if trans_b == 0 else (n, k), dtype)
+    c = randn(rng, (m, n), dtype)
+    alpha, beta = (0.75 - 0.5j, 1.25 + 0.5j) if np.dtype(dtype).kind == "c" else (0.75, -1.5)
+    host, dev = _both(emublas, cp, "gemm", (alpha, a, b, beta), {"trans_a": trans_a, "trans_b": trans_b}, c=c)
+    np.testing.assert_array_equal(dev, host)
+
+
+@pytest.mark.parametrize("routine,dtype", [("syrk", "float64"), ("syrk", "float32"), ("syrk", "complex128"),
+                                           ("herk", "complex128"), ("herk", "complex64"),
+                                           ("syr2k", "float64"), ("syr2k", "complex128"),
+                                           ("her2k", "complex128")])
+@pytest.mark.parametrize("trans", [0, 1])
+@pytest.mark.parametrize("lower", [0, 1])
+@pytest.mark.parametrize("n,k", [(1, 1), (45, 23), (64, 7)])
+def test_rank_k_matches_cpu_bit_for_bit(emublas, cp, rng, routine, dtype, trans, lower, n, k):
+    if routine in ("herk", "her2k") and trans == 1:
+        trans = 2
+    if np.dtype(dtype).kind == "c" and routine in ("syrk", "syr2k") and trans == 2:
+        trans = 1
+    shape = (n, k) if trans == 0 else (k, n)
+    a = _wide(rng, shape, dtype)
+    c = randn(rng, (n, n), dtype)
+    herm = routine in ("herk", "her2k")
+    alpha = 0.5 if routine == "herk" else (0.5 - 0.25j if np.dtype(dtype).kind == "c" else 0.5)
+    beta = -0.75 if herm or np.dtype(dtype).kind == "f" else (0.5 + 0.5j)
+    args = (alpha, a) if routine in ("syrk", "herk") else (alpha, a, _wide(rng, shape, dtype))
+    host, dev = _both(emublas, cp, routine, args + (beta,), {"trans": trans, "lower": lower}, c=c)
+    np.testing.assert_array_equal(dev, host)
+
+
+def test_exact_against_fractions(emublas, cp, rng):
+    """Entries against the exact rational product, correctly rounded (φ = 0.5, 20 moduli)."""
+    a = _wide(rng, (9, 40), np.float64, 0.5)
+    b = _wide(rng, (40, 7), np.float64, 0.5)
+    got = cp.asnumpy(emublas.dgemm(1.0, cp.asarray(a), cp.asarray(b), backend="ozaki2", moduli=20))
+    for i in range(9):
+        for j in range(7):
+            exact = sum(Fraction(float(a[i, l])) * Fraction(float(b[l, j])) for l in range(40))
+            assert abs(Fraction(float(got[i, j])) - exact) <= abs(exact) * Fraction(2) ** -52
+
+
+def test_close_to_cublas(emublas, cp, rng):
+    a = cp.asarray(randn(rng, (300, 257), np.complex128))
+    b = cp.asarray(randn(rng, (257, 190), np.complex128))
+    got = emublas.zgemm(1.0, a, b, backend="ozaki2")
+    ref = a @ b
+    assert float(cp.abs(got - ref).max() / cp.abs(ref).max()) < 1e-14
+
+
+@pytest.mark.parametrize("routine", ["gemm", "herk", "syr2k", "syrk"])
+def test_blocking_gives_the_same_result(emublas, cp, rng, monkeypatch, routine):
+    """A small workspace budget forces column blocks (and, for rank-k, swapped products)."""
+    from emublas.ozaki2 import routines
+
+    n, k = 150, 90
+    dtype = np.complex128 if routine in ("gemm", "herk") else np.float64
+    a = cp.asarray(_wide(rng, (n, k), dtype))
+    b = cp.asarray(_wide(rng, (k, n) if routine == "gemm" else (n, k), dtype))
+    c = cp.asarray(randn(rng, (n, n), dtype))
+    fn = getattr(emublas, routine)
+    args = (0.5, a, b) if routine in ("gemm", "syr2k") else (0.5, a)
+    kw = {} if routine == "gemm" else {"lower": 1}
+    whole = fn(*args, 0.25, c.copy(), **kw, backend="ozaki2")
+    assert routines.last_run()["gpu_plan"]["column_block"] == n
+    monkeypatch.setattr(routines, "_gpu_budget", lambda x, y, out: 400_000)
+    blocked = fn(*args, 0.25, c.copy(), **kw, backend="ozaki2")
+    assert routines.last_run()["gpu_plan"]["column_block"] < n
+    cp.testing.assert_array_equal(blocked, whole)
+
+
+def test_workspace_too_small_raises(emublas, cp, rng, monkeypatch):
+    from emublas.ozaki2 import routines
+
+    monkeypatch.setattr(routines, "_gpu_budget", lambda x, y, out: 1000)
+    a = cp.asarray(randn(rng, (64, 64), np.float64))
+    with pytest.raises(MemoryError, match="workspace"):
+        emublas.dgemm(1.0, a, a, backend="ozaki2")
+
+
+def test_k_beyond_one_int32_chunk(emublas, cp, rng):
+    from emublas.ozaki2.scaling import K_CHUNK
+
+    k = K_CHUNK + 77
+    a = randn(rng, (5, k), np.float64)
+    b = randn(rng, (k, 3), np.float64)
+    host, dev = _both(emublas, cp, "dgemm", (1.0, a, b), {})
+    np.testing.assert_array_equal(dev, host)
+
+
+def test_nonfinite_pattern_matches_cublas(emublas, cp, rng):
+    a = randn(rng, (40, 30), np.float64)
+    b = randn(rng, (30, 20), np.float64)
+    a[3, 4] = np.nan
+    a[7, 1] = np.inf
+    b[2, 5] = -np.inf
+    da, db = cp.asarray(a), cp.asarray(b)
+    got = cp.asnumpy(emublas.dgemm(1.0, da, db, backend="ozaki2"))
+    ref = cp.asnumpy(emublas.dgemm(1.0, da, db, backend="native"))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(ref))
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(ref))
+    fin = np.isfinite(ref)
+    np.testing.assert_allclose(got[fin], ref[fin], rtol=1e-12, atol=1e-12)
+
+
+def test_inputs_untouched_and_overwrite(emublas, cp, rng):
+    a = cp.asarray(randn(rng, (20, 20), np.complex128))
+    c = cp.asarray(randn(rng, (20, 20), np.complex128))
+    a0, c0 = a.copy(), c.copy()
+    out = emublas.zherk(1.0, a, 1.0, c, backend="ozaki2")
+    cp.testing.assert_array_equal(a, a0)
+    cp.testing.assert_array_equal(c, c0)
+    assert out is not c
+
+
+def test_runs_on_the_current_stream(emublas, cp, rng):
+    a = cp.asarray(randn(rng, (128, 96), np.float64))
+    b = cp.asarray(randn(rng, (96, 80), np.float64))
+    ref = emublas.dgemm(1.0, a, b, backend="ozaki2")
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        got = emublas.dgemm(1.0, a, b, backend="ozaki2")
+    stream.synchronize()
+    cp.testing.assert_array_equal(got, ref)
+
+
+def test_modes_and_warning(emublas, cp, rng):
+    a = _wide(rng, (50, 60), np.float64, 4.0)
+    b = _wide(rng, (60, 40), np.float64, 4.0)
+    for mode in ("fast", "accurate", "auto"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            host, dev = _both(emublas, cp, "dgemm", (1.0, a, b), {"mode": mode})
+        np.testing.assert_allclose(dev, host, rtol=1e-15, atol=0)
+    with pytest.warns(emublas.OzakiAccuracyWarning):
+        emublas.dgemm(1.0, cp.asarray(a), cp.asarray(b), backend="ozaki2", moduli=4)
+
+
+def test_profile_phases(emublas, cp, rng):
+    from emublas.ozaki2 import routines
+
+    a = cp.asarray(randn(rng, (256, 256), np.float64))
+    old = routines.PROFILE_GPU
+    routines.PROFILE_GPU = True
+    try:
+        emublas.dgemm(1.0, a, a, backend="ozaki2")
+    finally:
+        routines.PROFILE_GPU = old
+    phases = routines.last_run()["phases"]
+    assert phases["gemm"] > 0 and phases["residues"] > 0 and phases["crt"] > 0
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint8, np.bool_])
+def test_intmatmul_exact(emublas, cp, rng, dtype):
+    info = np.iinfo(dtype) if dtype != np.bool_ else None
+    lo, hi = (0, 2) if info is None else (max(info.min, -2**28), min(info.max, 2**28))
+    a = rng.integers(lo, hi, (37, 45), endpoint=False).astype(dtype)
+    b = rng.integers(lo, hi, (45, 29), endpoint=False).astype(dtype)
+    got = emublas.intmatmul(cp.asarray(a), cp.asarray(b), backend="ozaki2")
+    exact = a.astype(object) @ b.astype(object)
+    np.testing.assert_array_equal(cp.asnumpy(got).astype(object), exact)
+
+
+def test_intmatmul_overflow(emublas, cp):
+    a = cp.full((2, 4), 2**40, np.int64)
+    with pytest.raises(OverflowError):
+        emublas.intmatmul(a, a.T, backend="ozaki2")
