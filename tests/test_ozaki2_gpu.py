@@ -214,3 +214,11 @@ def test_intmatmul_overflow(emublas, cp):
     a = cp.full((2, 4), 2**40, np.int64)
     with pytest.raises(OverflowError):
         emublas.intmatmul(a, a.T, backend="ozaki2")
+
+
+def test_intmatmul_near_int64_limit(emublas, cp):
+    """A value past 2^62 (the suspect threshold) that still fits int64 is checked exactly and kept."""
+    a = cp.asarray(np.array([[2**31, 3]], np.int64))
+    b = cp.asarray(np.array([[2**31 + 5], [7]], np.int64))
+    got = emublas.intmatmul(a, b, backend="ozaki2")
+    assert int(got[0, 0]) == 2**31 * (2**31 + 5) + 21

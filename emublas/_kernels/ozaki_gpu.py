@@ -19,7 +19,7 @@ import numpy as np
 from . import cuda_source
 
 __all__ = ["PAD", "pad", "row_stats_host", "bound_planes", "residues", "gemm_tn", "terms", "crt_final",
-           "int_residues", "int_accumulate", "device_constants"]
+           "int_residues", "int_accumulate", "int_garner", "device_constants"]
 
 PAD = 32
 _OPTIONS = ("--fmad=false",)  # the CRT's two-sum must not be contracted into FMAs
@@ -183,17 +183,28 @@ def gemm_tn(a_ptr: int, b_ptr: int, m: int, n: int, k: int, lda: int, ldb: int, 
 
 
 def terms(products, ldp: int, rows: int, cols: int, r0: int, j0: int, spec_d, nterms: int, m: int,
-          out, plane_offset: int, plane_stride: int, ldt: int, uplo: int) -> None:
-    """int32 products of one modulus -> int8 CRT term planes ``out[plane_offset + t]``."""
+          out, plane_offset: int, plane_stride: int, ldt: int, uplo: int, transposed: bool) -> None:
+    """int32 products of one modulus -> int8 CRT term planes ``out[plane_offset + t]``.
+
+    Without transposed sources the vectorised kernel runs (whole padded
+    columns; ``ldp`` and ``ldt`` multiples of 4), else the tiled one.
+    """
     ptrs = [p.data.ptr for p in products] + [0] * (4 - len(products))
     inv = 1.0 / m
     bias = 0.5 / m if m % 2 == 0 else 0.0
+    dst = _ptr(out.data.ptr + plane_offset * plane_stride)
+    if not transposed:
+        quads = ldp // 4
+        _fn("oz_terms_direct")(((quads * cols + 255) // 256,), (256,),
+                               (_i64(quads), _i64(cols), *(_ptr(p) for p in ptrs), _i64(ldp), spec_d,
+                                _i32(nterms), np.float64(m), np.float64(inv), np.float64(bias), dst,
+                                _i64(plane_stride), _i64(ldt)))
+        return
     grid = ((rows + PAD - 1) // PAD, (cols + PAD - 1) // PAD)
     _fn("oz_terms")(grid, (256,),
                     (_i64(rows), _i64(cols), _i64(r0), _i64(j0), *(_ptr(p) for p in ptrs), _i64(ldp), spec_d,
-                     _i32(nterms), np.float64(m), np.float64(inv), np.float64(bias),
-                     _ptr(out.data.ptr + plane_offset * plane_stride), _i64(plane_stride), _i64(ldt),
-                     _i32(uplo)))
+                     _i32(nterms), np.float64(m), np.float64(inv), np.float64(bias), dst, _i64(plane_stride),
+                     _i64(ldt), _i32(uplo)))
 
 
 MAX_TERMS = 1024  # oz_crt_final keeps the term constants in shared memory
@@ -209,7 +220,9 @@ def crt_final(term_planes, nterms: int, plane_stride: int, ldt: int, part_d, bhi
     size = out.itemsize
     rso, cso = out.strides[0] // size, out.strides[1] // size
     alpha, beta = complex(alpha), complex(beta)
-    grid = ((rows + 31) // 32, (cols + 7) // 8)
+    if ldt % 4:
+        raise ValueError("term planes need a leading dimension divisible by 4")
+    grid = ((rows + 255) // 256, (cols + 3) // 4)  # 64 × 4 threads, 4 rows each
     _fn("oz_crt_final")(grid, (256,),
                         (_i64(rows), _i64(cols), _i64(r0), _i64(j0), term_planes, _i64(plane_stride), _i64(ldt),
                          _i32(nterms), part_d, bhi_d, blo_d, np.float64(P_hi), np.float64(P_lo),
@@ -218,21 +231,51 @@ def crt_final(term_planes, nterms: int, plane_stride: int, ldt: int, part_d, bhi
                          _i32(beta == 0), _i32(code), out, _i64(rso), _i64(cso), _i32(uplo)))
 
 
-def int_residues(x, moduli_d, nmod: int):
+def int_residues(x, moduli: tuple[int, ...]):
     """Symmetric residues of an int64 cupy matrix for each modulus: int8 ``(nmod, rows_pad, cols_pad)``."""
     import cupy
 
     rows, cols = x.shape
     rp, cp = pad(rows), pad(cols)
+    nmod = len(moduli)
     out = cupy.empty((nmod, rp, cp), np.int8)
+    mods, _ = _mod_constants(tuple(moduli), (0,) * nmod)
+    c32 = device_constants(("c32", tuple(moduli)),
+                           lambda: cupy.asarray(np.array([(1 << 32) % m for m in moduli], np.float64)))
     size = x.itemsize
     _fn("oz_int_residues")(_grid(rp, cp), (256,),
                            (_i64(rows), _i64(cols), x, _i64(x.strides[0] // size), _i64(x.strides[1] // size),
-                            _i32(nmod), moduli_d, out, _i64(rp * cp), _i64(cp)))
+                            _i32(nmod), mods, c32, out, _i64(rp * cp), _i64(cp)))
     return out
 
 
 def int_accumulate(prod, acc, m: int, first: bool) -> None:
-    """``acc = (acc + prod) mod m`` in [0, m) (int32 prod, int64 acc, same size)."""
+    """``acc = (acc + prod) mod m``, symmetric (int32 arrays of one size)."""
     n = prod.size
-    _fn("oz_int_accumulate")(((n + 255) // 256,), (256,), (_i64(n), prod, acc, _i64(m), _i32(first)))
+    _fn("oz_int_accumulate")(((n + 255) // 256,), (256,),
+                             (_i64(n), prod, acc, np.float64(m), np.float64(1.0 / m),
+                              np.float64(0.5 / m if m % 2 == 0 else 0.0), _i32(first)))
+
+
+def int_garner(res, moduli: tuple[int, ...], rows: int, cols: int):
+    """Garner reconstruction of (nmod, cols, ld) int32 residue planes (column-major m×n with
+    leading dimension ld) into an int64 (rows, cols) array, plus a suspect mask and count
+    (entries whose value may not fit int64, for an exact check on the host)."""
+    import cupy
+
+    nmod = res.shape[0]
+    ps, ld = res.strides[0] // 4, res.strides[1] // 4  # a slice of bigger planes keeps their strides
+    if nmod > 24:
+        raise ValueError("intmatmul on the GPU: at most 24 moduli")
+    mods, _ = _mod_constants(tuple(moduli), (0,) * nmod)
+    inv = device_constants(("garner", tuple(moduli)), lambda: cupy.asarray(np.array(
+        [[pow(mj, -1, ml) if j < l else 0 for j, mj in enumerate(moduli)] for l, ml in enumerate(moduli)],
+        np.float64).reshape(-1)))
+    out = cupy.empty((rows, cols), np.int64, order="F")
+    suspect = cupy.zeros((rows, cols), np.uint8, order="F")
+    count = cupy.zeros(1, np.int32)
+    n = ld * cols
+    _fn("oz_int_garner")(((n + 255) // 256,), (256,),
+                         (_i64(rows), _i64(cols), _i64(ld), res, _i64(ps), _i32(nmod), mods, inv,
+                          out, _i64(1), _i64(rows), suspect, count))
+    return out, suspect, count

@@ -59,7 +59,7 @@ class _Events:
 def _workspace(nterms, mr, nb, nprod, swap, kinds_pl, batch, kk, same_single, swap_sets):
     """Bytes of one block's workspace."""
     rp, bp, kp = kg.pad(mr), kg.pad(nb), kg.pad(kk)
-    terms = nterms * mr * nb
+    terms = nterms * rp * nb
     prods = nprod * (2 if swap else 1) * rp * bp * 4
     per_mod = kinds_pl * kp * (rp + (0 if same_single else bp) + (rp + bp if swap_sets else 0))
     return terms + prods + batch * per_mod
@@ -151,8 +151,8 @@ def run(recipes, moduli, roots, mset, x, y, x_shift, y_shift, out, alpha, beta, 
             continue
         swap = blocked and transposed
         rp, bp = kg.pad(mr), kg.pad(nbk)
-        T = cupy.empty((nterms, nbk, mr), np.int8)
-        ps = nbk * mr
+        T = cupy.empty((nterms, nbk, rp), np.int8)  # padded rows: 4-byte accesses in the kernels
+        ps = nbk * rp
         P = [cupy.empty((bp, rp), np.int32) for _ in range(nprod * (2 if swap else 1))]
         slot = 0
         start = 0
@@ -188,12 +188,13 @@ def run(recipes, moduli, roots, mset, x, y, x_shift, y_shift, out, alpha, beta, 
                             kg.gemm_tn(_plane(py_r, per * jj + b) + c0, _plane(px_b, per * jj + a) + c0, rp, bp,
                                        ck, py_r.shape[2], px_b.shape[2], P[nprod + idx], rp)
                     ev.mark("gemm")
-                    kg.terms(P, rp, mr, nbk, r0, j0, spec_d, nt, mod, T, slot, ps, mr, uplo)
+                    kg.terms(P, rp, mr, nbk, r0, j0, spec_d, nt, mod, T, slot, ps, rp, uplo,
+                             any(spec[6 * t + 1] or spec[6 * t + 4] for t in range(nt)))
                     ev.mark("crt")
                     slot += nt
             del px, py
             start = stop
-        kg.crt_final(T, nterms, ps, mr, part_d, bhi_d, blo_d, mset.P_hi, mset.P_lo, xs_d, ys_d, mr, nbk, r0, j0,
+        kg.crt_final(T, nterms, ps, rp, part_d, bhi_d, blo_d, mset.P_hi, mset.P_lo, xs_d, ys_d, mr, nbk, r0, j0,
                      alpha, beta, out, uplo)
         ev.mark("crt")
         del T, P

@@ -83,20 +83,23 @@ def _intmatmul_gpu(a, b, bound: int):
         if x.dtype == np.uint64 and x.size and int(x.max()) > _INT64_MAX:
             raise OverflowError(f"intmatmul on the GPU: {name} holds uint64 values above 2**63 - 1")
     moduli = _moduli_for(bound)
-    mods_d = kg.device_constants(("int_moduli", moduli), lambda: cupy.asarray(np.array(moduli, np.int32)))
-    ra = kg.int_residues(a.astype(np.int64, copy=False), mods_d, len(moduli))
-    rb = kg.int_residues(b.T.astype(np.int64, copy=False), mods_d, len(moduli))
+    ra = kg.int_residues(a.astype(np.int64, copy=False), moduli)
+    rb = kg.int_residues(b.T.astype(np.int64, copy=False), moduli)
     mp, nq, kp = ra.shape[1], rb.shape[1], ra.shape[2]
     prod = cupy.empty((nq, mp), np.int32)
-    res = cupy.empty((len(moduli), nq, mp), np.int64)
-    plane = mp * kp
+    res = cupy.empty((len(moduli), nq, mp), np.int32)
     for l, mod in enumerate(moduli):
         for c0 in range(0, kp, K_CHUNK):
             ck = min(kp, c0 + K_CHUNK) - c0
-            kg.gemm_tn(ra.data.ptr + l * plane + c0, rb.data.ptr + l * nq * kp + c0, mp, nq, ck, kp, kp,
+            kg.gemm_tn(ra.data.ptr + l * mp * kp + c0, rb.data.ptr + l * nq * kp + c0, mp, nq, ck, kp, kp,
                        prod, mp)
             kg.int_accumulate(prod, res[l], mod, c0 == 0)
-    return _garner(res[:, :n, :m].transpose(0, 2, 1), moduli, cupy)
+    value, suspect, count = kg.int_garner(res[:, :n, :], moduli, m, n)
+    if int(count.get()[0]):  # entries near or past the int64 range: decide exactly on the host
+        where = [w.get() for w in cupy.nonzero(suspect)]
+        sel = res[:, cupy.asarray(where[1]), cupy.asarray(where[0])].get().astype(np.int64)
+        _garner(sel[:, :, None], moduli)  # raises OverflowError for a value outside int64
+    return value
 
 
 def _garner(res, moduli, xp=np):

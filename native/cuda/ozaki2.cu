@@ -35,9 +35,18 @@ struct ozmod {
     double m, inv, bias, c49;
 };
 
+#define OZ_MAGIC 6755399441055744.0 /* 1.5 * 2^52: (z + MAGIC) - MAGIC rounds |z| < 2^51 to even */
+
+/* Round to nearest even by the magic constant (as the CPU code does): two
+ * DADDs instead of the slower FRND. */
+__device__ __forceinline__ double rnd(double z)
+{
+    return (z + OZ_MAGIC) - OZ_MAGIC;
+}
+
 __device__ __forceinline__ double red_small(double t, const ozmod &M)
 {
-    double q = rint(fma(t, M.inv, M.bias));
+    double q = rnd(fma(t, M.inv, M.bias));
     return fma(-q, M.m, t);
 }
 
@@ -61,7 +70,7 @@ __device__ double red_huge(double y, const ozmod &M)
     int e;
     double f = frexp(y, &e);
     double mant = ldexp(f, 53);
-    double a = rint(mant * OZ_SPLIT_INV);
+    double a = rnd(mant * OZ_SPLIT_INV);
     double b = fma(-a, OZ_SPLIT, mant);
     double r0 = red_small(fma(a, M.c49, b), M);
     long long p = pow2mod((long long)e - 53, (long long)M.m);
@@ -79,7 +88,7 @@ __device__ __forceinline__ split49 split_of(double y)
     split49 s;
     s.huge = !(fabs(y) < OZ_BIG);
     double yy = s.huge ? 0.0 : y;
-    s.a = rint(yy * OZ_SPLIT_INV);
+    s.a = rnd(yy * OZ_SPLIT_INV);
     s.b = fma(-s.a, OZ_SPLIT, yy);
     return s;
 }
@@ -118,13 +127,16 @@ __device__ void load_tile(double (*tile)[TILE][TILE + 1], const T *const *src, l
     }
 }
 
+/* Low byte of an integer-valued double in [-128, 255], without a conversion
+ * instruction: the low word of (v + 1.5*2^52) is v in two's complement. */
+__device__ __forceinline__ unsigned int byte_of(double v)
+{
+    return (unsigned int)__double2loint(v + OZ_MAGIC) & 0xffu;
+}
+
 __device__ __forceinline__ int pack4(double a, double b, double c, double d)
 {
-    unsigned int x = (unsigned int)(unsigned char)(signed char)(int)a;
-    x |= (unsigned int)(unsigned char)(signed char)(int)b << 8;
-    x |= (unsigned int)(unsigned char)(signed char)(int)c << 16;
-    x |= (unsigned int)(unsigned char)(signed char)(int)d << 24;
-    return (int)x;
+    return (int)(byte_of(a) | byte_of(b) << 8 | byte_of(c) << 16 | byte_of(d) << 24);
 }
 
 /*
@@ -391,6 +403,45 @@ extern "C" __global__ void __launch_bounds__(256) oz_terms(
     }
 }
 
+/* The same without transposed sources: 4 consecutive rows per thread (int4
+ * loads, char4 stores; ldp and ldt multiples of 4).  Grid over ldp/4 x cols. */
+extern "C" __global__ void __launch_bounds__(256) oz_terms_direct(
+    long long quads, long long cols, const int *p0, const int *p1, const int *p2, const int *p3, long long ldp,
+    const int *spec, int nterms, double m, double inv, double bias, signed char *out, long long plane_stride,
+    long long ldt)
+{
+    long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (u >= quads * cols)
+        return;
+    long long j = u / quads, q = u % quads;
+    const ozmod M = {m, inv, bias, 0.0};
+    int4 v[4];
+    const int *P[4] = {p0, p1, p2, p3};
+#pragma unroll
+    for (int s = 0; s < 4; s++)
+        if (P[s])
+            v[s] = *(const int4 *)(P[s] + j * ldp + 4 * q);
+    for (int t = 0; t < nterms; t++) {
+        const int s1 = spec[6 * t], s2 = spec[6 * t + 3];
+        const double w1 = spec[6 * t + 2], w2 = spec[6 * t + 5];
+        int4 a = v[0], b = make_int4(0, 0, 0, 0);
+#pragma unroll
+        for (int s = 1; s < 4; s++) {
+            if (s1 == s)
+                a = v[s];
+            if (s2 == s)
+                b = v[s];
+        }
+        if (s2 == 0)
+            b = v[0];
+        double r0 = red_small(fma(w1, (double)a.x, w2 * (double)b.x), M);
+        double r1 = red_small(fma(w1, (double)a.y, w2 * (double)b.y), M);
+        double r2 = red_small(fma(w1, (double)a.z, w2 * (double)b.z), M);
+        double r3 = red_small(fma(w1, (double)a.w, w2 * (double)b.w), M);
+        *(int *)(out + (long long)t * plane_stride + j * ldt + 4 * q) = pack4(r0, r1, r2, r3);
+    }
+}
+
 /* ---- CRT finalize ------------------------------------------------------------
  *
  * Entry (i, j) of the block (global r0 + i, j0 + j; only the uplo triangle):
@@ -421,43 +472,14 @@ __device__ __forceinline__ double crt_rep(double hi, double lo, double Ph, doubl
     return d1 + tail;
 }
 
-#define OZ_MAX_TERMS 1024
-
-extern "C" __global__ void __launch_bounds__(256) oz_crt_final(
-    long long rows, long long cols, long long r0, long long j0, const signed char *terms, long long plane_stride,
-    long long ldt, int nterms, const signed char *part, const double *bhi, const double *blo, double Ph,
-    double Pl, double Pinv, const int *row_shift, const int *col_shift, double ar, double ai, double br,
-    double bi, int beta0, int dtype, void *out, long long rso, long long cso, int uplo)
+__device__ __forceinline__ void final_entry(double rh, double rl, double ih, double il, double Ph, double Pl,
+                                            double Pinv, int rsh, int csh, double ar, double ai, double br,
+                                            double bi, int beta0, int dtype, void *out, long long off)
 {
-    __shared__ double sbh[OZ_MAX_TERMS], sbl[OZ_MAX_TERMS];
-    __shared__ signed char spart[OZ_MAX_TERMS];
-    for (int u = threadIdx.x; u < nterms; u += blockDim.x) {
-        sbh[u] = bhi[u];
-        sbl[u] = blo[u];
-        spart[u] = part[u];
-    }
-    __syncthreads();
-    const long long i = (long long)blockIdx.x * 32 + threadIdx.x % 32;
-    const long long j = (long long)blockIdx.y * 8 + threadIdx.x / 32;
-    if (i >= rows || j >= cols)
-        return;
-    const long long gi = r0 + i, gj = j0 + j;
-    if ((uplo == 1 && gi > gj) || (uplo == 2 && gi < gj))
-        return;
-    double rh = 0.0, rl = 0.0, ih = 0.0, il = 0.0;
-    const signed char *tp = terms + j * ldt + i;
-    for (int t = 0; t < nterms; t++) {
-        double v = (double)tp[(long long)t * plane_stride];
-        if (spart[t])
-            dd_add(v, sbh[t], sbl[t], ih, il);
-        else
-            dd_add(v, sbh[t], sbl[t], rh, rl);
-    }
-    long long e = -((long long)row_shift[gi] + (long long)col_shift[gj]);
+    long long e = -((long long)rsh + (long long)csh);
     int ee = e > 4000 ? 4000 : e < -4000 ? -4000 : (int)e;
     double vr = ldexp(crt_rep(rh, rl, Ph, Pl, Pinv), ee);
     double vi = dtype >= 2 ? ldexp(crt_rep(ih, il, Ph, Pl, Pinv), ee) : 0.0;
-    long long off = gi * rso + gj * cso;
     if (dtype < 2) {
         double c = 0.0;
         if (!beta0)
@@ -491,49 +513,140 @@ extern "C" __global__ void __launch_bounds__(256) oz_crt_final(
     }
 }
 
-/* ---- exact integer products (intmatmul) ----------------------------------- */
 
-/* Symmetric residues of int64 data modulo each modulus, k-contiguous padded
- * int8 planes (rows x cols read with element strides). */
+#define OZ_MAX_TERMS 1024
+
+extern "C" __global__ void __launch_bounds__(256) oz_crt_final(
+    long long rows, long long cols, long long r0, long long j0, const signed char *terms, long long plane_stride,
+    long long ldt, int nterms, const signed char *part, const double *bhi, const double *blo, double Ph,
+    double Pl, double Pinv, const int *row_shift, const int *col_shift, double ar, double ai, double br,
+    double bi, int beta0, int dtype, void *out, long long rso, long long cso, int uplo)
+{
+    __shared__ double sbh[OZ_MAX_TERMS], sbl[OZ_MAX_TERMS];
+    __shared__ signed char spart[OZ_MAX_TERMS];
+    for (int u = threadIdx.x; u < nterms; u += blockDim.x) {
+        sbh[u] = bhi[u];
+        sbl[u] = blo[u];
+        spart[u] = part[u];
+    }
+    __syncthreads();
+    /* 4 consecutive rows per thread: 32-bit loads of the term planes (ldt % 4 == 0) */
+    const long long i4 = ((long long)blockIdx.x * 64 + threadIdx.x % 64) * 4;
+    const long long j = (long long)blockIdx.y * 4 + threadIdx.x / 64;
+    if (i4 >= rows || j >= cols)
+        return;
+    double rh[4] = {0, 0, 0, 0}, rl[4] = {0, 0, 0, 0}, ih[4] = {0, 0, 0, 0}, il[4] = {0, 0, 0, 0};
+    const signed char *tp = terms + j * ldt + i4;
+    for (int t = 0; t < nterms; t++) {
+        char4 c = *(const char4 *)(tp + (long long)t * plane_stride);
+        double v[4] = {(double)c.x, (double)c.y, (double)c.z, (double)c.w};
+        if (spart[t]) {
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                dd_add(v[e], sbh[t], sbl[t], ih[e], il[e]);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                dd_add(v[e], sbh[t], sbl[t], rh[e], rl[e]);
+        }
+    }
+    const long long gj = j0 + j;
+    const int cs_ = col_shift[gj];
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        const long long i = i4 + e, gi = r0 + i;
+        if (i >= rows || (uplo == 1 && gi > gj) || (uplo == 2 && gi < gj))
+            continue;
+        final_entry(rh[e], rl[e], ih[e], il[e], Ph, Pl, Pinv, row_shift[gi], cs_, ar, ai, br, bi, beta0, dtype,
+                    out, gi * rso + gj * cso);
+    }
+}
+
+/* ---- exact integer products (intmatmul) -----------------------------------
+ *
+ * Residues of int64 data as doubles: v = hi*2^32 + lo with hi < 2^31 and
+ * lo < 2^32, t = hi*(2^32 mod m) + lo is exact (< 2^40) and == v (mod m),
+ * then red_small.  mods: the ozmod constants of each modulus; c32[l] =
+ * 2^32 mod m_l.
+ */
 extern "C" __global__ void __launch_bounds__(256) oz_int_residues(long long rows, long long cols,
                                                                  const long long *x, long long rs, long long cs,
-                                                                 int nmod, const int *moduli, signed char *out,
-                                                                 long long plane_stride, long long ld)
+                                                                 int nmod, const double *mods, const double *c32,
+                                                                 signed char *out, long long plane_stride,
+                                                                 long long ld)
 {
     const long long r0 = (long long)blockIdx.y * TILE, c0 = (long long)blockIdx.x * TILE;
     const int r = threadIdx.x / 8, q = threadIdx.x % 8;
     const long long gr = r0 + r;
-    long long v[4];
+    double hi[4], lo[4];
 #pragma unroll
     for (int k = 0; k < 4; k++) {
         long long gc = c0 + 4 * q + k;
-        v[k] = (gr < rows && gc < cols) ? x[gr * rs + gc * cs] : 0;
+        long long v = (gr < rows && gc < cols) ? x[gr * rs + gc * cs] : 0;
+        hi[k] = (double)(v >> 32);                 /* floor division: lo is non-negative */
+        lo[k] = (double)(unsigned int)(v & 0xffffffffLL);
     }
     for (int l = 0; l < nmod; l++) {
-        long long m = moduli[l];
+        const ozmod M = {mods[4 * l], mods[4 * l + 1], mods[4 * l + 2], mods[4 * l + 3]};
         double d[4];
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
-            long long t = v[k] % m; /* in (-m, m) */
-            if (t < 0)
-                t += m;
-            if (t > (m - 1) / 2) /* the CPU path's symmetric range */
-                t -= m;
-            d[k] = (double)t;
-        }
+        for (int k = 0; k < 4; k++)
+            d[k] = red_small(fma(hi[k], c32[l], lo[k]), M);
         *(int *)(out + (long long)l * plane_stride + gr * ld + c0 + 4 * q) = pack4(d[0], d[1], d[2], d[3]);
     }
 }
 
-/* acc[l] = (acc[l] + P) mod m_l kept in [0, m): sums int32 chunk products. */
-extern "C" __global__ void oz_int_accumulate(long long n, const int *prod, long long *acc, long long m, int first)
+/* acc = (acc + prod) mod m, symmetric, as int32 (first: acc = prod mod m). */
+extern "C" __global__ void oz_int_accumulate(long long n, const int *prod, int *acc, double m, double inv,
+                                             double bias, int first)
 {
     long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (u >= n)
         return;
-    long long t = (long long)prod[u] % m;
-    if (!first)
-        t += acc[u];
-    t %= m;
-    acc[u] = t < 0 ? t + m : t;
+    const ozmod M = {m, inv, bias, 0.0};
+    double t = (double)prod[u] + (first ? 0.0 : (double)acc[u]);
+    acc[u] = (int)red_small(t, M);
+}
+
+/*
+ * Garner: residues res[l][u] (symmetric, int32, plane stride ps) of nmod
+ * moduli -> mixed-radix digits in registers -> value in wrapping int64, with a
+ * double approximation; entries whose approximation reaches 2^62 are marked in
+ * suspect[u] and counted (the host checks those exactly).  inv[l*nmod + j] =
+ * m_j^-1 mod m_l.  Entry u = j*ld + i of the (ld x cols) planes goes to
+ * out[i*ro + j*co] for i < rows.
+ */
+#define OZ_INT_MAX_MOD 24
+
+extern "C" __global__ void oz_int_garner(long long rows, long long cols, long long ld, const int *res,
+                                         long long ps, int nmod, const double *mods, const double *inv,
+                                         long long *out, long long ro, long long co, unsigned char *suspect,
+                                         int *nsuspect)
+{
+    long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (u >= ld * cols)
+        return;
+    long long i = u % ld, j = u / ld;
+    if (i >= rows)
+        return;
+    double dig[OZ_INT_MAX_MOD];
+    for (int l = 0; l < nmod; l++) {
+        const ozmod M = {mods[4 * l], mods[4 * l + 1], mods[4 * l + 2], mods[4 * l + 3]};
+        double t = (double)res[l * ps + u];
+        for (int k = 0; k < l; k++)
+            t = red_small((t - dig[k]) * inv[l * nmod + k], M); /* |.| < 2^17: exact */
+        dig[l] = t;
+    }
+    long long v = (long long)dig[nmod - 1];
+    double approx = dig[nmod - 1];
+    for (int l = nmod - 2; l >= 0; l--) {
+        v = (long long)((unsigned long long)v * (unsigned long long)(long long)mods[4 * l] +
+                        (unsigned long long)(long long)dig[l]); /* wraps modulo 2^64 */
+        approx = approx * mods[4 * l] + dig[l];
+    }
+    out[i * ro + j * co] = v;
+    bool bad = !(fabs(approx) < 4611686018427387904.0); /* 2^62 */
+    suspect[i * ro + j * co] = bad;
+    if (bad)
+        atomicAdd(nsuspect, 1);
 }
