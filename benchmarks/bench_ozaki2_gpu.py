@@ -108,7 +108,7 @@ def main() -> None:
     big = 4096 if args.quick else 16384
     mid = 2048 if args.quick else 8192
     sizes_d = [1024, 2048, 4096] if args.quick else [4096, 8192, 16384]
-    sizes_z = [1024, 2048] if args.quick else [4096, 8192, 16384]
+    sizes_z = [1024, 2048] if args.quick else [4096, 16384]
     dev = cp.cuda.runtime.getDeviceProperties(0)
     rows = []
     from cupy_backends.cuda.libs import cublas
