@@ -98,9 +98,15 @@ def bound_planes(x, ea) -> "cupy.ndarray":
     return out
 
 
-@lru_cache(maxsize=64)
 def _mod_constants(moduli: tuple[int, ...], roots: tuple[int, ...]):
-    """Per-modulus (m, 1/m, bias, 2^49 mod m) and the 2M roots, on the device (cached)."""
+    """Per-modulus (m, 1/m, bias, 2^49 mod m) and the 2M roots, on the current device (cached)."""
+    import cupy
+
+    return _mod_constants_on(cupy.cuda.Device().id, moduli, roots)
+
+
+@lru_cache(maxsize=128)
+def _mod_constants_on(device: int, moduli: tuple[int, ...], roots: tuple[int, ...]):
     import cupy
 
     rows = []
@@ -115,6 +121,9 @@ def _mod_constants(moduli: tuple[int, ...], roots: tuple[int, ...]):
 def device_constants(key, make):
     """A small device array built by ``make()`` once per ``key`` (an H2D copy from
     pageable memory waits for the stream, so constants are uploaded once)."""
+    import cupy
+
+    key = (cupy.cuda.Device().id, key)  # one copy per device
     with _const_lock:
         arr = _const_cache.get(key)
         if arr is None:
@@ -212,8 +221,12 @@ MAX_TERMS = 1024  # oz_crt_final keeps the term constants in shared memory
 
 def crt_final(term_planes, nterms: int, plane_stride: int, ldt: int, part_d, bhi_d, blo_d, P_hi: float,
               P_lo: float, row_shift_d, col_shift_d, rows: int, cols: int, r0: int, j0: int, alpha, beta,
-              out, uplo: int) -> None:
-    """Double-double CRT over the term planes, then ``out = alpha·v + beta·out`` for the block."""
+              out, uplo: int, out_j0: int = 0) -> None:
+    """Double-double CRT over the term planes, then ``out = alpha·v + beta·out`` for the block.
+
+    ``out`` holds the output's columns from ``out_j0`` on (a device-local
+    column block); indices passed to the kernel stay global.
+    """
     if nterms > MAX_TERMS:
         raise ValueError(f"ozaki2 on the GPU: {nterms} CRT terms exceed {MAX_TERMS} (k too long)")
     code = {"f": 0, "d": 1, "F": 2, "D": 3}[out.dtype.char]
@@ -228,7 +241,8 @@ def crt_final(term_planes, nterms: int, plane_stride: int, ldt: int, part_d, bhi
                          _i32(nterms), part_d, bhi_d, blo_d, np.float64(P_hi), np.float64(P_lo),
                          np.float64(1.0 / P_hi), row_shift_d, col_shift_d, np.float64(alpha.real),
                          np.float64(alpha.imag), np.float64(beta.real), np.float64(beta.imag),
-                         _i32(beta == 0), _i32(code), out, _i64(rso), _i64(cso), _i32(uplo)))
+                         _i32(beta == 0), _i32(code), _ptr(out.data.ptr - out_j0 * cso * size), _i64(rso),
+                         _i64(cso), _i32(uplo)))
 
 
 def int_residues(x, moduli: tuple[int, ...]):

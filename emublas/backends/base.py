@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping
 
-__all__ = ["Option", "Backend", "choice", "int_range", "boolean"]
+__all__ = ["Option", "Backend", "choice", "int_range", "boolean", "device_list"]
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,36 @@ def int_range(lo: int, hi: int, *, also: tuple[str, ...] = ()) -> Callable[[Any]
 
     parse.valid = f"integers {lo}..{hi}" + (f" or {', '.join(also)}" if also else "")  # type: ignore[attr-defined]
     return parse
+
+
+def device_list(raw: Any) -> tuple[int, ...] | str | None:
+    """Parser for a set of GPUs: ``None``/``""``/``"current"`` (the arrays' own device),
+    ``"all"``, an integer, or integers separated by commas (``"0,1"``) or in a sequence."""
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        text = raw.strip().lower()
+        if text in ("", "current", "none"):
+            return None
+        if text == "all":
+            return "all"
+        parts = [p for p in text.replace(" ", "").split(",") if p]
+    elif isinstance(raw, int) and not isinstance(raw, bool):
+        parts = [raw]
+    elif isinstance(raw, (list, tuple)):
+        parts = list(raw)
+    else:
+        raise ValueError(f"{raw!r} is not a device list (e.g. 0,1 or all)")
+    try:
+        ids = tuple(int(p) for p in parts)
+    except (TypeError, ValueError):
+        raise ValueError(f"{raw!r} is not a device list (e.g. 0,1 or all)") from None
+    if not ids or any(i < 0 for i in ids) or len(set(ids)) != len(ids):
+        raise ValueError(f"{raw!r} is not a device list of distinct non-negative ids")
+    return ids
+
+
+device_list.valid = "current, all, or device ids like 0,1"  # type: ignore[attr-defined]
 
 
 def boolean(raw: Any) -> bool:

@@ -8,7 +8,7 @@ both give the same results.
 from __future__ import annotations
 
 from .._kernels import cpu
-from .base import Backend, Option, choice, int_range
+from .base import Backend, Option, choice, device_list, int_range
 
 
 class Ozaki2Backend(Backend):
@@ -28,6 +28,13 @@ class Ozaki2Backend(Backend):
                            "scaling bound: fast (Cauchy-Schwarz), accurate (one extra int8 product),"
                            " auto (accurate, and the moduli count chosen from the inputs)",
                            env="EMUBLAS_OZAKI_MODE"),
+            "devices": Option("devices", None, device_list,
+                              "GPUs that share one call on cupy arrays: current (default), all, or ids like 0,1"
+                              " (the arrays stay on their own device; results are bit-identical)",
+                              env="EMUBLAS_DEVICES"),
+            "split": Option("split", "auto", choice("auto", "moduli", "tiles"),
+                            "how several GPUs share a call: by moduli, by column tiles of C, or auto"
+                            " (fewer bytes between devices)", env="EMUBLAS_MULTI_GPU_SPLIT"),
         }
 
     def readiness(self):

@@ -35,7 +35,7 @@ class _Events:
 
     def __init__(self, timer):
         self.timer = timer
-        self.on = getattr(timer, "gpu_profile", False)
+        self.on = timer is not None and getattr(timer, "gpu_profile", False)
         self.marks = []
 
     def mark(self, phase):
@@ -100,106 +100,265 @@ def _spec(rec, weights_l, m, s, swap, nprod):
     return tuple(v for r in rows for v in r)
 
 
+class _Problem:
+    """Everything about one call that does not depend on the device."""
+
+    def __init__(self, recipes, moduli, roots, mset, x, y, conj_x, conj_y, uplo, same):
+        self.recipes, self.moduli, self.roots, self.mset = recipes, moduli, roots, mset
+        self.conj_x, self.conj_y, self.uplo, self.same = conj_x, conj_y, uplo, same
+        self.m, self.n = x.shape[0], y.shape[0]
+        split = recipes[0].planes in ("split", "split2m")
+        self.kk = x.shape[1] // 2 if split else x.shape[1]
+        self.kp = kg.pad(self.kk)
+        self.chunks = list(range(0, self.kp, K_CHUNK))
+        self.nmod = len(moduli)
+        self.nprod = max(len(r.products) for r in recipes)
+        self.pl = max(PLANES_PER_MODULUS[r.planes] for r in recipes)
+        self.transposed = any(t.t1 or t.t2 for r in recipes for t in r.terms)
+        # term order: modulus, k chunk, recipe term -- the CPU's accumulation order
+        self.part, self.bhi, self.blo, self.slot = [], [], [], []
+        for l, rec in enumerate(recipes):
+            self.slot.append(len(self.part))
+            for _ in self.chunks:
+                for t in rec.terms:
+                    self.part.append(1 if t.part == "im" else 0)
+                    self.bhi.append(mset.big_hi[l])
+                    self.blo.append(mset.big_lo[l])
+        self.slot.append(len(self.part))
+        self.nterms = len(self.part)
+        if self.nterms > kg.MAX_TERMS:
+            raise ValueError(f"ozaki2 on the GPU: k = {x.shape[1]} needs {self.nterms} CRT terms with"
+                             f" {self.nmod} moduli, more than {kg.MAX_TERMS}; use fewer moduli or split k")
+        self.key = (tuple(moduli), tuple(r.terms for r in recipes), len(self.chunks))
+
+    def rows_of(self, j0, j1, blocked):
+        """Row range of an output column block (rank-k: only the triangle's rows)."""
+        if blocked and self.uplo == 1:
+            return 0, min(self.m, j1)
+        if blocked and self.uplo == 2:
+            return min(j0, self.m), self.m
+        return 0, self.m
+
+
+class _On:
+    """The inputs and constants of a problem on one device (copied there when it is not theirs)."""
+
+    def __init__(self, pb, device, x, y, x_shift, y_shift, home):
+        import cupy
+
+        self.device = device
+        with cupy.cuda.Device(device):
+            self.x = x if device == home else _to_device(x, device, home)
+            self.y = self.x if (pb.same and y is x) else (y if device == home else _to_device(y, device, home))
+            self.xs = cupy.asarray(np.asarray(x_shift, np.int32))
+            self.ys = self.xs if pb.same else cupy.asarray(np.asarray(y_shift, np.int32))
+            self.part = kg.device_constants(("part",) + pb.key, lambda: cupy.asarray(np.array(pb.part, np.int8)))
+            self.bhi = kg.device_constants(("bhi",) + pb.key, lambda: cupy.asarray(np.array(pb.bhi, np.float64)))
+            self.blo = kg.device_constants(("blo",) + pb.key, lambda: cupy.asarray(np.array(pb.blo, np.float64)))
+
+
+def _to_device(x, device, home):
+    """A copy of cupy array ``x`` (on ``home``) on ``device``: peer copy (NVLink/PCIe P2P where the
+    devices allow it, staged through the host otherwise), queued after ``home``'s pending work."""
+    import cupy
+
+    with cupy.cuda.Device(home):
+        src = cupy.ascontiguousarray(x)
+        ready = cupy.cuda.Event()
+        ready.record()
+    dst = cupy.empty(src.shape, src.dtype)
+    stream = cupy.cuda.get_current_stream()
+    stream.wait_event(ready)
+    cupy.cuda.runtime.memcpyPeerAsync(dst.data.ptr, device, src.data.ptr, home, src.nbytes, stream.ptr)
+    return dst
+
+
+def _block_terms(pb, on, T, slot0, lo, hi, r0, r1, j0, j1, blocked, batch, ev):
+    """Terms of moduli [lo, hi) for output rows [r0, r1) × columns [j0, j1) into T (planes from slot0)."""
+    import cupy
+
+    mr, nbk = r1 - r0, j1 - j0
+    swap = blocked and pb.transposed
+    rp, bp = kg.pad(mr), kg.pad(nbk)
+    ps = nbk * rp
+    P = [cupy.empty((bp, rp), np.int32) for _ in range(pb.nprod * (2 if swap else 1))]
+    x, y, xs, ys = on.x, on.y, on.xs, on.ys
+    start = lo
+    while start < hi:
+        kind = pb.recipes[start].planes
+        stop = start + 1
+        while stop < hi and stop - start < batch and pb.recipes[stop].planes == kind:
+            stop += 1
+        ms = list(pb.moduli[start:stop])
+        rs_ = [pb.roots[i] or 0 for i in range(start, stop)]
+        per = PLANES_PER_MODULUS[kind]
+
+        def planes(f, sh, a, b, conj):
+            return kg.residues(kind, f[a:b], sh[a:b], ms, rs_, conj)
+
+        px = planes(x, xs, r0, r1, pb.conj_x)
+        py = px if (pb.same and not blocked) else planes(y, ys, j0, j1, pb.conj_y)
+        if swap:
+            px_b = py if pb.same else planes(x, xs, j0, j1, pb.conj_x)
+            py_r = px if pb.same else planes(y, ys, r0, r1, pb.conj_y)
+        ev.mark("residues")
+        for jj, l in enumerate(range(start, stop)):
+            rec, mod, s = pb.recipes[l], pb.moduli[l], pb.roots[l] or 1
+            spec = _spec(rec, pb.mset.weights[l], mod, s, swap, pb.nprod)
+            spec_d = kg.device_constants(("spec", spec), lambda: cupy.asarray(np.array(spec, np.int32)))
+            nt = len(rec.terms)
+            tr = any(spec[6 * t + 1] or spec[6 * t + 4] for t in range(nt))
+            slot = pb.slot[l] - slot0
+            for c0 in pb.chunks:
+                ck = min(pb.kp, c0 + K_CHUNK) - c0
+                for idx, (a, b) in enumerate(rec.products):
+                    kg.gemm_tn(_plane(px, per * jj + a) + c0, _plane(py, per * jj + b) + c0, rp, bp, ck,
+                               px.shape[2], py.shape[2], P[idx], rp)
+                    if swap:
+                        kg.gemm_tn(_plane(py_r, per * jj + b) + c0, _plane(px_b, per * jj + a) + c0, rp, bp, ck,
+                                   py_r.shape[2], px_b.shape[2], P[pb.nprod + idx], rp)
+                ev.mark("gemm")
+                kg.terms(P, rp, mr, nbk, r0, j0, spec_d, nt, mod, T, slot, ps, rp, pb.uplo, tr)
+                ev.mark("crt")
+                slot += nt
+        del px, py
+        start = stop
+
+
+def _final(pb, on, T, r0, r1, j0, j1, alpha, beta, out, out_j0=0):
+    rp = kg.pad(r1 - r0)
+    kg.crt_final(T, pb.nterms, (j1 - j0) * rp, rp, on.part, on.bhi, on.blo, pb.mset.P_hi, pb.mset.P_lo, on.xs,
+                 on.ys, r1 - r0, j1 - j0, r0, j0, alpha, beta, out, pb.uplo, out_j0)
+
+
+def _peer_copy(dst, dst_dev, src, src_dev, nbytes, after):
+    """Queue ``dst ← src`` (raw device addresses) on the current stream of ``dst_dev`` after event ``after``."""
+    import cupy
+
+    with cupy.cuda.Device(dst_dev):
+        stream = cupy.cuda.get_current_stream()
+        stream.wait_event(after)
+        cupy.cuda.runtime.memcpyPeerAsync(dst, dst_dev, src, src_dev, nbytes, stream.ptr)
+
+
+def _event():
+    import cupy
+
+    ev = cupy.cuda.Event()
+    ev.record()
+    return ev
+
+
+def choose_split(pb, devices, itemsize_in, itemsize_out) -> str:
+    """``moduli`` or ``tiles`` for several devices: the one that moves fewer bytes between
+    devices (rank-k recipes that read a product transposed always split moduli: column
+    tiles would double their GEMM work)."""
+    d = len(devices)
+    if pb.transposed or pb.nmod < d:
+        return "moduli" if pb.nmod >= d else "tiles"
+    inputs = (pb.m + pb.n) * pb.kk * itemsize_in * (d - 1)
+    moduli = inputs + pb.nterms * pb.m * pb.n * (d - 1) / d
+    tiles = (pb.m * pb.kk * itemsize_in * (d - 1) + pb.n * pb.kk * itemsize_in * (d - 1) / d
+             + 2 * pb.m * pb.n * itemsize_out * (d - 1) / d)
+    return "moduli" if moduli <= tiles else "tiles"
+
+
 def run(recipes, moduli, roots, mset, x, y, x_shift, y_shift, out, alpha, beta, *, conj_x=False, conj_y=False,
-        uplo=0, timer, budget: int) -> None:
-    """``out = alpha·(x·yᵀ) + beta·out`` (or the recipe's rank-k form) through the moduli."""
+        uplo=0, timer, budget: int, devices=None, split="auto") -> None:
+    """``out = alpha·(x·yᵀ) + beta·out`` (or the recipe's rank-k form) through the moduli.
+
+    ``devices``: GPU ids to spread the work over (None: the arrays' own device).
+    The arrays live on the first; the others get copies of the inputs and either
+    a share of the moduli (their int8 term planes are copied back for the one
+    CRT pass) or a share of the output's column blocks (computed whole there and
+    copied back), as ``split`` says (``auto``: :func:`choose_split`).  Every
+    device computes exactly the terms one device would, so the result is
+    bit-identical whatever the devices.
+    """
     import cupy
 
     ev = _Events(timer)
-    m, n = x.shape[0], y.shape[0]
+    home = out.device.id
+    devices = [home] + [d for d in (devices or []) if d != home]
     same = y is x and y_shift is x_shift and conj_x == conj_y
-    xs_d = cupy.asarray(np.asarray(x_shift, np.int32))
-    ys_d = xs_d if same else cupy.asarray(np.asarray(y_shift, np.int32))
-    split = recipes[0].planes in ("split", "split2m")
-    kk = x.shape[1] // 2 if split else x.shape[1]
-    kp = kg.pad(kk)
-    chunks = list(range(0, kp, K_CHUNK))
-    nmod = len(moduli)
-    nprod = max(len(r.products) for r in recipes)
-    pl = max(PLANES_PER_MODULUS[r.planes] for r in recipes)
-    transposed = any(t.t1 or t.t2 for r in recipes for t in r.terms)
-
-    # term order: modulus, k chunk, recipe term -- the CPU's accumulation order
-    part, bhi, blo = [], [], []
-    for l, rec in enumerate(recipes):
-        for _ in chunks:
-            for t in rec.terms:
-                part.append(1 if t.part == "im" else 0)
-                bhi.append(mset.big_hi[l])
-                blo.append(mset.big_lo[l])
-    nterms = len(part)
-    if nterms > kg.MAX_TERMS:
-        raise ValueError(f"ozaki2 on the GPU: k = {x.shape[1]} needs {nterms} CRT terms with {nmod} moduli,"
-                         f" more than {kg.MAX_TERMS}; use fewer moduli or split k")
-    key = (tuple(moduli), tuple(r.terms for r in recipes), len(chunks))
-    part_d = kg.device_constants(("part",) + key, lambda: cupy.asarray(np.array(part, np.int8)))
-    bhi_d = kg.device_constants(("bhi",) + key, lambda: cupy.asarray(np.array(bhi, np.float64)))
-    blo_d = kg.device_constants(("blo",) + key, lambda: cupy.asarray(np.array(blo, np.float64)))
-
-    nb, batch = plan(m, n, kk, nterms, nprod, pl, nmod, transposed, same, uplo, budget)
+    pb = _Problem(recipes, moduli, roots, mset, x, y, conj_x, conj_y, uplo, same)
+    m, n = pb.m, pb.n
+    if len(devices) > 1 and split == "auto":
+        split = choose_split(pb, devices, x.itemsize, out.itemsize)
+    if len(devices) == 1:
+        split = "tiles"
+    ndev = len(devices) if split == "tiles" else 1
+    nb, batch = plan(m, -(-n // ndev) if ndev > 1 else n, pb.kk, pb.nterms, pb.nprod, pb.pl, pb.nmod,
+                     pb.transposed, same, uplo, budget)
+    if ndev > 1:
+        nb = min(nb, -(-n // ndev))
+    ons = {home: _On(pb, home, x, y, x_shift, y_shift, home)}
     ev.mark("crt")
-    for j0 in range(0, n, nb):
-        j1 = min(n, j0 + nb)
-        blocked = nb < n
-        r0, r1 = 0, m
-        if blocked and uplo == 1:
-            r1 = min(m, j1)
-        elif blocked and uplo == 2:
-            r0 = min(j0, m)
-        mr, nbk = r1 - r0, j1 - j0
-        if mr <= 0:
-            continue
-        swap = blocked and transposed
-        rp, bp = kg.pad(mr), kg.pad(nbk)
-        T = cupy.empty((nterms, nbk, rp), np.int8)  # padded rows: 4-byte accesses in the kernels
-        ps = nbk * rp
-        P = [cupy.empty((bp, rp), np.int32) for _ in range(nprod * (2 if swap else 1))]
-        slot = 0
-        start = 0
-        while start < nmod:
-            kind = recipes[start].planes
-            stop = start + 1
-            while stop < nmod and stop - start < batch and recipes[stop].planes == kind:
-                stop += 1
-            ms = list(moduli[start:stop])
-            rs_ = [roots[i] or 0 for i in range(start, stop)]
-            per = PLANES_PER_MODULUS[kind]
-
-            def planes(f, sh, lo, hi, conj):
-                return kg.residues(kind, f[lo:hi], sh[lo:hi], ms, rs_, conj)
-
-            px = planes(x, xs_d, r0, r1, conj_x)
-            py = px if (same and not blocked) else planes(y, ys_d, j0, j1, conj_y)
-            if swap:
-                px_b = py if same else planes(x, xs_d, j0, j1, conj_x)
-                py_r = px if same else planes(y, ys_d, r0, r1, conj_y)
-            ev.mark("residues")
-            for jj, l in enumerate(range(start, stop)):
-                rec, mod, s = recipes[l], moduli[l], roots[l] or 1
-                spec = _spec(rec, mset.weights[l], mod, s, swap, nprod)
-                spec_d = kg.device_constants(("spec", spec), lambda: cupy.asarray(np.array(spec, np.int32)))
-                nt = len(rec.terms)
-                for c0 in chunks:
-                    ck = min(kp, c0 + K_CHUNK) - c0
-                    for idx, (a, b) in enumerate(rec.products):
-                        kg.gemm_tn(_plane(px, per * jj + a) + c0, _plane(py, per * jj + b) + c0, rp, bp, ck,
-                                   px.shape[2], py.shape[2], P[idx], rp)
-                        if swap:
-                            kg.gemm_tn(_plane(py_r, per * jj + b) + c0, _plane(px_b, per * jj + a) + c0, rp, bp,
-                                       ck, py_r.shape[2], px_b.shape[2], P[nprod + idx], rp)
-                    ev.mark("gemm")
-                    kg.terms(P, rp, mr, nbk, r0, j0, spec_d, nt, mod, T, slot, ps, rp, uplo,
-                             any(spec[6 * t + 1] or spec[6 * t + 4] for t in range(nt)))
-                    ev.mark("crt")
-                    slot += nt
-            del px, py
-            start = stop
-        kg.crt_final(T, nterms, ps, rp, part_d, bhi_d, blo_d, mset.P_hi, mset.P_lo, xs_d, ys_d, mr, nbk, r0, j0,
-                     alpha, beta, out, uplo)
-        ev.mark("crt")
-        del T, P
+    blocks = [(j0, min(n, j0 + nb)) for j0 in range(0, n, nb)]
+    blocked = nb < n
+    if split == "moduli" and len(devices) > 1 and not blocked:
+        _run_moduli_split(pb, devices, ons, x, y, x_shift, y_shift, home, batch, alpha, beta, out, ev)
+    else:
+        pending = []
+        for b, (j0, j1) in enumerate(blocks):
+            dev = devices[b % ndev] if ndev > 1 else home
+            r0, r1 = pb.rows_of(j0, j1, blocked)
+            if r1 <= r0:
+                continue
+            with cupy.cuda.Device(dev):
+                on = ons.get(dev) or ons.setdefault(dev, _On(pb, dev, x, y, x_shift, y_shift, home))
+                T = cupy.empty((pb.nterms, j1 - j0, kg.pad(r1 - r0)), np.int8)
+                _block_terms(pb, on, T, 0, 0, pb.nmod, r0, r1, j0, j1, blocked, batch, ev)
+                if dev == home:
+                    _final(pb, on, T, r0, r1, j0, j1, alpha, beta, out)
+                else:  # the column block computed on dev, starting from out's values there
+                    local = cupy.empty((m, j1 - j0), out.dtype, order="F")
+                    with cupy.cuda.Device(home):
+                        src = cupy.asfortranarray(out[:, j0:j1])
+                        ready = _event()
+                    _peer_copy(local.data.ptr, dev, src.data.ptr, home, src.nbytes, ready)
+                    _final(pb, on, T, r0, r1, j0, j1, alpha, beta, local, out_j0=j0)
+                    pending.append((dev, local, j0, j1, _event(), src))
+                ev.mark("crt")
+                del T
+        for dev, local, j0, j1, done, src in pending:
+            with cupy.cuda.Device(home):
+                _peer_copy(src.data.ptr, home, local.data.ptr, dev, local.nbytes, done)
+                out[:, j0:j1] = src
     ev.finish()
-    timer.gpu_plan = {"column_block": nb, "moduli_per_pass": batch, "terms": nterms}
+    timer.gpu_plan = {"column_block": nb, "moduli_per_pass": batch, "terms": pb.nterms, "devices": devices,
+                      "split": split if len(devices) > 1 else None}
+
+
+def _run_moduli_split(pb, devices, ons, x, y, x_shift, y_shift, home, batch, alpha, beta, out, ev):
+    """Moduli shared out over the devices; their term planes come home for one CRT pass."""
+    import cupy
+
+    m, n = pb.m, pb.n
+    rp = kg.pad(m)
+    d = len(devices)
+    share = [round(pb.nmod * i / d) for i in range(d + 1)]
+    T = cupy.empty((pb.nterms, n, rp), np.int8)
+    plane = n * rp
+    copies = []
+    # the other devices first, so that they work while home does its share
+    for i in list(range(1, d)) + [0]:
+        dev, lo, hi = devices[i], share[i], share[i + 1]
+        if hi <= lo:
+            continue
+        with cupy.cuda.Device(dev):
+            on = ons.get(dev) or ons.setdefault(dev, _On(pb, dev, x, y, x_shift, y_shift, home))
+            if dev == home:
+                _block_terms(pb, on, T, 0, lo, hi, 0, m, 0, n, False, batch, ev)
+                continue
+            local = cupy.empty((pb.slot[hi] - pb.slot[lo], n, rp), np.int8)
+            _block_terms(pb, on, local, pb.slot[lo], lo, hi, 0, m, 0, n, False, batch, _Events(None))
+            copies.append((dev, local, pb.slot[lo], _event()))
+    for dev, local, first, done in copies:
+        _peer_copy(T.data.ptr + first * plane, home, local.data.ptr, dev, local.nbytes, done)
+    _final(pb, ons[home], T, 0, m, 0, n, alpha, beta, out)
+    ev.mark("crt")
+    del copies
 
 
 def _plane(planes, idx: int) -> int:

@@ -111,7 +111,7 @@ def _bounds(mode: str, left, right):
 
 def _execute(routine: str, recipe_name: str, family: _Family, x, y, out, alpha, beta, *,
              conj_x=False, conj_y=False, uplo=0, bounds_from=None, sides=None, moduli="default",
-             mode="accurate"):
+             mode="accurate", devices=None, split="auto"):
     """Scale, choose moduli, run the engine and finalize into ``out`` (updated in place).
 
     ``bounds_from``: factors whose row shifts and product bound to use instead of
@@ -148,7 +148,8 @@ def _execute(routine: str, recipe_name: str, family: _Family, x, y, out, alpha, 
 
         timer.gpu_profile = PROFILE_GPU
         gpu_engine.run(recipes, ms, roots, mset, x, y, x_shift, y_shift, out, alpha, beta, conj_x=conj_x,
-                       conj_y=conj_y, uplo=uplo, timer=timer, budget=_gpu_budget(x, y, out))
+                       conj_y=conj_y, uplo=uplo, timer=timer, budget=_gpu_budget(x, y, out),
+                       devices=_resolve_devices(devices), split=split)
         _last.info = {**info, "phases": dict(timer.phases), "gpu_plan": timer.gpu_plan}
         return
     cplx = recipe.complex_out
@@ -176,6 +177,21 @@ PROFILE_GPU = False
 #: Workspace every GPU call may use whatever its size (padding makes tiny problems' planes
 #: larger than twice their operands).
 GPU_MIN_WORKSPACE = 64 * 2**20
+
+
+def _resolve_devices(devices):
+    """The ``devices`` option as a list of GPU ids (None: the arrays' own device)."""
+    if devices is None:
+        return None
+    import cupy
+
+    count = cupy.cuda.runtime.getDeviceCount()
+    if devices == "all":
+        return list(range(count))
+    bad = [d for d in devices if d >= count]
+    if bad:
+        raise ValueError(f"ozaki2: devices={list(devices)} but only {count} GPU(s) are visible")
+    return list(devices)
 
 
 def _gpu_budget(x, y, out) -> int:
@@ -213,7 +229,8 @@ def _zeroed(x):
 # public routines (called by the backend with the front's conventions)
 # ---------------------------------------------------------------------------
 
-def gemm(alpha, a, b, beta, c, trans_a, trans_b, *, moduli="default", mode="accurate") -> None:
+def gemm(alpha, a, b, beta, c, trans_a, trans_b, *, moduli="default", mode="accurate", devices=None,
+         split="auto") -> None:
     """``c = alpha·op(a)·op(b) + beta·c`` with Ozaki-II (c Fortran-ordered, updated in place)."""
     x = a if trans_a == 0 else a.T
     y = b.T if trans_b == 0 else b
@@ -225,7 +242,7 @@ def gemm(alpha, a, b, beta, c, trans_a, trans_b, *, moduli="default", mode="accu
     fx, fy = left.finite, right.finite
     if fx.all() and fy.all():
         _execute("gemm", recipe, family, x, y, c, alpha, beta, conj_x=conj_x, conj_y=conj_y,
-                 sides=(left, right), moduli=moduli, mode=mode)
+                 sides=(left, right), moduli=moduli, mode=mode, devices=devices, split=split)
         return
     # NaN/Inf: every entry in an affected row or column is non-finite; take those from
     # the platform BLAS so the pattern is exactly native's, the rest from emulation.
@@ -236,7 +253,7 @@ def gemm(alpha, a, b, beta, c, trans_a, trans_b, *, moduli="default", mode="accu
     keep_r = c[rows, :].copy()
     keep_c = c[:, cols].copy()
     _execute("gemm", recipe, family, _zeroed(x), _zeroed(y), c, alpha, beta,
-             conj_x=conj_x, conj_y=conj_y, moduli=moduli, mode=mode)
+             conj_x=conj_x, conj_y=conj_y, moduli=moduli, mode=mode, devices=devices, split=split)
     with np.errstate(all="ignore"):
         r_part = alpha * (xo[rows] @ yo.T)
         c_part = alpha * (xo @ yo[cols].T)
@@ -247,7 +264,8 @@ def gemm(alpha, a, b, beta, c, trans_a, trans_b, *, moduli="default", mode="accu
     c[:, cols] = c_part
 
 
-def rank_k(kind: str, alpha, a, b, beta, c, trans, lower, *, moduli="default", mode="accurate"):
+def rank_k(kind: str, alpha, a, b, beta, c, trans, lower, *, moduli="default", mode="accurate", devices=None,
+           split="auto"):
     """syrk/herk/syr2k/her2k with their own Ozaki-II paths; NotImplemented where the
     front should derive the routine from gemm (non-finite inputs, more moduli than
     the 2M list has)."""
@@ -267,15 +285,15 @@ def rank_k(kind: str, alpha, a, b, beta, c, trans, lower, *, moduli="default", m
         if x.shape[1] % 2:
             x = xp.concatenate([x, xp.zeros((x.shape[0], 1), x.dtype)], axis=1)
         _execute("syrk", "syrk", _Family("split", MAX_2M), x, x, c, alpha, beta, uplo=uplo,
-                 moduli=moduli, mode=mode)
+                 moduli=moduli, mode=mode, devices=devices, split=split)
     elif kind == "syrk":
         if x.shape[1] % 2:
             x = xp.concatenate([x, xp.zeros((x.shape[0], 1), x.dtype)], axis=1)
         _execute("syrk", "csyrk", _Family("2m", MAX_2M), x, x, c, alpha, beta, uplo=uplo,
-                 moduli=moduli, mode=mode)
+                 moduli=moduli, mode=mode, devices=devices, split=split)
     elif kind == "herk":
         _execute("herk", "herk", _Family("2m", MAX_2M), x, x, c, alpha, beta, conj_x=conj, conj_y=conj,
-                 uplo=uplo, moduli=moduli, mode=mode)
+                 uplo=uplo, moduli=moduli, mode=mode, devices=devices, split=split)
     elif kind == "her2k":
         if conj:
             x, y = xp.conj(x), xp.conj(y)
@@ -289,13 +307,13 @@ def rank_k(kind: str, alpha, a, b, beta, c, trans, lower, *, moduli="default", m
         left = xp.concatenate([x, y], axis=1)
         right = xp.concatenate([y, x], axis=1)
         _execute("her2k", "herk", _Family("2m", MAX_2M), left, right, c, alpha.real, beta, uplo=uplo,
-                 moduli=moduli, mode=mode)
+                 moduli=moduli, mode=mode, devices=devices, split=split)
     else:  # syr2k
         fam = _Family("2m", MAX_2M) if cplx else _Family("real", MAX_REAL)
         x, y, gain = _balanced(x, y)
         both = (xp.concatenate([x, y], axis=1), xp.concatenate([y, x], axis=1))  # shared row shifts
         _execute("syr2k", "csyr2k" if cplx else "syr2k", fam, x, y, c, alpha * gain, beta, uplo=uplo,
-                 bounds_from=both, moduli=moduli, mode=mode)
+                 bounds_from=both, moduli=moduli, mode=mode, devices=devices, split=split)
     return None
 
 
