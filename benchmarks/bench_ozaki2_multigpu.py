@@ -50,12 +50,15 @@ def main() -> None:
         one = fn(1.0, a, b, backend="ozaki2", moduli=16)
         row = {"op": dtype, "n": n, "one_gpu_s": one_t, "one_gpu_rate": flops / one_t}
         for split in ("moduli", "tiles"):
-            t = cuda_median_time(cp, lambda: fn(1.0, a, b, backend="ozaki2", moduli=16, devices="all", split=split),
-                                 args.reps)
-            res = fn(1.0, a, b, backend="ozaki2", moduli=16, devices="all", split=split)
-            row[split] = {"s": t, "rate": flops / t, "speedup": one_t / t,
-                          "identical": bool((res == one).all()), "plan": routines.last_run()["gpu_plan"]}
-            del res
+            try:
+                t = cuda_median_time(cp, lambda: fn(1.0, a, b, backend="ozaki2", moduli=16, devices="all",
+                                                    split=split), args.reps)
+                res = fn(1.0, a, b, backend="ozaki2", moduli=16, devices="all", split=split)
+                row[split] = {"s": t, "rate": flops / t, "speedup": one_t / t,
+                              "identical": bool((res == one).all()), "plan": routines.last_run()["gpu_plan"]}
+                del res
+            except cp.cuda.memory.OutOfMemoryError as exc:
+                row[split] = {"error": str(exc)}
             cp.get_default_memory_pool().free_all_blocks()
         print(json.dumps(row), flush=True)
         rows.append(row)

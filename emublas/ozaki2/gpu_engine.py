@@ -163,10 +163,10 @@ def _to_device(x, device, home):
     import cupy
 
     with cupy.cuda.Device(home):
-        src = cupy.ascontiguousarray(x)
+        src = x if (x.flags.c_contiguous or x.flags.f_contiguous) else cupy.ascontiguousarray(x)
         ready = cupy.cuda.Event()
         ready.record()
-    dst = cupy.empty(src.shape, src.dtype)
+    dst = cupy.empty(src.shape, src.dtype, order="C" if src.flags.c_contiguous else "F")
     stream = cupy.cuda.get_current_stream()
     stream.wait_event(ready)
     cupy.cuda.runtime.memcpyPeerAsync(dst.data.ptr, device, src.data.ptr, home, src.nbytes, stream.ptr)
