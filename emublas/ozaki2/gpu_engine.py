@@ -157,6 +157,31 @@ class _On:
             self.blo = kg.device_constants(("blo",) + pb.key, lambda: cupy.asarray(np.array(pb.blo, np.float64)))
 
 
+_peers: set = set()
+
+
+def _enable_peer(a: int, b: int) -> bool:
+    """Let devices a and b read each other's memory directly (NVLink/PCIe P2P), once per pair.
+
+    Without it a peer copy may be staged through host memory, ten times slower."""
+    import cupy
+
+    rt = cupy.cuda.runtime
+    for src, dst in ((a, b), (b, a)):
+        if (src, dst) in _peers:
+            continue
+        if not rt.deviceCanAccessPeer(src, dst):
+            return False
+        with cupy.cuda.Device(src):
+            try:
+                rt.deviceEnablePeerAccess(dst)
+            except rt.CUDARuntimeError as exc:  # already enabled (by cupy or an earlier call)
+                if "AlreadyEnabled" not in str(exc) and "already" not in str(exc).lower():
+                    raise
+        _peers.add((src, dst))
+    return True
+
+
 def _to_device(x, device, home):
     """A copy of cupy array ``x`` (on ``home``) on ``device``: peer copy (NVLink/PCIe P2P where the
     devices allow it, staged through the host otherwise), queued after ``home``'s pending work."""
@@ -292,6 +317,7 @@ def run(recipes, moduli, roots, mset, x, y, x_shift, y_shift, out, alpha, beta, 
                      pb.transposed, same, uplo, budget)
     if ndev > 1:
         nb = min(nb, -(-n // ndev))
+    peer = all(_enable_peer(home, d) for d in devices[1:])
     ons = {home: _On(pb, home, x, y, x_shift, y_shift, home)}
     ev.mark("crt")
     blocks = [(j0, min(n, j0 + nb)) for j0 in range(0, n, nb)]
@@ -327,7 +353,7 @@ def run(recipes, moduli, roots, mset, x, y, x_shift, y_shift, out, alpha, beta, 
                 out[:, j0:j1] = src
     ev.finish()
     timer.gpu_plan = {"column_block": nb, "moduli_per_pass": batch, "terms": pb.nterms, "devices": devices,
-                      "split": split if len(devices) > 1 else None}
+                      "split": split if len(devices) > 1 else None, "peer_access": peer if len(devices) > 1 else None}
 
 
 def _run_moduli_split(pb, devices, ons, x, y, x_shift, y_shift, home, batch, alpha, beta, out, ev):
