@@ -1,9 +1,12 @@
 """boolpack: exact 0/1 and integer products (both CPU kernels), quantized float gemm."""
+import itertools
+
 import numpy as np
 import pytest
 
+from emublas._kernels import cpu
+
 bp = pytest.importorskip("emublas._kernels.boolpack_cpu")
-from emublas._kernels import cpu  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not cpu.available(), reason="C extension not built")
 
@@ -127,7 +130,7 @@ def test_float_error_falls_with_bits(emublas, rng, dtype):
     b = rng.standard_normal((k, n)) + (1j * rng.standard_normal((k, n)) if np.dtype(dtype).kind == "c" else 0)
     a, b = a.astype(dtype), b.astype(dtype)
     errs = [_rel_err(emublas, a, b, bits) for bits in (4, 8, 12, 16, 20)]
-    for lo, hi in zip(errs, errs[1:]):
+    for lo, hi in itertools.pairwise(errs):
         assert hi < lo / 4  # 4 more bits: ~16x smaller, allow slack
     # bound: rounding each input to relative 2^-bits of its row's max, summed over k
     assert errs[3] < 4 * np.sqrt(k) * 2.0**-16 + (1e-6 if dtype in (np.float32, np.complex64) else 0)

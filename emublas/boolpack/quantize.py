@@ -66,7 +66,7 @@ def gemm(alpha, a, b, beta, c, trans_a, trans_b, *, bits: int, leaf: Any) -> Non
     for s in range(0, k, step):
         sl = slice(s, s + step)
 
-        def prod(u, v):
+        def prod(u, v, sl=sl):
             return planes.plane_product(u[:, sl], v[:, sl].T, width, width, leaf)
 
         if len(qa) == 1 and len(qb) == 1:
