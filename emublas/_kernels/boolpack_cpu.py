@@ -227,9 +227,7 @@ def matmul01(a: np.ndarray, b: np.ndarray, *, out_dtype: Any = np.int64, impl: s
     a, b = _as01(np.asarray(a)), _as01(np.asarray(b))
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"matmul01: shapes {a.shape} and {b.shape} do not conform")
-    # Column packing reads k-contiguous data fastest: give B's columns unit stride.
-    if b.strides[0] != b.itemsize:
-        b = np.asfortranarray(b)
+    # C-ordered B needs no copy: the pack transposes 8 x 8 bit blocks itself.
     pa = pack(a, 0, threads=threads)
     pb = pack(b, 1, threads=threads)
     return gemm(pa, pb, out_dtype=out_dtype, impl=impl, threads=threads)
