@@ -18,7 +18,9 @@ GEMM time, end to end, normalized 2n^3/t, against cuBLAS int8 gemmEx (TN,
 int32 out) in the same run, with the two results compared.
 
 Timings are medians; OpenBLAS's idle threads spin about 0.1 s after a call,
-so every CPU timing pauses 0.3 s before each call.
+so every CPU timing pauses 0.3 s before each call.  The 0/1 contenders are
+timed in turns (one call of each per round), so that a passing load on a
+shared machine hits them alike.
 
 Usage::
 
@@ -30,6 +32,8 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import statistics
+import time
 
 import numpy as np
 import scipy.linalg.blas as sblas
@@ -42,6 +46,24 @@ from emublas.info import cpu_model
 PAUSE = 0.3
 
 
+def interleaved_medians(fns: dict, reps: int, pause: float = PAUSE) -> dict:
+    """Median seconds of each function, the calls taken in turns (one warm-up each).
+
+    Taking turns keeps a passing load on the machine from landing on one
+    contender only, so the ratios stay fair on a shared machine.
+    """
+    for fn in fns.values():
+        fn()
+    times: dict = {name: [] for name in fns}
+    for _ in range(reps):
+        for name, fn in fns.items():
+            time.sleep(pause)
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
 def bench_binary(n: int, numpy_n: int, reps: int, rng) -> dict:
     a = rng.integers(0, 2, (n, n), dtype=np.uint8)
     b = rng.integers(0, 2, (n, n), dtype=np.uint8)
@@ -51,11 +73,12 @@ def bench_binary(n: int, numpy_n: int, reps: int, rng) -> dict:
     out = np.empty((n, n), np.int64)
     ops = 2.0 * n**3
     res = {"n": n, "kernel": boolpack_cpu.kernel_name()}
-    res["sgemm_s"] = median_time(lambda: sblas.sgemm(1.0, af, bf, c=cf, overwrite_c=1), reps, PAUSE)
-    res["boolpack_end_to_end_s"] = median_time(lambda: boolpack_cpu.matmul01(a, b), reps, PAUSE)
-    res["boolpack_gemm_s"] = median_time(lambda: boolpack_cpu.gemm(pa, pb, out), reps, PAUSE)
-    res["boolpack_generic_gemm_s"] = median_time(
-        lambda: boolpack_cpu.gemm(pa, pb, out, impl="generic"), max(1, reps // 2), PAUSE)
+    res.update(interleaved_medians({
+        "sgemm_s": lambda: sblas.sgemm(1.0, af, bf, c=cf, overwrite_c=1),
+        "boolpack_end_to_end_s": lambda: boolpack_cpu.matmul01(a, b),
+        "boolpack_gemm_s": lambda: boolpack_cpu.gemm(pa, pb, out),
+        "boolpack_generic_gemm_s": lambda: boolpack_cpu.gemm(pa, pb, out, impl="generic"),
+    }, reps))
     res["pack_a_s"] = median_time(lambda: boolpack_cpu.pack(a, 0), reps, PAUSE)
     res["pack_b_s"] = median_time(lambda: boolpack_cpu.pack(b, 1), reps, PAUSE)  # C-ordered B
     ok = np.array_equal(boolpack_cpu.matmul01(a, b), sblas.sgemm(1.0, af, bf).astype(np.int64))

@@ -298,7 +298,24 @@ static void write_tile(const gemm_ctx *g, const uint64_t *tile, int64_t i0, int6
 {
     const int64_t mr = g->m - i0 < MR ? g->m - i0 : MR;
     const int64_t nr = g->n - j0 < NR ? g->n - j0 : NR;
-    if (g->out_type == EMUBLAS_BP_OUT_I64) {
+    if (g->out_type == EMUBLAS_BP_OUT_I64 && g->csc == 1) {
+        /* The usual case (C-ordered int64): unit-stride loops the compiler vectorizes. */
+        int64_t *C = (int64_t *)g->C;
+        const uint64_t w = g->weight;
+        for (int64_t i = 0; i < mr; i++) {
+            uint64_t *row = (uint64_t *)(C + (i0 + i) * g->rsc + j0);
+            const uint64_t *t = tile + i * NR;
+            if (add && w == 1)
+                for (int64_t j = 0; j < nr; j++)
+                    row[j] += t[j];
+            else if (add)
+                for (int64_t j = 0; j < nr; j++)
+                    row[j] += w * t[j];
+            else
+                for (int64_t j = 0; j < nr; j++)
+                    row[j] = w * t[j];
+        }
+    } else if (g->out_type == EMUBLAS_BP_OUT_I64) {
         int64_t *C = (int64_t *)g->C;
         for (int64_t i = 0; i < mr; i++) {
             int64_t *row = C + (i0 + i) * g->rsc + j0 * g->csc;
