@@ -103,8 +103,8 @@ def bench_bits(n: int, reps: int, rng, widths) -> list[dict]:
         lo, hi = (0, 1) if w == 1 else (-(2 ** (w - 1)), 2 ** (w - 1) - 1)
         a = rng.integers(lo, hi, (n, n), endpoint=True).astype(np.int32)
         b = rng.integers(lo, hi, (n, n), endpoint=True).astype(np.int32)
-        t_bp = median_time(lambda: emublas.intmatmul(a, b, backend="boolpack"), reps, PAUSE)
-        t_oz = median_time(lambda: emublas.intmatmul(a, b, backend="ozaki2"), reps, PAUSE)
+        t_bp = median_time(lambda a=a, b=b: emublas.intmatmul(a, b, backend="boolpack"), reps, PAUSE)
+        t_oz = median_time(lambda a=a, b=b: emublas.intmatmul(a, b, backend="ozaki2"), reps, PAUSE)
         same = np.array_equal(emublas.intmatmul(a, b, backend="boolpack"),
                               emublas.intmatmul(a, b, backend="ozaki2"))
         rows.append({"bits": w, "n": n, "boolpack_s": t_bp, "ozaki2_s": t_oz,
@@ -131,7 +131,7 @@ def bench_error(n: int, reps: int, rng, bit_list) -> dict:
     res["boolpack"] = []
     for bits in bit_list:
         c = emublas.gemm(1.0, a, b, backend="boolpack", bits=bits)
-        t = median_time(lambda: emublas.gemm(1.0, a, b, backend="boolpack", bits=bits), reps, PAUSE)
+        t = median_time(lambda bits=bits: emublas.gemm(1.0, a, b, backend="boolpack", bits=bits), reps, PAUSE)
         res["boolpack"].append({"bits": bits, "error": err(c), "time_s": t})
         print(f"  bits {bits:2d}: error {err(c):.3e}  time {t * 1e3:.1f} ms", flush=True)
     return res

@@ -40,7 +40,7 @@ def _cc() -> int:
     return int(cupy.cuda.Device().compute_capability)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _module(cc: int):
     import cupy
 
