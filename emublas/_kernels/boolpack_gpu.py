@@ -1,0 +1,166 @@
+"""Python side of the boolpack CUDA kernels (native/cuda/boolpack.cu), through cupy.
+
+The source is compiled with ``cupy.RawModule`` for the current device's
+compute capability.  Packing uses warp ballots (``bp_pack``); the GEMM is
+the binary tensor-core kernel ``bp_gemm_mma`` (``mma.sync ... .b1.b1.s32.and.popc``,
+m16n8k256) on compute capability 8.0 .. 9.0 and the ``__popc`` tiled kernel
+``bp_gemm_popc`` elsewhere.  Everything runs on cupy's current stream.
+
+Packed operands are padded as the kernels expect: rows to a multiple of 128
+(zero rows) and k to a multiple of 512 bits (zero bits).
+"""
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+
+import numpy as np
+
+__all__ = ["GpuPacked", "GpuLeaf", "source_path", "kernel_for", "pack", "gemm", "matmul01"]
+
+_ROW_PAD = 128
+_K_WORDS = 16          # BKW in the .cu: words per pipeline stage
+_THREADS = 256
+
+
+def source_path() -> str:
+    """Where the CUDA source is: next to this module (installed) or in the source tree."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for cand in (os.path.join(here, "boolpack.cu"),
+                 os.path.join(here, "..", "..", "native", "cuda", "boolpack.cu")):
+        if os.path.exists(cand):
+            return os.path.normpath(cand)
+    raise FileNotFoundError("boolpack.cu not found next to emublas/_kernels or in native/cuda")
+
+
+def _cc() -> int:
+    import cupy
+
+    return int(cupy.cuda.Device().compute_capability)
+
+
+@functools.cache
+def _module(cc: int):
+    import cupy
+
+    with open(source_path()) as fh:
+        code = fh.read()
+    try:
+        mod = cupy.RawModule(code=code, options=("-std=c++17", f"-arch=sm_{cc}"))
+        mod.get_function("bp_pack")  # compiles now, so a rejected option shows here
+    except cupy.cuda.compiler.CompileException:
+        # cupy adds its own -arch for the current device; some NVRTC versions
+        # reject a second one.
+        mod = cupy.RawModule(code=code, options=("-std=c++17",))
+        mod.get_function("bp_pack")
+    return mod
+
+
+def kernel_for(cc: int) -> str:
+    """``"mma"`` (binary tensor cores, native on sm_80 .. sm_90) or ``"popc"``."""
+    return "mma" if 80 <= cc <= 90 else "popc"
+
+
+class GpuPacked:
+    """A packed operand on the GPU: ``words`` (rows_padded x ldw uint32) for ``rows`` rows of length ``k``."""
+
+    __slots__ = ("words", "rows", "k")
+
+    def __init__(self, words: Any, rows: int, k: int):
+        self.words, self.rows, self.k = words, rows, k
+
+
+def pack(x: Any, side: int) -> GpuPacked:
+    """Pack rows of A (``side=0``, x is m x k) or columns of B (``side=1``, x is k x n).
+
+    ``x`` is a 2-D cupy array of 0/1 values (bool, int8 and uint8 are read
+    without conversion, any nonzero byte counting as 1; other dtypes are
+    converted).
+    """
+    import cupy
+
+    if x.ndim != 2 or side not in (0, 1):
+        raise ValueError("pack: x must be 2-D and side 0 or 1")
+    if x.dtype == cupy.bool_:
+        x = x.view(cupy.uint8)
+    elif not (x.dtype.itemsize == 1 and x.dtype.kind in "iu"):
+        x = x.astype(cupy.uint8)
+    v = x if side == 0 else x.T          # rows x k
+    v = cupy.ascontiguousarray(v)        # k contiguous: coalesced ballots
+    rows, k = v.shape
+    ldw = -(-k // (32 * _K_WORDS)) * _K_WORDS
+    words = cupy.zeros((-(-max(rows, 1) // _ROW_PAD) * _ROW_PAD, ldw), dtype=cupy.uint32)
+    if rows and ldw:
+        blocks = min(-(-rows // (_THREADS // 32)), 8192)
+        _module(_cc()).get_function("bp_pack")(
+            (blocks,), (_THREADS,),
+            (v, np.int64(rows), np.int64(k), np.int64(v.strides[0]), np.int64(1), words, np.int64(ldw)))
+    return GpuPacked(words, rows, k)
+
+
+def gemm(a: GpuPacked, b: GpuPacked, out: Any = None, *, kernel: str = "auto") -> Any:
+    """``out = popcount(A_i AND B_j)`` as int32 (m x n, C-ordered), exact for k < 2**31.
+
+    Parameters
+    ----------
+    a, b : GpuPacked
+        From ``pack(A, 0)`` and ``pack(B, 1)``.
+    out : cupy.ndarray, int32, C-contiguous (m, n), optional
+    kernel : {"auto", "mma", "popc"}
+        ``auto``: :func:`kernel_for` the current device.
+    """
+    import cupy
+
+    if a.k != b.k:
+        raise ValueError(f"gemm: inner dimensions differ ({a.k} and {b.k})")
+    m, n = a.rows, b.rows
+    if out is None:
+        out = cupy.empty((m, n), dtype=cupy.int32)
+    if out.dtype != cupy.int32 or out.shape != (m, n) or not out.flags.c_contiguous:
+        raise ValueError(f"gemm: out must be a C-contiguous int32 array of shape {(m, n)}")
+    if m == 0 or n == 0:
+        return out
+    if a.k == 0:
+        out.fill(0)
+        return out
+    cc = _cc()
+    kind = kernel_for(cc) if kernel == "auto" else kernel
+    if kind not in ("mma", "popc"):
+        raise ValueError(f"kernel={kernel!r} is not one of 'auto', 'mma', 'popc'")
+    tile = 128 if kind == "mma" else 64
+    grid = (-(-n // tile), -(-m // tile))
+    _module(cc).get_function("bp_gemm_" + kind)(
+        grid, (_THREADS,),
+        (a.words, b.words, np.int64(a.words.shape[1]), out, np.int64(m), np.int64(n), np.int64(n)))
+    return out
+
+
+def matmul01(a: Any, b: Any, *, kernel: str = "auto") -> Any:
+    """Exact product of two 0/1 cupy matrices, as int32."""
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"matmul01: shapes {a.shape} and {b.shape} do not conform")
+    return gemm(pack(a, 0), pack(b, 1), kernel=kernel)
+
+
+class GpuLeaf:
+    """The leaf of :func:`emublas.boolpack.planes.plane_product` for cupy arrays."""
+
+    def pack_planes(self, x: Any, side: int, nplanes: int) -> list[GpuPacked]:
+        return [pack(((x >> p) & 1).astype("uint8"), side) for p in range(nplanes)]
+
+    def nonzero(self, packed: list[GpuPacked]) -> list[bool]:
+        return [bool(p.words.any()) for p in packed]
+
+    def zeros(self, m: int, n: int) -> Any:
+        import cupy
+
+        return cupy.zeros((m, n), dtype=cupy.int64)
+
+    def accumulate(self, pa, p: int, pb, q: int, out: Any, weight: int, first: bool) -> None:
+        import cupy
+
+        counts = gemm(pa[p], pb[q])
+        w = np.uint64(int(weight) % 2**64)  # wrapping arithmetic, as on the CPU
+        o = out.view(cupy.uint64)
+        o += counts.astype(cupy.uint64) * w
