@@ -72,3 +72,21 @@ def test_float_gemm_matches_cpu(cupy, emublas, rng):
     gpu_c = emublas.gemm(1.0, cupy.asarray(a), cupy.asarray(b), backend="boolpack", bits=12)
     # same quantization, exact integer products: equal up to the final scaling's rounding
     assert np.allclose(cupy.asnumpy(gpu_c), cpu_c, rtol=1e-14, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype,lo,hi", [("bool", 0, 2), ("uint8", 0, 2), ("int16", -300, 300),
+                                         ("int32", -(2**20), 2**20), ("uint8", 0, 256)])
+@pytest.mark.parametrize("shape", [(1, 1, 1), (37, 70, 29), (130, 257, 65)])
+def test_intmatmul_exact_on_gpu(cupy, emublas, rng, dtype, lo, hi, shape):
+    m, k, n = shape
+    a = rng.integers(lo, hi, (m, k)).astype(dtype)
+    b = rng.integers(lo, hi, (k, n)).astype(dtype)
+    got = emublas.intmatmul(cupy.asarray(a), cupy.asarray(b), backend="boolpack")
+    assert isinstance(got, cupy.ndarray)
+    np.testing.assert_array_equal(cupy.asnumpy(got).astype(object), a.astype(object) @ b.astype(object))
+
+
+def test_intmatmul_overflow_on_gpu(cupy, emublas):
+    a = cupy.full((2, 3), 2**40, np.int64)
+    with pytest.raises(OverflowError):
+        emublas.intmatmul(a, a.T, backend="boolpack")

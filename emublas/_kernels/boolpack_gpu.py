@@ -11,11 +11,11 @@ Packed operands are padded as the kernels expect: rows to a multiple of 128
 """
 from __future__ import annotations
 
-import functools
-import os
 from typing import Any
 
 import numpy as np
+
+from . import cuda_source
 
 __all__ = ["GpuPacked", "GpuLeaf", "source_path", "kernel_for", "pack", "gemm", "matmul01"]
 
@@ -25,13 +25,8 @@ _THREADS = 256
 
 
 def source_path() -> str:
-    """Where the CUDA source is: next to this module (installed) or in the source tree."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    for cand in (os.path.join(here, "boolpack.cu"),
-                 os.path.join(here, "..", "..", "native", "cuda", "boolpack.cu")):
-        if os.path.exists(cand):
-            return os.path.normpath(cand)
-    raise FileNotFoundError("boolpack.cu not found next to emublas/_kernels or in native/cuda")
+    """Where the CUDA source is (see :mod:`emublas._kernels.cuda_source`)."""
+    return cuda_source.source_path("boolpack.cu")
 
 
 def _cc() -> int:
@@ -40,21 +35,9 @@ def _cc() -> int:
     return int(cupy.cuda.Device().compute_capability)
 
 
-@functools.cache
 def _module(cc: int):
-    import cupy
-
-    with open(source_path()) as fh:
-        code = fh.read()
-    try:
-        mod = cupy.RawModule(code=code, options=("-std=c++17", f"-arch=sm_{cc}"))
-        mod.get_function("bp_pack")  # compiles now, so a rejected option shows here
-    except cupy.cuda.compiler.CompileException:
-        # cupy adds its own -arch for the current device; some NVRTC versions
-        # reject a second one.
-        mod = cupy.RawModule(code=code, options=("-std=c++17",))
-        mod.get_function("bp_pack")
-    return mod
+    # compiled by cupy for the current device (cc only keeps the call sites' signature)
+    return cuda_source.module("boolpack.cu")
 
 
 def kernel_for(cc: int) -> str:

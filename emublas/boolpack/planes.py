@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from .._arrays import is_cupy
+
 from .._kernels import boolpack_cpu
 from ..integer import product_bound
 
@@ -130,6 +132,8 @@ def intmatmul(a: np.ndarray, b: np.ndarray, *, impl: str = "auto", threads: int 
     """
     m, k = a.shape
     n = b.shape[1]
+    if is_cupy(a):
+        return _intmatmul_gpu(a, b)
     if m == 0 or n == 0 or k == 0:
         return np.zeros((m, n), np.int64)
     if is_binary(a) and is_binary(b):
@@ -144,6 +148,30 @@ def intmatmul(a: np.ndarray, b: np.ndarray, *, impl: str = "auto", threads: int 
     b64 = b.astype(np.int64, copy=False)
     out = plane_product(a64, b64, wa, wb, CpuLeaf(impl, threads))
     check_overflow(a, b, out)
+    return out
+
+
+def _intmatmul_gpu(a, b):
+    """The cupy form: binary tensor-core leaf, bit planes on the GPU; the overflow check
+    (only where the cheap bound fails) on host copies."""
+    import cupy
+
+    from .._kernels import boolpack_gpu
+
+    m, k = a.shape
+    n = b.shape[1]
+    if m == 0 or n == 0 or k == 0:
+        return cupy.zeros((m, n), np.int64)
+    if is_binary(a) and is_binary(b):
+        return boolpack_gpu.matmul01(a, b).astype(np.int64, copy=False)
+    wa = width(int(a.min()), int(a.max()))
+    wb = width(int(b.min()), int(b.max()))
+    out = plane_product(a.astype(np.int64, copy=False), b.astype(np.int64, copy=False), wa, wb,
+                        boolpack_gpu.GpuLeaf())
+    amax = max(abs(int(a.min())), abs(int(a.max())))
+    bmax = max(abs(int(b.min())), abs(int(b.max())))
+    if k * amax * bmax > _INT64_MAX:
+        check_overflow(a.get(), b.get(), None)
     return out
 
 
