@@ -56,11 +56,15 @@ __all__ = ["GRIDS", "QUICK_GRIDS", "QUICK_PLAN", "Config", "plan", "run_sweep", 
 GRIDS: dict[str, dict[str, list]] = {
     "native": {},
     "ozaki2": {"moduli": list(range(6, 23, 2)), "mode": ["accurate"]},
+    "boolpack": {"bits": [4, 8, 12, 16, 20, 24]},
+    "strassen": {"levels": [1, 2, 3]},
 }
 #: Knob grid of the ``--quick`` sweep.
 QUICK_GRIDS: dict[str, dict[str, list]] = {
     "native": {},
     "ozaki2": {"moduli": list(range(8, 23, 2)), "mode": ["accurate"]},
+    "boolpack": {"bits": [4, 8, 12, 16]},
+    "strassen": {"levels": [1, 2]},
 }
 
 #: Blocks of the ``--quick`` sweep.  ``grid`` replaces a backend's quick grid
