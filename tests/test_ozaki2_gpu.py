@@ -222,3 +222,21 @@ def test_intmatmul_near_int64_limit(emublas, cp):
     b = cp.asarray(np.array([[2**31 + 5], [7]], np.int64))
     got = emublas.intmatmul(a, b, backend="ozaki2")
     assert int(got[0, 0]) == 2**31 * (2**31 + 5) + 21
+
+
+def test_hybrid_3m_moduli_match_cpu(emublas, cp, rng):
+    """Past the 22 2M moduli the complex recipe switches to 3M per modulus (hybrid)."""
+    a = _wide(rng, (40, 70), np.complex128)
+    b = _wide(rng, (70, 30), np.complex128)
+    host, dev = _both(emublas, cp, "zgemm", (1.0, a, b), {"moduli": 25})
+    np.testing.assert_array_equal(dev, host)
+
+
+def test_bound_with_k_chunks_matches_cpu(emublas, cp, rng):
+    """The accurate bound product summed over k chunks (int64) on the GPU."""
+    from emublas.ozaki2.scaling import K_CHUNK
+
+    a = randn(rng, (3, K_CHUNK + 40), np.complex128)
+    b = randn(rng, (K_CHUNK + 40, 2), np.complex128)
+    host, dev = _both(emublas, cp, "zgemm", (1.0, a, b), {})
+    np.testing.assert_array_equal(dev, host)
