@@ -2,14 +2,7 @@
 # One call on the lent GPU machine (see ../.library/device): build the package,
 # run the whole test suite (GPU tests included), time the native backend on cupy.
 #   device run:  bash benchmarks/device_foundation.sh    (carry: .whl)
-set -uo pipefail
-OUT=${OUT:-$(mktemp -d)}
-export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site || exit 1
-python3 -m pip install -q --no-build-isolation --no-deps -e . >"$OUT/build.log" 2>&1 \
-    || { echo "pip -e failed, building in place"; python3 setup.py build_ext --inplace >>"$OUT/build.log" 2>&1; } \
-    || { tail -30 "$OUT/build.log"; exit 1; }
+source "$(dirname "$0")/_device_setup.sh"
 nvidia-smi -L
 python3 -m emublas info | tee "$OUT/info.txt"
 python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tee "$OUT/pytest.log" | tail -4

@@ -3,13 +3,7 @@
 # GPU tests (ozaki2 on cupy against the CPU backend, the parity suite on cupy),
 # then the ozaki2 GPU benchmark, writing $OUT/ozaki2_gpu.json and the logs.
 #   device run:  bash benchmarks/device_ozaki2.sh [--quick]    (carry: .whl)
-set -uo pipefail
-OUT=${OUT:-$(mktemp -d)}
-export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site || exit 1
-python3 -m pip install -q --no-build-isolation --no-deps -e . >"$OUT/build.log" 2>&1 \
-    || { tail -30 "$OUT/build.log"; exit 1; }
+source "$(dirname "$0")/_device_setup.sh"
 nvidia-smi -L
 python3 -m pytest -q -p no:cacheprovider -m gpu tests >"$OUT/pytest_gpu.log" 2>&1
 tail -3 "$OUT/pytest_gpu.log"

@@ -1,0 +1,11 @@
+# Sourced by the benchmarks/device_*.sh scripts on the lent GPU machine: install the
+# carried cffi/pycparser wheels (.whl/, carry it) and build the package in place.
+# Sets OUT (the tool's output folder, or a temporary one) and PYTHONPATH.
+set -uo pipefail
+OUT=${OUT:-$(mktemp -d)}
+export PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site || exit 1
+python3 -m pip install -q --no-build-isolation --no-deps -e . >"$OUT/build.log" 2>&1 \
+    || { echo "pip -e failed, building in place"; python3 setup.py build_ext --inplace >>"$OUT/build.log" 2>&1; } \
+    || { tail -30 "$OUT/build.log"; exit 1; }
