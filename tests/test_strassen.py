@@ -63,3 +63,76 @@ def test_levels_option_validation(rng, monkeypatch):
     monkeypatch.setenv("EMUBLAS_STRASSEN_LEVELS", "deep")
     with pytest.raises(ValueError, match="EMUBLAS_STRASSEN_LEVELS"):
         emublas.dgemm(1.0, a, a, backend="strassen")
+
+
+# --------------------------------------------------------------------------
+# the C driver (native/cpu/strassen.c) and the reference recursion agree
+# --------------------------------------------------------------------------
+
+def _c_kernels():
+    from emublas._kernels import strassen_cpu
+
+    if not strassen_cpu.available():
+        pytest.skip("the C extension with the strassen driver is not built")
+    return strassen_cpu
+
+
+@pytest.mark.parametrize("impl", ["c", "reference"])
+@pytest.mark.parametrize("levels", [1, 2])
+def test_writes_per_level_each_impl(rng, monkeypatch, impl, levels):
+    if impl == "c":
+        _c_kernels()
+    else:
+        monkeypatch.setattr(strassen, "_c_driver", lambda *args: None)
+    a, b = rng.standard_normal((37, 40)), rng.standard_normal((40, 45))
+    ours = emublas.dgemm(1.0, a, b, backend="strassen", levels=levels)
+    info = strassen.last_run()
+    assert info["impl"] == impl
+    assert info["writes_per_level"] == {d: 7 * 7**d for d in range(levels)}
+    np.testing.assert_allclose(ours, a @ b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("side", [0, 1])
+@pytest.mark.parametrize("layout", ["F", "C", "T", "H"])
+def test_fused_sums_match_expressions(rng, dtype, side, layout):
+    sc = _c_kernels()
+    x = randn(rng, (12, 18), dtype)
+    x = np.asfortranarray(x) if layout == "F" else np.ascontiguousarray(x)
+    conj = layout == "H" and np.iscomplexobj(x)
+    view = x[::-1, :] if layout == "T" else x  # negative strides go through the gather path
+    ours = sc.sums(view, side, conj=conj)
+    ref = strassen._ArrayOps.sums(view.conj() if conj else view, side)
+    for o, r in zip(ours, ref):
+        np.testing.assert_array_equal(o, r)  # the same operations in the same order
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("beta", [0.0, 1.0, -0.5, 0.5 + 2j])
+def test_chain_write_kernel(rng, dtype, beta):
+    sc = _c_kernels()
+    if isinstance(beta, complex) and not np.iscomplexobj(np.empty(0, dtype)):
+        beta = beta.real
+    c = np.asfortranarray(randn(rng, (70, 33), dtype))
+    s = np.asfortranarray(randn(rng, (70, 33), dtype))
+    want = s + dtype(beta) * c if beta != 0 else s.copy()
+    if beta == 0:
+        c[0, 0] = np.nan  # not read
+    sc.update(c, s, beta)
+    np.testing.assert_allclose(c, want, rtol=10 * np.finfo(dtype).eps, atol=10 * np.finfo(dtype).eps)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_c_driver_strided_operands_and_c(rng, dtype):
+    """Views with a leading dimension, C-ordered operands and a C-ordered output."""
+    sc = _c_kernels()
+    big_a = np.asfortranarray(randn(rng, (50, 60), dtype))
+    a = big_a[3:40, 5:51]              # 37 x 46, ld 50
+    b = np.ascontiguousarray(randn(rng, (46, 29), dtype))
+    c = np.ascontiguousarray(randn(rng, (37, 29), dtype))
+    want = 0.5 * (a @ b) - 2.0 * c
+    info = sc.gemm(0.5, a, b, -2.0, c, 0, 0, 2)
+    assert info["writes_per_level"] == {0: 7, 1: 49}
+    assert all(v > 0 for v in info["workspace_bytes"].values())
+    tol = 200 * np.finfo(dtype).eps * 46 * (1 + np.abs(want).max())
+    assert np.abs(c - want).max() <= tol
