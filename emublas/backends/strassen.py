@@ -1,9 +1,12 @@
 """The ``strassen`` backend: Strassen–Winograd with 7-write chaining over the native GEMM.
 
-This is the reference implementation (operand sums as array expressions, the
-leaf is the platform BLAS: scipy's on the CPU, cuBLAS on the GPU).  The fused
-C/CUDA kernels of issue #6 replace the array expressions later; the chaining,
-the peeling and the semantics stay.
+On numpy arrays the whole recursion runs in the C driver (native/cpu/strassen.c:
+fused operand sums and chain writes on both cores, scipy's OpenBLAS ``?gemm``
+as the leaf, no Python per block); on cupy arrays the recursion in
+:mod:`emublas.strassen` runs the fused CUDA kernels (native/cuda/strassen.cu)
+around cuBLAS leaves.  Without the extension (or where the CUDA kernels do
+not compile) the reference recursion with array expressions runs instead;
+the chaining, the peeling and the semantics are the same.
 """
 from __future__ import annotations
 
@@ -21,6 +24,17 @@ from .native import BACKEND as NATIVE
 CROSSOVER = {("cpu", "real"): 8192, ("cpu", "complex"): 8192,
              ("gpu", "real"): None, ("gpu", "complex"): 2048}
 AUTO_MAX_LEVELS = 2
+
+
+def crossover(device: str, dtype) -> int | None:
+    """The CROSSOVER entry for ``device`` ("cpu" or "gpu") and ``dtype``: the
+    BLAS prefix's own entry ("s", "d", "c", "z") where measured apart, else the
+    kind's ("real", "complex")."""
+    prefix = {"f4": "s", "f8": "d", "c8": "c", "c16": "z"}[f"{dtype.kind}{dtype.itemsize}"]
+    key = (device, prefix)
+    if key in CROSSOVER:
+        return CROSSOVER[key]
+    return CROSSOVER[(device, "complex" if dtype.kind == "c" else "real")]
 
 
 def _leaf(alpha, a, b, beta, c) -> None:
@@ -54,7 +68,7 @@ class StrassenBackend(Backend):
         m, n = c.shape
         k = a.shape[0] if trans_a else a.shape[1]
         if levels == "auto":
-            edge = CROSSOVER[("gpu" if is_cupy(c) else "cpu", "complex" if c.dtype.kind == "c" else "real")]
+            edge = crossover("gpu" if is_cupy(c) else "cpu", c.dtype)
             levels = 0 if edge is None else strassen.levels_for(m, n, k, edge, AUTO_MAX_LEVELS)
         levels = int(levels)
         if levels == 0:
