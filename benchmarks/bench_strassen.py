@@ -75,9 +75,9 @@ def main() -> None:
             if prefix in "cz":
                 a += 1j * rng.standard_normal((n, n)).astype(dtype)
                 b += 1j * rng.standard_normal((n, n)).astype(dtype)
-            runs = {"native": lambda: gemm(1.0, a, b, backend="native")}
+            runs = {"native": lambda gemm=gemm, a=a, b=b: gemm(1.0, a, b, backend="native")}
             for lv in args.levels:
-                runs[lv] = lambda lv=lv: gemm(1.0, a, b, backend="strassen", levels=lv)
+                runs[lv] = lambda lv=lv, gemm=gemm, a=a, b=b: gemm(1.0, a, b, backend="strassen", levels=lv)
             for fn in runs.values():  # warm-up (and the workspace's first allocation)
                 fn()
             times: dict = {key: [] for key in runs}

@@ -47,6 +47,16 @@ def test_auto_levels_follow_crossover(rng):
     assert strassen.levels_for(8192, 8192, 100, 2048) == 0
 
 
+def test_crossover_per_prefix_overrides_kind(monkeypatch):
+    from emublas.backends import strassen as sb
+
+    assert sb.crossover("cpu", np.dtype(np.float64)) == sb.CROSSOVER[("cpu", "real")]
+    assert sb.crossover("cpu", np.dtype(np.complex64)) == sb.CROSSOVER[("cpu", "complex")]
+    monkeypatch.setitem(sb.CROSSOVER, ("cpu", "s"), 12345)
+    assert sb.crossover("cpu", np.dtype(np.float32)) == 12345
+    assert sb.crossover("cpu", np.dtype(np.float64)) == sb.CROSSOVER[("cpu", "real")]
+
+
 def test_nan_inf_pattern_matches_native(rng):
     a, b = rng.standard_normal((12, 10)), rng.standard_normal((10, 9))
     a[3, 4] = np.nan

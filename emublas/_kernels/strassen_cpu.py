@@ -14,7 +14,7 @@ import numpy as np
 
 from . import cpu
 
-__all__ = ["available", "gemm", "sums", "update", "release_workspace", "MAX_LEVELS"]
+__all__ = ["MAX_LEVELS", "available", "gemm", "release_workspace", "sums", "update"]
 
 #: Deepest recursion the C driver takes (EMUBLAS_STRASSEN_MAX_LEVELS).
 MAX_LEVELS = 8

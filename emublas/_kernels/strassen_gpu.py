@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ops", "load_error", "source_path"]
+__all__ = ["load_error", "ops", "source_path"]
 
 _SOURCE = "strassen.cu"
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -66,7 +66,7 @@ def ops() -> _CudaOps | None:
     """
     try:
         key = _device_key()
-    except Exception:  # no cupy or no device: the reference expressions run
+    except Exception:  # noqa: BLE001 -- no cupy or no device: the reference expressions run
         return None
     with _lock:
         if key in _cache:
@@ -80,7 +80,7 @@ def ops() -> _CudaOps | None:
                 code = fh.read()
             module = cupy.RawModule(code=code, options=("-std=c++17",))
             result = _CudaOps(module)
-        except Exception as exc:  # compile or load failure: report, fall back
+        except Exception as exc:  # noqa: BLE001 -- compile or load failure: report, fall back
             _errors[key] = f"{type(exc).__name__}: {exc}"
             return None
         _cache[key] = result
@@ -91,7 +91,7 @@ def load_error() -> str | None:
     """Why :func:`ops` returned None on the current device (None when it did not)."""
     try:
         return _errors.get(_device_key())
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 -- reported, not raised
         return f"{type(exc).__name__}: {exc}"
 
 

@@ -15,13 +15,19 @@ from .base import Backend, Option, int_range
 from .native import BACKEND as NATIVE
 
 #: Smallest block edge worth another level, per device and kind of data (None:
-#: never), measured with this reference implementation (BENCHMARKS.md):
-#: CPU (2 cores, numpy additions): one level 0.95× OpenBLAS at n = 4096, 0.99×
-#: at 8192, so blocks of 8192 and up.  H200 (cupy additions, cuBLAS leaf):
-#: dgemm/sgemm slower at every measured size (0.58–0.95× up to n = 16384);
-#: zgemm 1.05× at n = 8192 and 1.13× at 16384 with two levels, so blocks of
-#: 2048 and up.  ``auto`` uses at most AUTO_MAX_LEVELS, the most measured.
-CROSSOVER = {("cpu", "real"): 8192, ("cpu", "complex"): 8192,
+#: never); an entry per BLAS prefix, e.g. ("cpu", "s"), overrides its kind's.
+#: Measured (BENCHMARKS.md):
+#: CPU (2-core Zen 4, C driver over OpenBLAS): one level beats OpenBLAS from
+#: 2048-blocks for real data (sgemm/dgemm at n = 4096: 1.08×/see BENCHMARKS;
+#: two levels at n = 8192 dgemm 1.15×) but not from 1024-blocks (0.84–0.90×
+#: at n = 2048); complex data from 1024-blocks (cgemm/zgemm at n = 2048, one
+#: level: 1.06×/1.10×; n = 4096, two levels: 1.16×/1.21×).  s and d agree, so
+#: no per-prefix entries.  H200 (reference expressions, cuBLAS leaf): dgemm/
+#: sgemm slower at every measured size (0.58–0.95× up to n = 16384); zgemm
+#: 1.05× at n = 8192 and 1.13× at 16384 with two levels, so blocks of 2048
+#: and up (to be re-measured with the fused CUDA kernels).  ``auto`` uses at
+#: most AUTO_MAX_LEVELS, the most measured.
+CROSSOVER = {("cpu", "real"): 2048, ("cpu", "complex"): 1024,
              ("gpu", "real"): None, ("gpu", "complex"): 2048}
 AUTO_MAX_LEVELS = 2
 
