@@ -12,9 +12,15 @@ reconstruction needs 12)::
 The block products recurse while the blocks are above the leaf size; ``S += P``
 is a leaf GEMM accumulating into S (beta = 1).  Odd dimensions are peeled: the
 even core goes through Strassen, the last row, column and inner index through
-thin GEMMs.  This module is the reference implementation in numpy/cupy (the
-operand sums are array expressions); the number of output writes per level is
-counted for the tests and reported by :func:`last_run`.
+thin GEMMs.  Every quadrant's first write is in chain 1, which therefore
+applies beta (C is never scaled in a separate pass).
+
+numpy operands run in the C driver (native/cpu/strassen.c: fused sums, chain
+writes and OpenBLAS leaves, no Python per block) where the extension is built;
+this module's recursion, with the operand sums as array expressions or as the
+fused CUDA kernels on cupy arrays, is the fallback and the GPU path.  Either
+way the number of output writes per level is counted for the tests and
+reported by :func:`last_run`.
 """
 from __future__ import annotations
 
@@ -35,7 +41,34 @@ def _count_write(level: int) -> None:
     writes[level] = writes.get(level, 0) + 1
 
 
-def _mul(alpha, a, b, beta, c, levels: int, leaf, depth: int) -> None:
+class _ArrayOps:
+    """Operand sums and chain writes as numpy/cupy array expressions (the reference)."""
+
+    @staticmethod
+    def sums(x, side: int):
+        h, g = x.shape[0] // 2, x.shape[1] // 2
+        x11, x12, x21, x22 = x[:h, :g], x[:h, g:], x[h:, :g], x[h:, g:]
+        if side == 0:
+            s1 = x21 + x22
+            s2 = s1 - x11
+            return s1, s2, x11 - x21, x12 - s2
+        t1 = x12 - x11
+        t2 = x22 - t1
+        return t1, t2, x22 - x12, t2 - x21
+
+    @staticmethod
+    def update(c, s, beta) -> None:
+        """``c = s + beta·c`` (c not read when beta is 0)."""
+        if beta == 0:
+            c[...] = s
+        elif beta == 1:
+            c += s
+        else:
+            c *= beta
+            c += s
+
+
+def _mul(alpha, a, b, beta, c, levels: int, leaf, depth: int, ops) -> None:
     """``c = alpha·a·b + beta·c`` in place (c may be a view), Strassen for ``levels`` more levels."""
     m, k = a.shape
     n = b.shape[1]
@@ -45,7 +78,7 @@ def _mul(alpha, a, b, beta, c, levels: int, leaf, depth: int) -> None:
     me, ke, ne = m - m % 2, k - k % 2, n - n % 2
     if (me, ke, ne) != (m, k, n):
         # peel: the even core by Strassen, the rest by thin products
-        _mul(alpha, a[:me, :ke], b[:ke, :ne], beta, c[:me, :ne], levels, leaf, depth)
+        _mul(alpha, a[:me, :ke], b[:ke, :ne], beta, c[:me, :ne], levels, leaf, depth, ops)
         if ke != k:
             leaf(alpha, a[:me, ke:], b[ke:, :ne], 1.0, c[:me, :ne])
         if ne != n:
@@ -54,46 +87,34 @@ def _mul(alpha, a, b, beta, c, levels: int, leaf, depth: int) -> None:
             leaf(alpha, a[me:, :], b, beta, c[me:, :])
         return
     h, g, w = m // 2, k // 2, n // 2
-    a11, a12, a21, a22 = a[:h, :g], a[:h, g:], a[h:, :g], a[h:, g:]
-    b11, b12, b21, b22 = b[:g, :w], b[:g, w:], b[g:, :w], b[g:, w:]
+    a11, a12, a22 = a[:h, :g], a[:h, g:], a[h:, g:]
+    b11, b21, b22 = b[:g, :w], b[g:, :w], b[g:, w:]
     c11, c12, c21, c22 = c[:h, :w], c[:h, w:], c[h:, :w], c[h:, w:]
-    if beta == 0:
-        c.fill(0)
-    elif beta != 1:
-        c *= beta
-    s1 = a21 + a22
-    s2 = s1 - a11
-    s3 = a11 - a21
-    s4 = a12 - s2
-    t1 = b12 - b11
-    t2 = b22 - t1
-    t3 = b22 - b12
-    t4 = t2 - b21
+    s1, s2, s3, s4 = ops.sums(a, 0)
+    t1, t2, t3, t4 = ops.sums(b, 1)
     nxt = levels - 1
-    xp = _namespace(c)
-    s = xp.empty((h, w), dtype=c.dtype, order="F")
-    # chain 1
-    _mul(alpha, a11, b11, 0.0, s, nxt, leaf, depth + 1)
-    c11 += s
-    _count_write(depth)
-    _mul(alpha, s2, t2, 1.0, s, nxt, leaf, depth + 1)
-    c12 += s
-    _count_write(depth)
-    _mul(alpha, s3, t3, 1.0, s, nxt, leaf, depth + 1)
-    c22 += s
-    _count_write(depth)
-    _mul(-alpha, a22, t4, 1.0, s, nxt, leaf, depth + 1)
-    c21 += s
-    _count_write(depth)
+    s = _namespace(c).empty((h, w), dtype=c.dtype, order="F")
+
+    def write(target, scale) -> None:
+        ops.update(target, s, scale)
+        _count_write(depth)
+
+    # chain 1; every quadrant's first write is here, so it applies beta
+    _mul(alpha, a11, b11, 0.0, s, nxt, leaf, depth + 1, ops)
+    write(c11, beta)
+    _mul(alpha, s2, t2, 1.0, s, nxt, leaf, depth + 1, ops)
+    write(c12, beta)
+    _mul(alpha, s3, t3, 1.0, s, nxt, leaf, depth + 1, ops)
+    write(c22, beta)
+    _mul(-alpha, a22, t4, 1.0, s, nxt, leaf, depth + 1, ops)
+    write(c21, beta)
     # chain 2
-    _mul(alpha, s1, t1, 0.0, s, nxt, leaf, depth + 1)
-    c22 += s
-    _count_write(depth)
-    _mul(alpha, s4, b22, 1.0, s, nxt, leaf, depth + 1)
-    c12 += s
-    _count_write(depth)
+    _mul(alpha, s1, t1, 0.0, s, nxt, leaf, depth + 1, ops)
+    write(c22, 1.0)
+    _mul(alpha, s4, b22, 1.0, s, nxt, leaf, depth + 1, ops)
+    write(c12, 1.0)
     # chain 3: straight into the output
-    _mul(alpha, a12, b21, 1.0, c11, nxt, leaf, depth + 1)
+    _mul(alpha, a12, b21, 1.0, c11, nxt, leaf, depth + 1, ops)
     _count_write(depth)
 
 
@@ -118,16 +139,50 @@ def levels_for(m: int, n: int, k: int, crossover: int, max_levels: int = 6) -> i
     return levels
 
 
+def _c_driver(alpha, a, b, beta, c, trans_a: int, trans_b: int, levels: int) -> dict | None:
+    """The whole recursion in C (numpy operands), or None where that driver cannot run."""
+    from ._kernels import strassen_cpu
+
+    if not strassen_cpu.available():
+        return None
+    return strassen_cpu.gemm(alpha, a, b, beta, c, trans_a, trans_b, levels)
+
+
+def _gpu_ops():
+    """The fused CUDA sums and chain writes, or None where they cannot be built."""
+    try:
+        from ._kernels import strassen_gpu
+    except ImportError:
+        return None
+    return strassen_gpu.ops()
+
+
 def gemm(alpha, a, b, beta, c, trans_a: int, trans_b: int, *, levels: int, leaf) -> None:
     """``c = alpha·op(a)·op(b) + beta·c`` (c Fortran-ordered, in place) with ``levels`` Strassen levels.
 
-    ``leaf(alpha, a, b, beta, c)`` is the plain GEMM of the blocks (no trans).
+    numpy operands run in the C driver (emublas._kernels.strassen_cpu) where the
+    extension is built; cupy operands use the fused CUDA kernels
+    (emublas._kernels.strassen_gpu) where they compile.  Otherwise this
+    module's recursion runs with array expressions and
+    ``leaf(alpha, a, b, beta, c)``, the plain GEMM of the blocks (no trans).
     """
+    from ._arrays import is_cupy
+
+    if not is_cupy(c):
+        info = _c_driver(alpha, a, b, beta, c, trans_a, trans_b, levels)
+        if info is not None:
+            _local.info = {"levels": levels, "impl": "c", **info}
+            return
+        ops, impl = _ArrayOps, "reference"
+    else:
+        ops = _gpu_ops()
+        ops, impl = (ops, "cuda") if ops is not None else (_ArrayOps, "reference")
+
     def op(x, t):
         if t == 0:
             return x
         return x.T if t == 1 else x.conj().T
 
     _local.writes = {}
-    _mul(alpha, op(a, trans_a), op(b, trans_b), beta, c, levels, leaf, 0)
-    _local.info = {"levels": levels, "writes_per_level": dict(_local.writes)}
+    _mul(alpha, op(a, trans_a), op(b, trans_b), beta, c, levels, leaf, 0, ops)
+    _local.info = {"levels": levels, "impl": impl, "writes_per_level": dict(_local.writes)}

@@ -1,9 +1,12 @@
 """The ``strassen`` backend: Strassen–Winograd with 7-write chaining over the native GEMM.
 
-This is the reference implementation (operand sums as array expressions, the
-leaf is the platform BLAS: scipy's on the CPU, cuBLAS on the GPU).  The fused
-C/CUDA kernels of issue #6 replace the array expressions later; the chaining,
-the peeling and the semantics stay.
+On numpy arrays the whole recursion runs in the C driver (native/cpu/strassen.c:
+fused operand sums and chain writes on both cores, scipy's OpenBLAS ``?gemm``
+as the leaf, no Python per block); on cupy arrays the recursion in
+:mod:`emublas.strassen` runs the fused CUDA kernels (native/cuda/strassen.cu)
+around cuBLAS leaves.  Without the extension (or where the CUDA kernels do
+not compile) the reference recursion with array expressions runs instead;
+the chaining, the peeling and the semantics are the same.
 """
 from __future__ import annotations
 
@@ -12,15 +15,32 @@ from .base import Backend, Option, int_range
 from .native import BACKEND as NATIVE
 
 #: Smallest block edge worth another level, per device and kind of data (None:
-#: never), measured with this reference implementation (BENCHMARKS.md):
-#: CPU (2 cores, numpy additions): one level 0.95× OpenBLAS at n = 4096, 0.99×
-#: at 8192, so blocks of 8192 and up.  H200 (cupy additions, cuBLAS leaf):
-#: dgemm/sgemm slower at every measured size (0.58–0.95× up to n = 16384);
-#: zgemm 1.05× at n = 8192 and 1.13× at 16384 with two levels, so blocks of
-#: 2048 and up.  ``auto`` uses at most AUTO_MAX_LEVELS, the most measured.
-CROSSOVER = {("cpu", "real"): 8192, ("cpu", "complex"): 8192,
+#: never); an entry per BLAS prefix, e.g. ("cpu", "s"), overrides its kind's.
+#: Measured (BENCHMARKS.md):
+#: CPU (2-core Zen 4, C driver over OpenBLAS): one level beats OpenBLAS from
+#: 2048-blocks for real data (sgemm/dgemm at n = 4096: 1.08×/see BENCHMARKS;
+#: two levels at n = 8192 dgemm 1.15×) but not from 1024-blocks (0.84–0.90×
+#: at n = 2048); complex data from 1024-blocks (cgemm/zgemm at n = 2048, one
+#: level: 1.06×/1.10×; n = 4096, two levels: 1.16×/1.21×).  s and d agree, so
+#: no per-prefix entries.  H200 (reference expressions, cuBLAS leaf): dgemm/
+#: sgemm slower at every measured size (0.58–0.95× up to n = 16384); zgemm
+#: 1.05× at n = 8192 and 1.13× at 16384 with two levels, so blocks of 2048
+#: and up (to be re-measured with the fused CUDA kernels).  ``auto`` uses at
+#: most AUTO_MAX_LEVELS, the most measured.
+CROSSOVER = {("cpu", "real"): 2048, ("cpu", "complex"): 1024,
              ("gpu", "real"): None, ("gpu", "complex"): 2048}
 AUTO_MAX_LEVELS = 2
+
+
+def crossover(device: str, dtype) -> int | None:
+    """The CROSSOVER entry for ``device`` ("cpu" or "gpu") and ``dtype``: the
+    BLAS prefix's own entry ("s", "d", "c", "z") where measured apart, else the
+    kind's ("real", "complex")."""
+    prefix = {"f4": "s", "f8": "d", "c8": "c", "c16": "z"}[f"{dtype.kind}{dtype.itemsize}"]
+    key = (device, prefix)
+    if key in CROSSOVER:
+        return CROSSOVER[key]
+    return CROSSOVER[(device, "complex" if dtype.kind == "c" else "real")]
 
 
 def _leaf(alpha, a, b, beta, c) -> None:
@@ -54,7 +74,7 @@ class StrassenBackend(Backend):
         m, n = c.shape
         k = a.shape[0] if trans_a else a.shape[1]
         if levels == "auto":
-            edge = CROSSOVER[("gpu" if is_cupy(c) else "cpu", "complex" if c.dtype.kind == "c" else "real")]
+            edge = crossover("gpu" if is_cupy(c) else "cpu", c.dtype)
             levels = 0 if edge is None else strassen.levels_for(m, n, k, edge, AUTO_MAX_LEVELS)
         levels = int(levels)
         if levels == 0:
