@@ -42,7 +42,10 @@ def test_auto_levels_follow_crossover(rng):
     from emublas.backends.strassen import CROSSOVER
 
     assert strassen.levels_for(40, 40, 40, CROSSOVER[("cpu", "real")]) == 0
-    assert CROSSOVER[("gpu", "real")] is None
+    from emublas.backends.strassen import crossover
+
+    assert crossover("gpu", np.dtype(np.float64)) == 8192  # H200: dgemm only from 16384
+    assert crossover("gpu", np.dtype(np.float32)) == CROSSOVER[("gpu", "real")]
     assert strassen.levels_for(8192, 8192, 8192, 2048) == 2
     assert strassen.levels_for(8192, 8192, 100, 2048) == 0
 

@@ -22,13 +22,14 @@ from .native import BACKEND as NATIVE
 #: two levels at n = 8192 dgemm 1.15×) but not from 1024-blocks (0.84–0.90×
 #: at n = 2048); complex data from 1024-blocks (cgemm/zgemm at n = 2048, one
 #: level: 1.06×/1.10×; n = 4096, two levels: 1.16×/1.21×).  s and d agree, so
-#: no per-prefix entries.  H200 (reference expressions, cuBLAS leaf): dgemm/
-#: sgemm slower at every measured size (0.58–0.95× up to n = 16384); zgemm
-#: 1.05× at n = 8192 and 1.13× at 16384 with two levels, so blocks of 2048
-#: and up (to be re-measured with the fused CUDA kernels).  ``auto`` uses at
-#: most AUTO_MAX_LEVELS, the most measured.
+#: no per-prefix entries.  H200 (fused CUDA kernels, cuBLAS leaf): dgemm one
+#: level 1.07× at n = 16384, 1.00× at 8192, two levels never better, so
+#: 8192-blocks; sgemm two levels 1.05× at 8192 and 1.12× at 16384, so
+#: 2048-blocks; zgemm two levels 1.14× at 8192 and 1.20× at 16384, so
+#: 2048-blocks (cgemm not measured apart: the complex entry).  ``auto`` uses
+#: at most AUTO_MAX_LEVELS, the most measured.
 CROSSOVER = {("cpu", "real"): 2048, ("cpu", "complex"): 1024,
-             ("gpu", "real"): None, ("gpu", "complex"): 2048}
+             ("gpu", "real"): 2048, ("gpu", "d"): 8192, ("gpu", "complex"): 2048}
 AUTO_MAX_LEVELS = 2
 
 
