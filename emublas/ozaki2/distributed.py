@@ -1,0 +1,159 @@
+"""Ozaki-II gemm on Dask arrays, bit-identical to the single-process result.
+
+Three passes over the blocks, each a Dask computation:
+
+1. **Statistics.**  Per row of ``X = op(A)`` and of ``Y = op(B)ᵀ`` (both
+   "rows × k"): max |x|, Σ|x|², Σ|x|, continued over the k-blocks in order
+   (a chain of tasks per row block), so the sums are those of one pass.
+2. **Bounds.**  The accurate mode's bound product W summed over k-blocks as
+   exact int64, reduced to its row and column maxima.  From here on the
+   single-process code decides: :class:`emublas.ozaki2.scaling.Side` built
+   from the statistics, :func:`emublas.ozaki2.routines.plan` for the moduli
+   and shifts (the rows ``auto`` mode samples are fetched from the cluster).
+3. **Products.**  Lazy: per (i, j, l) the residue products of the blocks with
+   the global shifts; per (i, j) their exact sum and the CRT
+   (:mod:`emublas.ozaki2.blocks`).
+
+Passes 1–2 run when :func:`gemm` is called; pass 3 when the result is
+computed.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import dask
+import dask.array as da
+from dask import delayed
+
+from . import blocks, routines, scaling
+
+__all__ = ["gemm"]
+
+
+class _DaskSide(scaling.Side):
+    """A :class:`~emublas.ozaki2.scaling.Side` of a Dask array, from reduced statistics.
+
+    The rows it is asked for (``auto`` mode's samples, rows of extreme magnitude)
+    are gathered from the cluster and laid out as numpy's fancy indexing lays
+    them out (C order), so the sums over them are the single-process ones.
+    """
+
+    def scaled_mag(self, rows):
+        rows = np.asarray(rows)
+        sub = np.ascontiguousarray(self.x[rows].compute())
+        mag = np.abs(sub).astype(np.float64, copy=False)
+        return np.ldexp(mag, np.asarray(-self.ea[rows], dtype=np.int32)[:, None])
+
+
+def _offsets(chunks) -> list[int]:
+    return [int(v) for v in np.concatenate([[0], np.cumsum(chunks)])]
+
+
+def _stats(x):
+    """Delayed per-row statistics of each row block of ``x`` (a chain over k-blocks)."""
+    xb = x.to_delayed()
+    out = []
+    for i in range(xb.shape[0]):
+        carry = None
+        for l in range(xb.shape[1]):
+            carry = delayed(blocks.stats, pure=True)(xb[i, l], carry)
+        out.append(carry)
+    return out
+
+
+def _sides(x, y):
+    sx, sy = _stats(x), _stats(y)
+    got = dask.compute(*sx, *sy)
+    full = [tuple(np.concatenate(parts) for parts in zip(*got[s])) for s in (slice(0, len(sx)), slice(len(sx), None))]
+    left = _DaskSide(x, full[0])
+    return left, _DaskSide(y, full[1])
+
+
+def _bound_accurate(x, y, left, right):
+    """:func:`emublas.ozaki2.scaling.bound_accurate` with W summed over k-blocks exactly."""
+    xb, yb = x.to_delayed(), y.to_delayed()
+    ox, oy = _offsets(x.chunks[0]), _offsets(y.chunks[0])
+    ea_x = left.ea.astype(np.int32)
+    ea_y = right.ea.astype(np.int32)
+    jobs = []
+    for i in range(xb.shape[0]):
+        for j in range(yb.shape[0]):
+            parts = [delayed(blocks.bound_product, pure=True)(xb[i, l], yb[j, l], ea_x[ox[i]:ox[i + 1]],
+                                                              ea_y[oy[j]:oy[j + 1]], scaling.K_CHUNK)
+                     for l in range(xb.shape[1])]
+            jobs.append(delayed(blocks.bound_maxima, pure=True)(parts))
+    got = dask.compute(*jobs)
+    nj = yb.shape[0]
+    rowmax = np.concatenate([np.max([got[i * nj + j][0] for j in range(nj)], axis=0) for i in range(xb.shape[0])])
+    colmax = np.concatenate([np.max([got[i * nj + j][1] for i in range(xb.shape[0])], axis=0) for j in range(nj)])
+    return scaling.bound_from_maxima(rowmax, colmax)
+
+
+def _zero_nonfinite(block: np.ndarray) -> np.ndarray:
+    return np.where(np.isfinite(block), block, 0).astype(block.dtype, copy=False)
+
+
+def gemm(alpha, x, y, beta, c, *, conj_x: bool, conj_y: bool, dtype, moduli="default", mode="accurate"):
+    """``alpha·op(X)·Yᵀ + beta·c`` (conjugates as flagged) as a lazy Dask array.
+
+    ``x`` (m × k) and ``y`` (n × k) are Dask arrays of ``dtype`` with the same
+    k chunks; ``c`` is None or an (m × n) Dask array chunked like the result.
+    ``alpha != 0`` and ``k > 0`` (the caller settles those cases).
+    """
+    left, right = _sides(x, y)
+    if not (left.finite.all() and right.finite.all()):
+        return _nonfinite(alpha, x, y, beta, c, left, right, conj_x=conj_x, conj_y=conj_y, dtype=dtype,
+                          moduli=moduli, mode=mode)
+    cplx = np.dtype(dtype).kind == "c"
+    family = routines._Family("2m", routines.MAX_HYBRID) if cplx else routines._Family("real", routines.MAX_REAL)
+    if mode == "fast":
+        g_r, g_c = scaling.bound_fast(left, right)
+    else:
+        g_r, g_c = _bound_accurate(x, y, left, right)
+    p = routines.plan("gemm", family, routines._precision(dtype), left, right, g_r, g_c, moduli=moduli, mode=mode)
+    recipes = routines.recipes_for("2m" if cplx else "real", p.roots)
+    return _products(alpha, x, y, beta, c, p, recipes, conj_x=conj_x, conj_y=conj_y, dtype=dtype)
+
+
+def _products(alpha, x, y, beta, c, p, recipes, *, conj_x, conj_y, dtype):
+    xb, yb = x.to_delayed(), y.to_delayed()
+    cb = None if c is None else c.to_delayed()
+    ox, oy, ok = _offsets(x.chunks[0]), _offsets(y.chunks[0]), _offsets(x.chunks[1])
+    consts = {"moduli": list(p.moduli), "roots": list(p.roots), "recipes": recipes,
+              "weights": list(p.mset.weights), "big_hi": p.mset.big_hi, "big_lo": p.mset.big_lo,
+              "P_hi": p.mset.P_hi, "P_lo": p.mset.P_lo, "alpha": alpha, "beta": beta, "dtype": np.dtype(dtype).str}
+    args = (p.moduli, p.roots, recipes)
+    pa = [[delayed(blocks.planes, pure=True)(xb[i, l], p.x_shift[ox[i]:ox[i + 1]], *args, conj_x)
+           for l in range(xb.shape[1])] for i in range(xb.shape[0])]
+    pb = [[delayed(blocks.planes, pure=True)(yb[j, l], p.y_shift[oy[j]:oy[j + 1]], *args, conj_y)
+           for l in range(yb.shape[1])] for j in range(yb.shape[0])]
+    rows = []
+    for i in range(xb.shape[0]):
+        row = []
+        for j in range(yb.shape[0]):
+            parts = [delayed(blocks.products, pure=True)(pa[i][l], pb[j][l], recipes, ok[l], scaling.K_CHUNK)
+                     for l in range(xb.shape[1])]
+            blk = delayed(blocks.finalize, pure=True)(parts, None if cb is None else cb[i, j],
+                                                       x_shift=p.x_shift[ox[i]:ox[i + 1]],
+                                                       y_shift=p.y_shift[oy[j]:oy[j + 1]], **consts)
+            shape = (ox[i + 1] - ox[i], oy[j + 1] - oy[j])
+            row.append(da.from_delayed(blk, shape, dtype=dtype, meta=np.empty((0, 0), dtype)))
+        rows.append(row)
+    return da.block(rows)
+
+
+def _nonfinite(alpha, x, y, beta, c, left, right, *, conj_x, conj_y, dtype, moduli, mode):
+    """NaN/Inf, as :func:`emublas.ozaki2.routines.gemm` treats them: the product of the
+    inputs with non-finite entries set to zero everywhere, and the rows and columns those
+    entries touch (entirely non-finite) from a float product of the original blocks."""
+    bad_r, bad_c = ~left.finite, ~right.finite
+    emu = gemm(alpha, x.map_blocks(_zero_nonfinite, dtype=x.dtype), y.map_blocks(_zero_nonfinite, dtype=y.dtype),
+               beta, c, conj_x=conj_x, conj_y=conj_y, dtype=dtype, moduli=moduli, mode=mode)
+    xo = x.conj() if conj_x else x
+    yo = y.conj() if conj_y else y
+    native = alpha * (xo @ yo.T)
+    if c is not None and beta != 0:
+        native = native + beta * c
+    mask = (da.from_array(bad_r[:, None], chunks=(x.chunks[0], 1))
+            | da.from_array(bad_c[None, :], chunks=(1, y.chunks[0])))
+    return da.where(mask, native.astype(dtype), emu).rechunk(emu.chunks)
