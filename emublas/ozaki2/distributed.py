@@ -146,14 +146,32 @@ def _nonfinite(alpha, x, y, beta, c, left, right, *, conj_x, conj_y, dtype, modu
     """NaN/Inf, as :func:`emublas.ozaki2.routines.gemm` treats them: the product of the
     inputs with non-finite entries set to zero everywhere, and the rows and columns those
     entries touch (entirely non-finite) from a float product of the original blocks."""
-    bad_r, bad_c = ~left.finite, ~right.finite
     emu = gemm(alpha, x.map_blocks(_zero_nonfinite, dtype=x.dtype), y.map_blocks(_zero_nonfinite, dtype=y.dtype),
                beta, c, conj_x=conj_x, conj_y=conj_y, dtype=dtype, moduli=moduli, mode=mode)
-    xo = x.conj() if conj_x else x
-    yo = y.conj() if conj_y else y
-    native = alpha * (xo @ yo.T)
-    if c is not None and beta != 0:
-        native = native + beta * c
-    mask = (da.from_array(bad_r[:, None], chunks=(x.chunks[0], 1))
-            | da.from_array(bad_c[None, :], chunks=(1, y.chunks[0])))
-    return da.where(mask, native.astype(dtype), emu).rechunk(emu.chunks)
+    bad_r, bad_c = ~left.finite, ~right.finite
+    xb, yb, eb = x.to_delayed(), y.to_delayed(), emu.to_delayed()
+    cb = None if c is None else c.to_delayed()
+    ox, oy = _offsets(x.chunks[0]), _offsets(y.chunks[0])
+    rows = []
+    for i in range(xb.shape[0]):
+        row = []
+        for j in range(yb.shape[0]):
+            r, q = bad_r[ox[i]:ox[i + 1]], bad_c[oy[j]:oy[j + 1]]
+            blk = eb[i, j]
+            if r.any() or q.any():
+                blk = delayed(_patch, pure=True)(blk, list(xb[i]), list(yb[j]), None if cb is None else cb[i, j],
+                                                 r, q, alpha, beta, conj_x, conj_y)
+            row.append(da.from_delayed(blk, (len(r), len(q)), dtype=dtype, meta=np.empty((0, 0), dtype)))
+        rows.append(row)
+    return da.block(rows)
+
+
+def _patch(emu, xs, ys, c, bad_r, bad_c, alpha, beta, conj_x, conj_y):
+    """``emu`` with the rows ``bad_r`` and columns ``bad_c`` taken from the float product."""
+    with np.errstate(all="ignore"):  # NaN and Inf are the point here
+        acc = sum((np.conj(xl) if conj_x else xl) @ (np.conj(yl) if conj_y else yl).T for xl, yl in zip(xs, ys))
+        native = alpha * acc
+        if c is not None and beta != 0:
+            native = native + beta * c
+    mask = bad_r[:, None] | bad_c[None, :]
+    return np.where(mask, native.astype(emu.dtype), emu)
