@@ -11,8 +11,9 @@ pieces add up *exactly*:
 * :func:`planes` and :func:`products` give, per modulus, the int32 products of
   the residues of ``X_il`` and ``Y_jl``, split at the same global k-chunks
   (``K_CHUNK``) as the single-process engine;
-* :func:`finalize` adds them over l in int64, reduces them modulo m and runs
-  the same CRT accumulation and finalize as :func:`emublas.ozaki2.engine.run`.
+* :func:`finalize` adds them over l (exactly, in int32: the pieces of one
+  k-chunk together are no longer than the chunk) and runs the same CRT
+  accumulation and finalize as :func:`emublas.ozaki2.engine.run`.
 
 The CRT term of a modulus depends on its product only modulo m, so the sum of
 the block products gives the same terms, in the same order, as one product on
@@ -96,30 +97,38 @@ def _plane(runs, q: int, kind: str, idx: int) -> np.ndarray:
 def products(px: list, py: list, recipes: list, k0: int, k_chunk: int) -> dict:
     """int32 plane products of one (i, j, l) block triple, per global k-chunk.
 
-    Returns ``{c: [array (products, rows_x, rows_y) per modulus]}`` with c the
+    Returns ``{c: [[int32 (rows_x, rows_y) per plane product] per modulus]}`` with c the
     index of the engine's k-chunk (``K_CHUNK`` columns) each piece belongs to.
     """
     kl = px[0][2].shape[2] if px else 0
+    rows_x, rows_y = px[0][2].shape[1], py[0][2].shape[1]
     out = {}
     for c, lo, hi in _k_pieces(k0, kl, k_chunk):
         per_mod = []
         for q, rec in enumerate(recipes):
-            prods = [cpu.i8gemm(_plane(px, q, rec.planes, a)[:, lo:hi], _plane(py, q, rec.planes, b)[:, lo:hi].T)
-                     for a, b in rec.products]
-            per_mod.append(np.stack(prods))
+            # Fortran order, as the engine's buffers: the CRT kernel walks the accumulators by columns
+            per_mod.append([cpu.i8gemm(_plane(px, q, rec.planes, a)[:, lo:hi], _plane(py, q, rec.planes, b)[:, lo:hi].T,
+                                       out=np.empty((rows_x, rows_y), np.int32, order="F"))
+                            for a, b in rec.products])
         out[c] = per_mod
     return out
 
 
-def _reduced(parts: list, c: int, q: int, m: int) -> np.ndarray:
-    """The products of modulus q in chunk c summed over the k-blocks, congruent mod m, int32."""
+def _summed(parts: list, c: int, q: int) -> np.ndarray:
+    """The products of modulus q in k-chunk c summed over the k-blocks, int32.
+
+    Exact without widening: together the pieces of chunk c span at most
+    ``K_CHUNK`` columns, so every partial sum is bounded like one product of
+    the whole chunk, the bound that ``K_CHUNK`` is chosen for.
+    """
     have = [p[c][q] for p in parts if c in p]
     if len(have) == 1:
         return have[0]
-    total = have[0].astype(np.int64)
+    total = [p.copy(order="F") for p in have[0]]
     for h in have[1:]:
-        total += h
-    return np.remainder(total, m).astype(np.int32)  # the CRT term only needs the residue
+        for t, p in zip(total, h):
+            t += p
+    return total
 
 
 def finalize(parts: list[dict], c, *, moduli, roots, recipes, weights, big_hi, big_lo, P_hi, P_lo,
@@ -144,7 +153,7 @@ def finalize(parts: list[dict], c, *, moduli, roots, recipes, weights, big_hi, b
     for q, rec in enumerate(recipes):
         m, s = moduli[q], roots[q] or 1
         for ch in chunks:
-            prods = _reduced(parts, ch, q, m)
+            prods = _summed(parts, ch, q)
             for term in rec.terms:
                 x1 = prods[term.p1].T if term.t1 else prods[term.p1]
                 kw = {}
