@@ -129,7 +129,7 @@ def gemm(alpha: complex, a: Any, b: Any, beta: complex = 0.0, c: Any = None, tra
     if c is not None:
         if c.shape != (m, n):
             raise ValueError(f"c has shape {c.shape[0]}x{c.shape[1]} but the result is {m}x{n}")
-        c = c.astype(dtype)
+        c = c.astype(dtype) if beta != 0 else None  # beta == 0: c is not read
     if y.chunks[1] != x.chunks[1]:
         y = y.rechunk((y.chunks[0], x.chunks[1]))  # op(b)'s k chunks follow op(a)'s
     if c is not None and c.chunks != (x.chunks[0], y.chunks[0]):

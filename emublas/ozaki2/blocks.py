@@ -6,18 +6,16 @@ pieces add up *exactly*:
 
 * :func:`stats` continues each row's statistics over the k-blocks in order
   (bit-identical to one pass over the whole row);
-* :func:`bound_product` gives block l's share of the accurate mode's bound
-  product W, an exact integer matrix;
-* :func:`planes` and :func:`products` give, per modulus, the int32 products of
-  the residues of ``X_il`` and ``Y_jl``, split at the same global k-chunks
-  (``K_CHUNK``) as the single-process engine;
-* :func:`finalize` adds them over l (exactly, in int32: the pieces of one
-  k-chunk together are no longer than the chunk) and runs the same CRT
-  accumulation and finalize as :func:`emublas.ozaki2.engine.run`.
+* :func:`bound_product` adds block l's share of the accurate mode's bound
+  product W, an exact integer matrix, to that of the blocks before it;
+* :func:`planes` and :func:`products` add, per modulus, the int32 products of
+  the residues of ``X_il`` and ``Y_jl`` to those of the blocks before,
+  separately per global k-chunk (``K_CHUNK``) as the single-process engine
+  splits k, so the sums are exactly the engine's int32 products;
+* :func:`finalize` runs the same CRT accumulation and finalize as
+  :func:`emublas.ozaki2.engine.run` on them.
 
-The CRT term of a modulus depends on its product only modulo m, so the sum of
-the block products gives the same terms, in the same order, as one product on
-the whole k range: the result is bit-identical.  Everything here is plain
+Same products, same CRT terms in the same order: the result is bit-identical.  Everything here is plain
 numpy in, numpy out (it runs on Dask workers).
 """
 from __future__ import annotations
@@ -27,7 +25,7 @@ import numpy as np
 from .._kernels import cpu
 from . import engine, scaling
 
-__all__ = ["stats", "bound_product", "bound_maxima", "planes", "products", "finalize"]
+__all__ = ["stats", "bound_int8", "bound_product", "planes", "products", "finalize"]
 
 
 def stats(x: np.ndarray, carry=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -47,22 +45,20 @@ def _k_pieces(k0: int, kl: int, k_chunk: int):
     return pieces
 
 
-def bound_product(x: np.ndarray, y: np.ndarray, ea_x, ea_y, k_chunk: int) -> np.ndarray:
-    """This k-block's part of ``W = ceil(127·|X|/2^ea)·ceil(127·|Y|/2^eb)ᵀ``, int64."""
-    a = cpu.oz_bound_int8(x, np.asarray(ea_x))
-    b = cpu.oz_bound_int8(y, np.asarray(ea_y))
-    w = np.zeros((x.shape[0], y.shape[0]), np.int64)
-    for c0 in range(0, x.shape[1], k_chunk):  # int32 stays exact within one chunk
+def bound_int8(x: np.ndarray, ea) -> np.ndarray:
+    """``ceil(127·|x|/2^ea)`` of one block (int8): its rows' entrywise upper bounds."""
+    return cpu.oz_bound_int8(x, np.asarray(ea))
+
+
+def bound_product(a: np.ndarray, b: np.ndarray, prev: np.ndarray | None, k_chunk: int, last: bool):
+    """W of the k-blocks up to this one: ``prev + a·bᵀ`` in int64 (exact); on the
+    last k-block, the row and column maxima of W instead."""
+    w = np.zeros((a.shape[0], b.shape[0]), np.int64) if prev is None else prev.copy()
+    for c0 in range(0, a.shape[1], k_chunk):  # int32 stays exact within one chunk
         w += cpu.i8gemm(a[:, c0:c0 + k_chunk], b[:, c0:c0 + k_chunk].T)
+    if last:
+        return scaling._axis_max(w, 1), scaling._axis_max(w, 0)
     return w
-
-
-def bound_maxima(parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Row and column maxima of the sum of the k-blocks' W parts (exact)."""
-    w = parts[0].copy()
-    for p in parts[1:]:
-        w += p
-    return scaling._axis_max(w, 1), scaling._axis_max(w, 0)
 
 
 def _runs(kinds: list[str]):
@@ -94,46 +90,37 @@ def _plane(runs, q: int, kind: str, idx: int) -> np.ndarray:
     raise IndexError(q)
 
 
-def products(px: list, py: list, recipes: list, k0: int, k_chunk: int) -> dict:
-    """int32 plane products of one (i, j, l) block triple, per global k-chunk.
+def products(px: list, py: list, recipes: list, k0: int, k_chunk: int, prev: dict | None = None) -> dict:
+    """int32 plane products of the k-blocks up to this one, per modulus and global k-chunk.
 
-    Returns ``{c: [[int32 (rows_x, rows_y) per plane product] per modulus]}`` with c the
-    index of the engine's k-chunk (``K_CHUNK`` columns) each piece belongs to.
+    Returns ``{c: [[int32 (rows_x, rows_y) per plane product] per modulus]}``
+    with c the index of the engine's k-chunk (``K_CHUNK`` columns) the columns
+    belong to; ``prev``, the same for the k-blocks before this one, is added in.
+    The sums stay exact in int32: the columns of one chunk are no more than
+    ``K_CHUNK``, the bound that ``K_CHUNK`` is chosen for.  ``prev`` is not
+    modified (the sums go into this call's own buffers).
     """
     kl = px[0][2].shape[2] if px else 0
     rows_x, rows_y = px[0][2].shape[1], py[0][2].shape[1]
-    out = {}
+    out = dict(prev) if prev else {}
     for c, lo, hi in _k_pieces(k0, kl, k_chunk):
         per_mod = []
         for q, rec in enumerate(recipes):
             # Fortran order, as the engine's buffers: the CRT kernel walks the accumulators by columns
-            per_mod.append([cpu.i8gemm(_plane(px, q, rec.planes, a)[:, lo:hi], _plane(py, q, rec.planes, b)[:, lo:hi].T,
-                                       out=np.empty((rows_x, rows_y), np.int32, order="F"))
-                            for a, b in rec.products])
+            prods = [cpu.i8gemm(_plane(px, q, rec.planes, a)[:, lo:hi], _plane(py, q, rec.planes, b)[:, lo:hi].T,
+                                out=np.empty((rows_x, rows_y), np.int32, order="F"))
+                     for a, b in rec.products]
+            if c in out:
+                for mine, earlier in zip(prods, out[c][q]):
+                    mine += earlier
+            per_mod.append(prods)
         out[c] = per_mod
     return out
 
 
-def _summed(parts: list, c: int, q: int) -> np.ndarray:
-    """The products of modulus q in k-chunk c summed over the k-blocks, int32.
-
-    Exact without widening: together the pieces of chunk c span at most
-    ``K_CHUNK`` columns, so every partial sum is bounded like one product of
-    the whole chunk, the bound that ``K_CHUNK`` is chosen for.
-    """
-    have = [p[c][q] for p in parts if c in p]
-    if len(have) == 1:
-        return have[0]
-    total = [p.copy(order="F") for p in have[0]]
-    for h in have[1:]:
-        for t, p in zip(total, h):
-            t += p
-    return total
-
-
-def finalize(parts: list[dict], c, *, moduli, roots, recipes, weights, big_hi, big_lo, P_hi, P_lo,
+def finalize(acc: dict, c, *, moduli, roots, recipes, weights, big_hi, big_lo, P_hi, P_lo,
              x_shift, y_shift, alpha, beta, dtype) -> np.ndarray:
-    """``alpha·C + beta·c`` of one output block from its k-blocks' products.
+    """``alpha·C + beta·c`` of one output block from its products summed over k (:func:`products`).
 
     The CRT accumulation runs modulus by modulus, k-chunk by k-chunk, term by
     term: the order of :func:`emublas.ozaki2.engine.run`.
@@ -144,16 +131,16 @@ def finalize(parts: list[dict], c, *, moduli, roots, recipes, weights, big_hi, b
         out = np.array(c, dtype=dtype, order="F", copy=True)
     else:
         out = np.zeros((mx, my), dtype=dtype, order="F")
-    acc = {"re_hi": np.zeros((mx, my), order="F"), "re_lo": np.zeros((mx, my), order="F")}
+    crt = {"re_hi": np.zeros((mx, my), order="F"), "re_lo": np.zeros((mx, my), order="F")}
     if dtype.kind == "c":
-        acc["im_hi"] = np.zeros((mx, my), order="F")
-        acc["im_lo"] = np.zeros((mx, my), order="F")
+        crt["im_hi"] = np.zeros((mx, my), order="F")
+        crt["im_lo"] = np.zeros((mx, my), order="F")
     first = {"re": True, "im": True}
-    chunks = sorted({ch for p in parts for ch in p})
+    chunks = sorted(acc)
     for q, rec in enumerate(recipes):
         m, s = moduli[q], roots[q] or 1
         for ch in chunks:
-            prods = _summed(parts, ch, q)
+            prods = acc[ch][q]
             for term in rec.terms:
                 x1 = prods[term.p1].T if term.t1 else prods[term.p1]
                 kw = {}
@@ -161,9 +148,9 @@ def finalize(parts: list[dict], c, *, moduli, roots, recipes, weights, big_hi, b
                     kw = {"x2": prods[term.p2].T if term.t2 else prods[term.p2],
                           "w2": engine._factor(term.f2, weights[q], m, s)}
                 cpu.oz_crt_accumulate(x1, engine._factor(term.f1, weights[q], m, s), m, big_hi[q], big_lo[q],
-                                      acc[term.part + "_hi"], acc[term.part + "_lo"], first=first[term.part], **kw)
+                                      crt[term.part + "_hi"], crt[term.part + "_lo"], first=first[term.part], **kw)
                 first[term.part] = False
-    cpu.oz_crt_finalize(acc["re_hi"], acc["re_lo"], P_hi, P_lo, np.asarray(x_shift, np.int32),
-                        np.asarray(y_shift, np.int32), out, im_hi=acc.get("im_hi"), im_lo=acc.get("im_lo"),
+    cpu.oz_crt_finalize(crt["re_hi"], crt["re_lo"], P_hi, P_lo, np.asarray(x_shift, np.int32),
+                        np.asarray(y_shift, np.int32), out, im_hi=crt.get("im_hi"), im_lo=crt.get("im_lo"),
                         alpha=alpha, beta=beta)
     return out

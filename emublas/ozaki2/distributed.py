@@ -6,13 +6,16 @@ Three passes over the blocks, each a Dask computation:
    "rows × k"): max |x|, Σ|x|², Σ|x|, continued over the k-blocks in order
    (a chain of tasks per row block), so the sums are those of one pass.
 2. **Bounds.**  The accurate mode's bound product W summed over k-blocks as
-   exact int64, reduced to its row and column maxima.  From here on the
+   exact int64 (a chain over k-blocks per output block), reduced to its row
+   and column maxima.  From here on the
    single-process code decides: :class:`emublas.ozaki2.scaling.Side` built
    from the statistics, :func:`emublas.ozaki2.routines.plan` for the moduli
    and shifts (the rows ``auto`` mode samples are fetched from the cluster).
-3. **Products.**  Lazy: per (i, j, l) the residue products of the blocks with
-   the global shifts; per (i, j) their exact sum and the CRT
-   (:mod:`emublas.ozaki2.blocks`).
+3. **Products.**  Lazy: the residue planes of every block with the global
+   shifts; per output block (i, j) a chain over the k-blocks l that adds the
+   int32 plane products of ``X_il`` and ``Y_jl`` exactly, then the CRT
+   (:mod:`emublas.ozaki2.blocks`).  A chain keeps the large sums where they
+   are and moves only the planes; the parallelism is over output blocks.
 
 Passes 1–2 run when :func:`gemm` is called; pass 3 when the result is
 computed.
@@ -35,11 +38,27 @@ class _DaskSide(scaling.Side):
 
     The rows it is asked for (``auto`` mode's samples, rows of extreme magnitude)
     are gathered from the cluster and laid out as numpy's fancy indexing lays
-    them out (C order), so the sums over them are the single-process ones.
+    them out (C order, a fresh array), so the sums over them are the
+    single-process ones.
     """
+
+    _redo: dict | None = None
 
     def scaled_mag(self, rows):
         rows = np.asarray(rows)
+        if rows.size == 1 and hasattr(self, "log2l1"):
+            # Side.__init__ redoes the rows whose plain sums over/underflowed one at a
+            # time: gather them all on the first call instead of one round trip each
+            if self._redo is None:
+                redo = np.flatnonzero(self.finite & ~self.zero
+                                      & ~(np.isfinite(self.log2norm) & np.isfinite(self.log2l1)))
+                self._redo = dict(zip(redo.tolist(), self._fetch(redo))) if redo.size else {}
+            hit = self._redo.get(int(rows.reshape(-1)[0]))
+            if hit is not None:
+                return np.array(hit[None, :])
+        return self._fetch(rows)
+
+    def _fetch(self, rows):
         sub = np.ascontiguousarray(self.x[rows].compute())
         mag = np.abs(sub).astype(np.float64, copy=False)
         return np.ldexp(mag, np.asarray(-self.ea[rows], dtype=np.int32)[:, None])
@@ -70,18 +89,23 @@ def _sides(x, y):
 
 
 def _bound_accurate(x, y, left, right):
-    """:func:`emublas.ozaki2.scaling.bound_accurate` with W summed over k-blocks exactly."""
+    """:func:`emublas.ozaki2.scaling.bound_accurate` with W summed over k-blocks exactly
+    (a chain of tasks over l per output block, ending in W's row and column maxima)."""
     xb, yb = x.to_delayed(), y.to_delayed()
     ox, oy = _offsets(x.chunks[0]), _offsets(y.chunks[0])
-    ea_x = left.ea.astype(np.int32)
-    ea_y = right.ea.astype(np.int32)
+    nl = xb.shape[1]
+    ea_x, ea_y = left.ea.astype(np.int32), right.ea.astype(np.int32)
+    bx = [[delayed(blocks.bound_int8, pure=True)(xb[i, l], ea_x[ox[i]:ox[i + 1]]) for l in range(nl)]
+          for i in range(xb.shape[0])]
+    by = [[delayed(blocks.bound_int8, pure=True)(yb[j, l], ea_y[oy[j]:oy[j + 1]]) for l in range(nl)]
+          for j in range(yb.shape[0])]
     jobs = []
     for i in range(xb.shape[0]):
         for j in range(yb.shape[0]):
-            parts = [delayed(blocks.bound_product, pure=True)(xb[i, l], yb[j, l], ea_x[ox[i]:ox[i + 1]],
-                                                              ea_y[oy[j]:oy[j + 1]], scaling.K_CHUNK)
-                     for l in range(xb.shape[1])]
-            jobs.append(delayed(blocks.bound_maxima, pure=True)(parts))
+            w = None
+            for l in range(nl):
+                w = delayed(blocks.bound_product, pure=True)(bx[i][l], by[j][l], w, scaling.K_CHUNK, l == nl - 1)
+            jobs.append(w)
     got = dask.compute(*jobs)
     nj = yb.shape[0]
     rowmax = np.concatenate([np.max([got[i * nj + j][0] for j in range(nj)], axis=0) for i in range(xb.shape[0])])
@@ -131,9 +155,10 @@ def _products(alpha, x, y, beta, c, p, recipes, *, conj_x, conj_y, dtype):
     for i in range(xb.shape[0]):
         row = []
         for j in range(yb.shape[0]):
-            parts = [delayed(blocks.products, pure=True)(pa[i][l], pb[j][l], recipes, ok[l], scaling.K_CHUNK)
-                     for l in range(xb.shape[1])]
-            blk = delayed(blocks.finalize, pure=True)(parts, None if cb is None else cb[i, j],
+            acc = None
+            for l in range(xb.shape[1]):  # a chain: only the planes move between workers, not the sums
+                acc = delayed(blocks.products, pure=True)(pa[i][l], pb[j][l], recipes, ok[l], scaling.K_CHUNK, acc)
+            blk = delayed(blocks.finalize, pure=True)(acc, None if cb is None else cb[i, j],
                                                        x_shift=p.x_shift[ox[i]:ox[i + 1]],
                                                        y_shift=p.y_shift[oy[j]:oy[j + 1]], **consts)
             shape = (ox[i + 1] - ox[i], oy[j + 1] - oy[j])
