@@ -27,6 +27,7 @@ import numpy as np
 import dask
 import dask.array as da
 from dask import delayed
+from dask.base import tokenize
 
 from . import blocks, routines, scaling
 
@@ -71,11 +72,12 @@ def _offsets(chunks) -> list[int]:
 def _stats(x):
     """Delayed per-row statistics of each row block of ``x`` (a chain over k-blocks)."""
     xb = x.to_delayed()
+    name = "oz-stats-" + tokenize(x.name)
     out = []
     for i in range(xb.shape[0]):
         carry = None
         for l in range(xb.shape[1]):
-            carry = delayed(blocks.stats, pure=True)(xb[i, l], carry)
+            carry = delayed(blocks.stats)(xb[i, l], carry, dask_key_name=(name, i, l))
         out.append(carry)
     return out
 
@@ -95,16 +97,18 @@ def _bound_accurate(x, y, left, right):
     ox, oy = _offsets(x.chunks[0]), _offsets(y.chunks[0])
     nl = xb.shape[1]
     ea_x, ea_y = left.ea.astype(np.int32), right.ea.astype(np.int32)
-    bx = [[delayed(blocks.bound_int8, pure=True)(xb[i, l], ea_x[ox[i]:ox[i + 1]]) for l in range(nl)]
-          for i in range(xb.shape[0])]
-    by = [[delayed(blocks.bound_int8, pure=True)(yb[j, l], ea_y[oy[j]:oy[j + 1]]) for l in range(nl)]
-          for j in range(yb.shape[0])]
+    token = tokenize(x.name, y.name, ea_x, ea_y, scaling.K_CHUNK)
+    bx = [[delayed(blocks.bound_int8)(xb[i, l], ea_x[ox[i]:ox[i + 1]], dask_key_name=("oz-bound-x-" + token, i, l))
+           for l in range(nl)] for i in range(xb.shape[0])]
+    by = [[delayed(blocks.bound_int8)(yb[j, l], ea_y[oy[j]:oy[j + 1]], dask_key_name=("oz-bound-y-" + token, j, l))
+           for l in range(nl)] for j in range(yb.shape[0])]
     jobs = []
     for i in range(xb.shape[0]):
         for j in range(yb.shape[0]):
             w = None
             for l in range(nl):
-                w = delayed(blocks.bound_product, pure=True)(bx[i][l], by[j][l], w, scaling.K_CHUNK, l == nl - 1)
+                w = delayed(blocks.bound_product)(bx[i][l], by[j][l], w, scaling.K_CHUNK, l == nl - 1,
+                                                  dask_key_name=("oz-w-" + token, i, j, l))
             jobs.append(w)
     got = dask.compute(*jobs)
     nj = yb.shape[0]
@@ -147,9 +151,13 @@ def _products(alpha, x, y, beta, c, p, recipes, *, conj_x, conj_y, dtype):
               "weights": list(p.mset.weights), "big_hi": p.mset.big_hi, "big_lo": p.mset.big_lo,
               "P_hi": p.mset.P_hi, "P_lo": p.mset.P_lo, "alpha": alpha, "beta": beta, "dtype": np.dtype(dtype).str}
     args = (p.moduli, p.roots, recipes)
-    pa = [[delayed(blocks.planes, pure=True)(xb[i, l], p.x_shift[ox[i]:ox[i + 1]], *args, conj_x)
+    token = tokenize(x.name, y.name, None if c is None else c.name, p.x_shift, p.y_shift, list(p.moduli),
+                     [r.planes for r in recipes], alpha, beta, conj_x, conj_y, np.dtype(dtype).str, scaling.K_CHUNK)
+    pa = [[delayed(blocks.planes)(xb[i, l], p.x_shift[ox[i]:ox[i + 1]], *args, conj_x,
+                                  dask_key_name=("oz-planes-x-" + token, i, l))
            for l in range(xb.shape[1])] for i in range(xb.shape[0])]
-    pb = [[delayed(blocks.planes, pure=True)(yb[j, l], p.y_shift[oy[j]:oy[j + 1]], *args, conj_y)
+    pb = [[delayed(blocks.planes)(yb[j, l], p.y_shift[oy[j]:oy[j + 1]], *args, conj_y,
+                                  dask_key_name=("oz-planes-y-" + token, j, l))
            for l in range(yb.shape[1])] for j in range(yb.shape[0])]
     rows = []
     for i in range(xb.shape[0]):
@@ -157,10 +165,11 @@ def _products(alpha, x, y, beta, c, p, recipes, *, conj_x, conj_y, dtype):
         for j in range(yb.shape[0]):
             acc = None
             for l in range(xb.shape[1]):  # a chain: only the planes move between workers, not the sums
-                acc = delayed(blocks.products, pure=True)(pa[i][l], pb[j][l], recipes, ok[l], scaling.K_CHUNK, acc)
-            blk = delayed(blocks.finalize, pure=True)(acc, None if cb is None else cb[i, j],
-                                                       x_shift=p.x_shift[ox[i]:ox[i + 1]],
-                                                       y_shift=p.y_shift[oy[j]:oy[j + 1]], **consts)
+                acc = delayed(blocks.products)(pa[i][l], pb[j][l], recipes, ok[l], scaling.K_CHUNK, acc,
+                                               dask_key_name=("oz-products-" + token, i, j, l))
+            blk = delayed(blocks.finalize)(acc, None if cb is None else cb[i, j], x_shift=p.x_shift[ox[i]:ox[i + 1]],
+                                           y_shift=p.y_shift[oy[j]:oy[j + 1]], **consts,
+                                           dask_key_name=("oz-crt-" + token, i, j))
             shape = (ox[i + 1] - ox[i], oy[j + 1] - oy[j])
             row.append(da.from_delayed(blk, shape, dtype=dtype, meta=np.empty((0, 0), dtype)))
         rows.append(row)
