@@ -12,8 +12,9 @@ pieces add up *exactly*:
   the residues of ``X_il`` and ``Y_jl`` to those of the blocks before,
   separately per global k-chunk (``K_CHUNK``) as the single-process engine
   splits k, so the sums are exactly the engine's int32 products;
-* :func:`finalize` runs the same CRT accumulation and finalize as
-  :func:`emublas.ozaki2.engine.run` on them.
+* :func:`crt` runs the same double-double CRT accumulation as
+  :func:`emublas.ozaki2.engine.run` on them, one group of moduli after the
+  other, and :func:`finalize` the same finalize.
 
 Same products, same CRT terms in the same order: the result is bit-identical.  Everything here is plain
 numpy in, numpy out (it runs on Dask workers).
@@ -25,7 +26,7 @@ import numpy as np
 from .._kernels import cpu
 from . import engine, scaling
 
-__all__ = ["stats", "bound_int8", "bound_product", "planes", "products", "finalize"]
+__all__ = ["stats", "bound_int8", "bound_product", "planes", "products", "crt", "finalize"]
 
 
 def stats(x: np.ndarray, carry=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -118,25 +119,23 @@ def products(px: list, py: list, recipes: list, k0: int, k_chunk: int, prev: dic
     return out
 
 
-def finalize(acc: dict, c, *, moduli, roots, recipes, weights, big_hi, big_lo, P_hi, P_lo,
-             x_shift, y_shift, alpha, beta, dtype) -> np.ndarray:
-    """``alpha·C + beta·c`` of one output block from its products summed over k (:func:`products`).
+def crt(acc: dict, state: dict | None, *, moduli, roots, recipes, weights, big_hi, big_lo,
+        complex_out: bool) -> dict:
+    """The double-double CRT sums of one output block, continued over a group of moduli.
 
-    The CRT accumulation runs modulus by modulus, k-chunk by k-chunk, term by
-    term: the order of :func:`emublas.ozaki2.engine.run`.
+    ``acc``: the group's products summed over k (:func:`products`); ``state``:
+    the sums after the moduli before this group (None for the first group).
+    The accumulation runs modulus by modulus, k-chunk by k-chunk, term by term,
+    the order of :func:`emublas.ozaki2.engine.run`.  ``state`` is not modified.
     """
-    mx, my = len(x_shift), len(y_shift)
-    dtype = np.dtype(dtype)
-    if c is not None and beta != 0:
-        out = np.array(c, dtype=dtype, order="F", copy=True)
-    else:
-        out = np.zeros((mx, my), dtype=dtype, order="F")
-    crt = {"re_hi": np.zeros((mx, my), order="F"), "re_lo": np.zeros((mx, my), order="F")}
-    if dtype.kind == "c":
-        crt["im_hi"] = np.zeros((mx, my), order="F")
-        crt["im_lo"] = np.zeros((mx, my), order="F")
-    first = {"re": True, "im": True}
     chunks = sorted(acc)
+    if state is None:
+        shape = acc[chunks[0]][0][0].shape
+        parts = ("re", "im") if complex_out else ("re",)
+        state = {f"{p}_{h}": np.zeros(shape, order="F") for p in parts for h in ("hi", "lo")}
+        state.update(first_re=True, first_im=True)
+    else:
+        state = {k: v.copy(order="F") if isinstance(v, np.ndarray) else v for k, v in state.items()}
     for q, rec in enumerate(recipes):
         m, s = moduli[q], roots[q] or 1
         for ch in chunks:
@@ -148,9 +147,21 @@ def finalize(acc: dict, c, *, moduli, roots, recipes, weights, big_hi, big_lo, P
                     kw = {"x2": prods[term.p2].T if term.t2 else prods[term.p2],
                           "w2": engine._factor(term.f2, weights[q], m, s)}
                 cpu.oz_crt_accumulate(x1, engine._factor(term.f1, weights[q], m, s), m, big_hi[q], big_lo[q],
-                                      crt[term.part + "_hi"], crt[term.part + "_lo"], first=first[term.part], **kw)
-                first[term.part] = False
-    cpu.oz_crt_finalize(crt["re_hi"], crt["re_lo"], P_hi, P_lo, np.asarray(x_shift, np.int32),
-                        np.asarray(y_shift, np.int32), out, im_hi=crt.get("im_hi"), im_lo=crt.get("im_lo"),
+                                      state[term.part + "_hi"], state[term.part + "_lo"],
+                                      first=state["first_" + term.part], **kw)
+                state["first_" + term.part] = False
+    return state
+
+
+def finalize(state: dict, c, *, P_hi, P_lo, x_shift, y_shift, alpha, beta, dtype) -> np.ndarray:
+    """``alpha·C + beta·c`` of one output block from its CRT sums over all moduli (:func:`crt`)."""
+    mx, my = len(x_shift), len(y_shift)
+    dtype = np.dtype(dtype)
+    if c is not None and beta != 0:
+        out = np.array(c, dtype=dtype, order="F", copy=True)
+    else:
+        out = np.zeros((mx, my), dtype=dtype, order="F")
+    cpu.oz_crt_finalize(state["re_hi"], state["re_lo"], P_hi, P_lo, np.asarray(x_shift, np.int32),
+                        np.asarray(y_shift, np.int32), out, im_hi=state.get("im_hi"), im_lo=state.get("im_lo"),
                         alpha=alpha, beta=beta)
     return out

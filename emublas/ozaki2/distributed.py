@@ -7,15 +7,17 @@ Three passes over the blocks, each a Dask computation:
    (a chain of tasks per row block), so the sums are those of one pass.
 2. **Bounds.**  The accurate mode's bound product W summed over k-blocks as
    exact int64 (a chain over k-blocks per output block), reduced to its row
-   and column maxima.  From here on the
-   single-process code decides: :class:`emublas.ozaki2.scaling.Side` built
-   from the statistics, :func:`emublas.ozaki2.routines.plan` for the moduli
-   and shifts (the rows ``auto`` mode samples are fetched from the cluster).
+   and column maxima.  From here on the single-process code decides:
+   :class:`emublas.ozaki2.scaling.Side` built from the statistics,
+   :func:`emublas.ozaki2.routines.plan` for the moduli and shifts (the rows
+   that its accuracy estimate samples are fetched from the cluster).
 3. **Products.**  Lazy: the residue planes of every block with the global
-   shifts; per output block (i, j) a chain over the k-blocks l that adds the
-   int32 plane products of ``X_il`` and ``Y_jl`` exactly, then the CRT
-   (:mod:`emublas.ozaki2.blocks`).  A chain keeps the large sums where they
-   are and moves only the planes; the parallelism is over output blocks.
+   shifts; per output block (i, j) and group of ``MODULI_PER_TASK`` moduli, a
+   chain over the k-blocks l that adds the int32 plane products of ``X_il``
+   and ``Y_jl`` exactly; per output block, the CRT sums continued group after
+   group in the engine's order, then the finalize (:mod:`emublas.ozaki2.blocks`).
+   The chains keep the large int32 sums where they are and move the planes;
+   the groups give even a few large output blocks enough tasks to balance.
 
 Passes 1–2 run when :func:`gemm` is called; pass 3 when the result is
 computed.
@@ -143,35 +145,50 @@ def gemm(alpha, x, y, beta, c, *, conj_x: bool, conj_y: bool, dtype, moduli="def
     return _products(alpha, x, y, beta, c, p, recipes, conj_x=conj_x, conj_y=conj_y, dtype=dtype)
 
 
+#: Moduli per product task: a call's int8 GEMMs are cut into this many
+#: moduli per block triple, so that a few large output blocks still make
+#: enough tasks for every worker (the CRT then runs group after group).
+MODULI_PER_TASK = 4
+
+
 def _products(alpha, x, y, beta, c, p, recipes, *, conj_x, conj_y, dtype):
     xb, yb = x.to_delayed(), y.to_delayed()
     cb = None if c is None else c.to_delayed()
     ox, oy, ok = _offsets(x.chunks[0]), _offsets(y.chunks[0]), _offsets(x.chunks[1])
-    consts = {"moduli": list(p.moduli), "roots": list(p.roots), "recipes": recipes,
-              "weights": list(p.mset.weights), "big_hi": p.mset.big_hi, "big_lo": p.mset.big_lo,
-              "P_hi": p.mset.P_hi, "P_lo": p.mset.P_lo, "alpha": alpha, "beta": beta, "dtype": np.dtype(dtype).str}
-    args = (p.moduli, p.roots, recipes)
+    ni, nj, nl = xb.shape[0], yb.shape[0], xb.shape[1]
     token = tokenize(x.name, y.name, None if c is None else c.name, p.x_shift, p.y_shift, list(p.moduli),
                      [r.planes for r in recipes], alpha, beta, conj_x, conj_y, np.dtype(dtype).str, scaling.K_CHUNK)
-    pa = [[delayed(blocks.planes)(xb[i, l], p.x_shift[ox[i]:ox[i + 1]], *args, conj_x,
-                                  dask_key_name=("oz-planes-x-" + token, i, l))
-           for l in range(xb.shape[1])] for i in range(xb.shape[0])]
-    pb = [[delayed(blocks.planes)(yb[j, l], p.y_shift[oy[j]:oy[j + 1]], *args, conj_y,
-                                  dask_key_name=("oz-planes-y-" + token, j, l))
-           for l in range(yb.shape[1])] for j in range(yb.shape[0])]
+    groups = [(g0, min(g0 + MODULI_PER_TASK, len(p.moduli))) for g0 in range(0, len(p.moduli), MODULI_PER_TASK)]
+    state = {}  # per output block: the CRT sums after the groups so far
+    for g, (g0, g1) in enumerate(groups):
+        args = (p.moduli[g0:g1], p.roots[g0:g1], recipes[g0:g1])
+        pa = [[delayed(blocks.planes)(xb[i, l], p.x_shift[ox[i]:ox[i + 1]], *args, conj_x,
+                                      dask_key_name=(f"oz-planes-x-{token}", g, i, l)) for l in range(nl)]
+              for i in range(ni)]
+        pb = [[delayed(blocks.planes)(yb[j, l], p.y_shift[oy[j]:oy[j + 1]], *args, conj_y,
+                                      dask_key_name=(f"oz-planes-y-{token}", g, j, l)) for l in range(nl)]
+              for j in range(nj)]
+        consts = {"moduli": list(p.moduli[g0:g1]), "roots": list(p.roots[g0:g1]), "recipes": recipes[g0:g1],
+                  "weights": list(p.mset.weights[g0:g1]), "big_hi": p.mset.big_hi[g0:g1],
+                  "big_lo": p.mset.big_lo[g0:g1], "complex_out": recipes[0].complex_out}
+        for i in range(ni):
+            for j in range(nj):
+                acc = None
+                for l in range(nl):  # a chain: the int32 sums stay where they are, planes move
+                    acc = delayed(blocks.products)(pa[i][l], pb[j][l], args[2], ok[l], scaling.K_CHUNK, acc,
+                                                   dask_key_name=(f"oz-products-{token}", g, i, j, l))
+                state[i, j] = delayed(blocks.crt)(acc, state.get((i, j)), **consts,
+                                                  dask_key_name=(f"oz-crt-{token}", g, i, j))
     rows = []
-    for i in range(xb.shape[0]):
+    for i in range(ni):
         row = []
-        for j in range(yb.shape[0]):
-            acc = None
-            for l in range(xb.shape[1]):  # a chain: only the planes move between workers, not the sums
-                acc = delayed(blocks.products)(pa[i][l], pb[j][l], recipes, ok[l], scaling.K_CHUNK, acc,
-                                               dask_key_name=("oz-products-" + token, i, j, l))
-            blk = delayed(blocks.finalize)(acc, None if cb is None else cb[i, j], x_shift=p.x_shift[ox[i]:ox[i + 1]],
-                                           y_shift=p.y_shift[oy[j]:oy[j + 1]], **consts,
-                                           dask_key_name=("oz-crt-" + token, i, j))
-            shape = (ox[i + 1] - ox[i], oy[j + 1] - oy[j])
-            row.append(da.from_delayed(blk, shape, dtype=dtype, meta=np.empty((0, 0), dtype)))
+        for j in range(nj):
+            blk = delayed(blocks.finalize)(state[i, j], None if cb is None else cb[i, j], P_hi=p.mset.P_hi,
+                                           P_lo=p.mset.P_lo, x_shift=p.x_shift[ox[i]:ox[i + 1]],
+                                           y_shift=p.y_shift[oy[j]:oy[j + 1]], alpha=alpha, beta=beta,
+                                           dtype=np.dtype(dtype).str, dask_key_name=(f"oz-out-{token}", i, j))
+            row.append(da.from_delayed(blk, (ox[i + 1] - ox[i], oy[j + 1] - oy[j]), dtype=dtype,
+                                       meta=np.empty((0, 0), dtype)))
         rows.append(row)
     return da.block(rows)
 
