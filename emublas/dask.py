@@ -143,7 +143,9 @@ def gemm(alpha: complex, a: Any, b: Any, beta: complex = 0.0, c: Any = None, tra
                                       " use numpy chunks or another backend")
         from .ozaki2 import distributed
 
-        return distributed.gemm(alpha, x, y, beta, c, conj_x=conj_x, conj_y=conj_y, dtype=dtype, **opts)
+        # moduli and mode shape the numbers; GPU placement options (if any) do not apply to numpy blocks
+        return distributed.gemm(alpha, x, y, beta, c, conj_x=conj_x, conj_y=conj_y, dtype=dtype,
+                                moduli=opts.get("moduli", "default"), mode=opts.get("mode", "accurate"))
     return _blockwise(prefix, be.name, opts, alpha, x, y, beta, c, conj_x, conj_y, dtype)
 
 
