@@ -157,7 +157,8 @@ def _products(alpha, x, y, beta, c, p, recipes, *, conj_x, conj_y, dtype):
     ox, oy, ok = _offsets(x.chunks[0]), _offsets(y.chunks[0]), _offsets(x.chunks[1])
     ni, nj, nl = xb.shape[0], yb.shape[0], xb.shape[1]
     token = tokenize(x.name, y.name, None if c is None else c.name, p.x_shift, p.y_shift, list(p.moduli),
-                     [r.planes for r in recipes], alpha, beta, conj_x, conj_y, np.dtype(dtype).str, scaling.K_CHUNK)
+                     [r.planes for r in recipes], alpha, beta, conj_x, conj_y, np.dtype(dtype).str, scaling.K_CHUNK,
+                     MODULI_PER_TASK)
     groups = [(g0, min(g0 + MODULI_PER_TASK, len(p.moduli))) for g0 in range(0, len(p.moduli), MODULI_PER_TASK)]
     state = {}  # per output block: the CRT sums after the groups so far
     for g, (g0, g1) in enumerate(groups):
