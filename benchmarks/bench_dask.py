@@ -54,8 +54,9 @@ def _foreign_cpu() -> float:
     return busy - own
 
 
-def _median(fn, reps: int, wait_idle: bool, tries: int = 10) -> float:
-    """Median seconds of ``fn()`` over ``reps`` calls after one warm-up call (0.3 s pause before each)."""
+def _median(fn, reps: int, wait_idle: bool, tries: int = 10) -> tuple[float, list[float]]:
+    """Median seconds of ``fn()`` over ``reps`` calls after one warm-up call (0.3 s pause
+    before each), and all the times."""
     fn()
     times = []
     for _ in range(reps):
@@ -72,7 +73,7 @@ def _median(fn, reps: int, wait_idle: bool, tries: int = 10) -> float:
             if not wait_idle or _foreign_cpu() - before < 0.05 * t + 0.01:
                 break
         times.append(t)
-    return statistics.median(times)
+    return statistics.median(times), times
 
 
 def main() -> None:
@@ -98,7 +99,7 @@ def main() -> None:
     def run_single():
         single["c"] = emublas.dgemm(1.0, a, b, backend="ozaki2")
 
-    t_single = _median(run_single, args.reps, args.wait_idle)
+    t_single, all_single = _median(run_single, args.reps, args.wait_idle)
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(emublas.__file__)))
     env = {"EMUBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
@@ -124,8 +125,8 @@ def main() -> None:
             lazy = ed.matmul(xa, xb, backend="ozaki2")
             wait(lazy.persist())
 
-        t_dask = _median(run_dask, args.reps, args.wait_idle)
-        t_persist = _median(run_persist, args.reps, args.wait_idle)
+        t_dask, all_dask = _median(run_dask, args.reps, args.wait_idle)
+        t_persist, all_persist = _median(run_persist, args.reps, args.wait_idle)
     identical = bool(np.array_equal(dist["c"], single["c"])
                      and (dist["c"].view(np.uint64) == single["c"].view(np.uint64)).all())
     assert identical, "Dask result differs from the single-process ozaki2 result"
@@ -138,6 +139,7 @@ def main() -> None:
         "dask_persist_s": t_persist, "overhead_persist": t_persist / t_single - 1,
         "dask_scaling_pass_s_last": dist["scaling"], "persist_inputs_s": t_scatter, "bit_identical": identical,
         "single_gflops": 2 * n**3 / t_single / 1e9, "dask_gflops": 2 * n**3 / t_dask / 1e9,
+        "times": {"single": all_single, "dask_compute": all_dask, "dask_persist": all_persist},
     }
     print(f"n={n} float64, ozaki2 (16 moduli, accurate): A chunks {args.row_chunk or args.chunk}×{args.chunk},"
           f" B chunks {args.chunk}² ({nrows}×{nblocks}×{nblocks} blocks),"
@@ -146,6 +148,7 @@ def main() -> None:
     print(f"  dask, result gathered:         {t_dask:.2f} s ({out['dask_gflops']:.1f} GFLOP/s),"
           f" of which scaling passes {dist['scaling']:.2f} s; overhead {100 * out['overhead']:+.0f}%")
     print(f"  dask, result left on the workers: {t_persist:.2f} s; overhead {100 * out['overhead_persist']:+.0f}%")
+    print("  all times [s]: " + "; ".join(f"{k} " + " ".join(f"{t:.2f}" for t in v) for k, v in out["times"].items()))
     print(f"  persisting the inputs on the workers: {t_scatter:.2f} s (not in the timing)")
     print(f"  bit-identical to single process: {identical}")
     if args.json:
