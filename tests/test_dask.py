@@ -159,6 +159,14 @@ def test_quick_returns(sync, rng):
     _same(ed.gemm(1.0, xa[:, :0], xb[:0], 0.0, xc, backend="ozaki2").compute(), np.zeros_like(c))
 
 
+def test_array_likes_and_vectors(sync, rng):
+    """numpy inputs become one-chunk Dask arrays; a 1-D b is a column, as in scipy."""
+    a, b = _operands(rng, np.float64)
+    got = ed.matmul(a, b[:, 0], backend="ozaki2")
+    assert isinstance(got, da.Array) and got.shape == (97, 1)
+    _same(got.compute(), emublas.dgemm(1.0, a, b[:, 0], backend="ozaki2"))
+
+
 # ---------------------------------------------------------------------------
 # a LocalCluster of two worker processes
 # ---------------------------------------------------------------------------
