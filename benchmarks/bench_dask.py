@@ -105,7 +105,7 @@ def main() -> None:
     env = {"EMUBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                      env=env) as cluster, Client(cluster) as client:
+                      env=env) as cluster, Client(cluster):
         t0 = time.perf_counter()
         with warnings.catch_warnings():  # the inputs travel inside the graph once, on purpose
             warnings.filterwarnings("ignore", message="Sending large graph")

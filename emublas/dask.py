@@ -36,7 +36,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without dask
 __all__ = ["matmul", "gemm"]
 
 
-def matmul(a: Any, b: Any, *, backend: str | None = None, **options: Any) -> "da.Array":
+def matmul(a: Any, b: Any, *, backend: str | None = None, **options: Any) -> da.Array:
     """``a @ b`` for 2-D Dask arrays with an emublas backend.
 
     Shorthand for ``gemm(1.0, a, b, backend=backend, **options)``; see :func:`gemm`.
@@ -60,7 +60,7 @@ def matmul(a: Any, b: Any, *, backend: str | None = None, **options: Any) -> "da
 
 
 def gemm(alpha: complex, a: Any, b: Any, beta: complex = 0.0, c: Any = None, trans_a: int = 0,
-         trans_b: int = 0, *, backend: str | None = None, **options: Any) -> "da.Array":
+         trans_b: int = 0, *, backend: str | None = None, **options: Any) -> da.Array:
     """``alpha·op(a)·op(b) + beta·c`` for Dask arrays, as :func:`emublas.gemm` defines it.
 
     Parameters
@@ -149,7 +149,7 @@ def gemm(alpha: complex, a: Any, b: Any, beta: complex = 0.0, c: Any = None, tra
     return _blockwise(prefix, be.name, opts, alpha, x, y, beta, c, conj_x, conj_y, dtype)
 
 
-def _as_dask(x: Any, name: str) -> "da.Array":
+def _as_dask(x: Any, name: str) -> da.Array:
     if not isinstance(x, da.Array):
         x = da.asarray(x)
     if x.ndim == 0:
@@ -163,7 +163,7 @@ def _as_dask(x: Any, name: str) -> "da.Array":
     return x
 
 
-def _quick(c, beta, chunks, dtype) -> "da.Array":
+def _quick(c, beta, chunks, dtype) -> da.Array:
     """No product to compute (reference BLAS's quick return): ``beta·c`` or zeros."""
     if c is None or beta == 0:
         return da.zeros(tuple(sum(ch) for ch in chunks), dtype=dtype, chunks=chunks)
@@ -180,7 +180,7 @@ def _block_gemm(prefix: str, backend: str, opts: dict, alpha, xb, yb, beta, cb, 
     return front.ROUTINES[prefix + "gemm"](alpha, a, yb, beta, cb, ta, tb, backend=backend, **opts)
 
 
-def _blockwise(prefix, backend, opts, alpha, x, y, beta, c, conj_x, conj_y, dtype) -> "da.Array":
+def _blockwise(prefix, backend, opts, alpha, x, y, beta, c, conj_x, conj_y, dtype) -> da.Array:
     """Other backends: a chain of emublas gemms over the k-blocks per output block."""
     xb, yb = x.to_delayed(), y.to_delayed()
     cb = None if c is None else c.to_delayed()

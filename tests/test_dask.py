@@ -12,11 +12,12 @@ import pytest
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
 
-import emublas  # noqa: E402
-import emublas.dask as ed  # noqa: E402
-from emublas._kernels import cpu  # noqa: E402
-from emublas.ozaki2 import engine, scaling  # noqa: E402
-from helpers import randn  # noqa: E402
+from helpers import randn
+
+import emublas
+import emublas.dask as ed
+from emublas._kernels import cpu
+from emublas.ozaki2 import engine, scaling
 
 pytestmark = pytest.mark.skipif(not cpu.available(), reason="C extension not built")
 

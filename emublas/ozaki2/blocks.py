@@ -16,8 +16,8 @@ pieces add up *exactly*:
   :func:`emublas.ozaki2.engine.run` on them, one group of moduli after the
   other, and :func:`finalize` the same finalize.
 
-Same products, same CRT terms in the same order: the result is bit-identical.  Everything here is plain
-numpy in, numpy out (it runs on Dask workers).
+Same products, same CRT terms in the same order: the result is bit-identical.
+Everything here is plain numpy in, numpy out (it runs on Dask workers).
 """
 from __future__ import annotations
 

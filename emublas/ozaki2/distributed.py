@@ -24,10 +24,9 @@ computed.
 """
 from __future__ import annotations
 
-import numpy as np
-
 import dask
 import dask.array as da
+import numpy as np
 from dask import delayed
 from dask.base import tokenize
 
