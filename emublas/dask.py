@@ -76,7 +76,10 @@ def gemm(alpha: complex, a: Any, b: Any, beta: complex = 0.0, c: Any = None, tra
         N, T, C (C is T for real data).
     backend : str, optional
     **options
-        Backend options, validated here.
+        Backend options, validated here (on the client; the workers get the
+        resolved values, whatever their environment).  For ``ozaki2`` the
+        numeric options (``moduli``, ``mode``) apply; options that place work
+        on GPUs do not apply to numpy blocks.
 
     Returns
     -------
