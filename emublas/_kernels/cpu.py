@@ -556,19 +556,35 @@ def _oz_parts(x: np.ndarray):
     return xr, None, code, rs, cs
 
 
-def oz_row_stats(x: np.ndarray, *, threads: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def oz_row_stats(
+    x: np.ndarray,
+    *,
+    threads: int | None = None,
+    carry: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-row ``max|x|``, ``sum|x|^2`` and ``sum|x|`` in one pass (|x| the complex modulus).
 
     A row holding NaN or Inf gets a non-finite maximum.  The sums may
     overflow or underflow for rows of extreme magnitude; the caller redoes
     those with scaling.
+
+    ``carry``: the statistics of the columns to the left of ``x`` (as returned
+    by an earlier call); the sums continue from them, column by column, so
+    feeding the column blocks of a matrix in order gives results bit-identical
+    to one call on the whole matrix.  New arrays are returned either way.
     """
     nthreads = _threads(threads)
     xr, xi, code, rs, cs = _oz_parts(x)
     rows, cols = xr.shape
-    out = [np.empty(rows) for _ in range(3)]
+    if carry is None:
+        out = [np.empty(rows) for _ in range(3)]
+    else:
+        out = [np.array(v, dtype=np.float64, copy=True) for v in carry]
+        if any(o.shape != (rows,) for o in out):
+            raise ValueError(f"carry must be three float64 vectors of length {rows}")
     ffi, lib = _require()
-    rc = lib.emublas_oz_row_stats(
+    kernel = lib.emublas_oz_row_stats if carry is None else lib.emublas_oz_row_stats_carry
+    rc = kernel(
         code, rows, cols, _ptr(ffi, "const void *", xr),
         ffi.NULL if xi is None else _ptr(ffi, "const void *", xi), rs, cs,
         *(_ptr(ffi, "double *", o) for o in out), nthreads)

@@ -109,6 +109,45 @@ def _bounds(mode: str, left, right):
     return scaling.bound_accurate(left, right)
 
 
+@dataclass
+class Plan:
+    """The moduli and shifts of one call (what the engine needs besides the data)."""
+
+    moduli: list[int]
+    roots: list[int | None]
+    mset: ModulusSet
+    x_shift: np.ndarray  # int32 per row of the left factor
+    y_shift: np.ndarray  # int32 per row of the right factor
+    info: dict           # the part of last_run() fixed by the scaling
+
+
+def plan(routine: str, family: _Family, precision: int, left, right, g_r, g_c, *, moduli="default",
+         mode="accurate", symmetric=False) -> Plan:
+    """Moduli count, moduli and row/column shifts from the sides' statistics and bounds.
+
+    Shared by :func:`_execute` and the distributed path (:mod:`emublas.ozaki2.distributed`),
+    which reduces ``left``, ``right``, ``g_r``, ``g_c`` over k-blocks exactly: the same
+    inputs give the same plan, hence the same products.
+    """
+    count, L_exact, L_native, chose = _choose(family, precision, moduli, mode, left, right, g_r, g_c)
+    if not chose:
+        _warn_if_short(family, count, L_native, routine)
+    ms, roots = family.modulus_list(count)
+    mset = ModulusSet.from_moduli(ms)
+    u, v = scaling.budgets(mset.bits - 2, g_r, g_c)
+    x_shift = (u - left.ea).astype(np.int32)
+    y_shift = x_shift if symmetric else (v - right.ea).astype(np.int32)
+    info = {"routine": routine, "moduli": count, "mode": mode, "auto_chose": chose, "bits": mset.bits,
+            "needed_bits": L_exact + 2, "native_bits": L_native + 2}
+    return Plan(ms, roots, mset, x_shift, y_shift, info)
+
+
+def recipes_for(recipe_name: str, roots) -> list:
+    """The recipe per modulus: 3M for the hybrid's moduli without a square root of −1."""
+    recipe = engine.RECIPES[recipe_name]
+    return [recipe if r is not None or recipe.planes == "real" else engine.RECIPES["3m"] for r in roots]
+
+
 def _execute(routine: str, recipe_name: str, family: _Family, x, y, out, alpha, beta, *,
              conj_x=False, conj_y=False, uplo=0, bounds_from=None, sides=None, moduli="default",
              mode="accurate", devices=None, split="auto"):
@@ -128,21 +167,12 @@ def _execute(routine: str, recipe_name: str, family: _Family, x, y, out, alpha, 
         left = scaling.side(bx)
         right = left if by is bx else scaling.side(by)
     g_r, g_c = _bounds("fast" if mode == "fast" else "accurate", left, right)
-    count, L_exact, L_native, chose = _choose(family, precision, moduli, mode, left, right, g_r, g_c)
-    if not chose:
-        _warn_if_short(family, count, L_native, routine)
-    ms, roots = family.modulus_list(count)
-    mset = ModulusSet.from_moduli(ms)
-    L = mset.bits - 2
-    u, v = scaling.budgets(L, g_r, g_c)
-    x_shift = (u - left.ea).astype(np.int32)
-    y_shift = x_shift if symmetric else (v - right.ea).astype(np.int32)
+    p = plan(routine, family, precision, left, right, g_r, g_c, moduli=moduli, mode=mode, symmetric=symmetric)
+    ms, roots, mset, x_shift, y_shift, info = p.moduli, p.roots, p.mset, p.x_shift, p.y_shift, p.info
     del left, right
     t0 = timer.add("scaling", t0)
     recipe = engine.RECIPES[recipe_name]
-    recipes = [recipe if r is not None or recipe.planes == "real" else engine.RECIPES["3m"] for r in roots]
-    info = {"routine": routine, "moduli": count, "mode": mode, "auto_chose": chose, "bits": mset.bits,
-            "needed_bits": L_exact + 2, "native_bits": L_native + 2}
+    recipes = recipes_for(recipe_name, roots)
     if is_cupy(out):
         from . import gpu_engine
 

@@ -27,7 +27,8 @@ import numpy as np
 from .._arrays import is_cupy, namespace
 from .._kernels import cpu
 
-__all__ = ["Side", "side", "bound_fast", "bound_accurate", "budgets", "needed_bits", "K_CHUNK"]
+__all__ = ["Side", "side", "bound_fast", "bound_accurate", "bound_from_maxima", "budgets", "needed_bits",
+           "K_CHUNK"]
 
 #: Longest inner dimension of one int8 product whose int32 sum cannot overflow:
 #: residues are in [-128, 127], so each term is at most 2^14 in size.
@@ -38,7 +39,8 @@ _SAFETY = 2.0**-20  # slack against rounding in the floating-point norms
 class Side:
     """Per-row data of one factor, rows being the rows of ``op(A)`` or the columns of ``op(B)``.
 
-    Computed in one pass by the C kernel ``oz_row_stats``.
+    Computed in one pass by the C kernel ``oz_row_stats``, or from ``stats``
+    given by the caller (the distributed path reduces them over k-blocks).
 
     Attributes
     ----------
@@ -56,10 +58,12 @@ class Side:
         ``log2 ‖x_row‖₁``.
     """
 
-    def __init__(self, x):
+    def __init__(self, x, stats=None):
         self.x = x
         self.gpu = is_cupy(x)
-        if self.gpu:
+        if stats is not None:
+            rowmax, sumsq, l1 = stats  # per-row max|x|, sum|x|^2, sum|x|, as oz_row_stats gives them
+        elif self.gpu:
             from .._kernels import ozaki_gpu
 
             rowmax, sumsq, l1 = ozaki_gpu.row_stats_host(x)  # the per-row data comes to the host here
@@ -125,10 +129,21 @@ def bound_accurate(left: Side, right: Side, *, threads=None) -> tuple[np.ndarray
     for start in range(0, max(k, 1), K_CHUNK):
         part = cpu.i8gemm(a[:, start:start + K_CHUNK], b[:, start:start + K_CHUNK].T, threads=threads)
         w = part if w is None else w.astype(np.int64) + part
+    return bound_from_maxima(_axis_max(w, 1), _axis_max(w, 0))
+
+
+def _axis_max(w: np.ndarray, axis: int) -> np.ndarray:
+    """Maxima along ``axis``; 0 (log2 → −inf) where that axis is empty."""
+    return w.max(axis=axis) if w.shape[axis] else np.zeros(w.shape[1 - axis], np.int64)
+
+
+def bound_from_maxima(w_rowmax: np.ndarray, w_colmax: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The accurate mode's growth factors from the row and column maxima of the
+    int8 bound product W (exact integers; 0 for an all-zero row or column)."""
     scale = np.log2(127.0 * 127.0)
     with np.errstate(divide="ignore"):
-        rows = np.log2(w.max(axis=1).astype(np.float64)) - scale if w.shape[1] else np.full(w.shape[0], -np.inf)
-        cols = np.log2(w.max(axis=0).astype(np.float64)) - scale if w.shape[0] else np.full(w.shape[1], -np.inf)
+        rows = np.log2(np.asarray(w_rowmax).astype(np.float64)) - scale
+        cols = np.log2(np.asarray(w_colmax).astype(np.float64)) - scale
     return rows + _SAFETY, cols + _SAFETY
 
 

@@ -188,6 +188,13 @@ int emublas_oz_force_generic(int flag);
 int emublas_oz_row_stats(int dtype, int64_t rows, int64_t cols, const void *Xr, const void *Xi,
                          int64_t rsx, int64_t csx, double *rowmax, double *sumsq, double *l1,
                          int nthreads);
+/* row_stats continued over more columns: starts from the given rowmax, sumsq
+ * and l1 (each row's sums run over the columns in order, so feeding the
+ * column blocks of a matrix one after the other gives bit-identical sums to
+ * one call on the whole matrix; used by the distributed path). */
+int emublas_oz_row_stats_carry(int dtype, int64_t rows, int64_t cols, const void *Xr, const void *Xi,
+                               int64_t rsx, int64_t csx, double *rowmax, double *sumsq, double *l1,
+                               int nthreads);
 int emublas_oz_bound_int8(int dtype, int64_t rows, int64_t cols, const void *Xr, const void *Xi,
                           int64_t rsx, int64_t csx, const int32_t *ea, int8_t *out, int64_t rso,
                           int64_t cso, int nthreads);

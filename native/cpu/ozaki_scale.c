@@ -25,6 +25,7 @@ typedef struct {
     const int32_t *ea;
     int8_t *out;
     int64_t rso, cso;
+    int carry; /* row_stats: continue from the given rowmax/sumsq/l1 instead of zero */
 } scale_job;
 
 static inline double mag(const scale_job *J, int64_t off)
@@ -57,7 +58,7 @@ static void stats_task(void *ctx, int tid, int nt)
     scale_job *J = ctx;
     int64_t i0, i1;
     rows_of(J->rows, tid, nt, &i0, &i1);
-    for (int64_t i = i0; i < i1; i++) {
+    for (int64_t i = i0; i < i1 && !J->carry; i++) { /* both branches start from these */
         J->rowmax[i] = 0.0;
         J->sumsq[i] = 0.0;
         J->l1[i] = 0.0;
@@ -73,8 +74,8 @@ static void stats_task(void *ctx, int tid, int nt)
             }
     } else {
         for (int64_t i = i0; i < i1; i++) {
-            double mx = 0.0, s2 = 0.0, s1 = 0.0;
-            int bad = 0;
+            double mx = J->rowmax[i], s2 = J->sumsq[i], s1 = J->l1[i];
+            int bad = !(mx <= 1.7976931348623157e308); /* a carried NaN/Inf stays non-finite */
             for (int64_t j = 0; j < J->cols; j++) {
                 double v = mag(J, i * J->rsx + j * J->csx);
                 bad |= !(v <= 1.7976931348623157e308);
@@ -142,7 +143,19 @@ int emublas_oz_row_stats(int dtype, int64_t rows, int64_t cols, const void *Xr, 
     if ((dtype != 0 && dtype != 1) || rows < 0 || cols < 0 || !rowmax || !sumsq || !l1 ||
         (rows * cols > 0 && !Xr))
         return EMUBLAS_EINVAL;
-    scale_job J = {dtype, rows, cols, Xr, Xi, rsx, csx, rowmax, sumsq, l1, NULL, NULL, 0, 0};
+    scale_job J = {dtype, rows, cols, Xr, Xi, rsx, csx, rowmax, sumsq, l1, NULL, NULL, 0, 0, 0};
+    emublas__parallel(stats_task, &J, threads_for(nthreads, rows, cols));
+    return EMUBLAS_OK;
+}
+
+int emublas_oz_row_stats_carry(int dtype, int64_t rows, int64_t cols, const void *Xr, const void *Xi,
+                               int64_t rsx, int64_t csx, double *rowmax, double *sumsq, double *l1,
+                               int nthreads)
+{
+    if ((dtype != 0 && dtype != 1) || rows < 0 || cols < 0 || !rowmax || !sumsq || !l1 ||
+        (rows * cols > 0 && !Xr))
+        return EMUBLAS_EINVAL;
+    scale_job J = {dtype, rows, cols, Xr, Xi, rsx, csx, rowmax, sumsq, l1, NULL, NULL, 0, 0, 1};
     emublas__parallel(stats_task, &J, threads_for(nthreads, rows, cols));
     return EMUBLAS_OK;
 }
@@ -153,7 +166,7 @@ int emublas_oz_bound_int8(int dtype, int64_t rows, int64_t cols, const void *Xr,
 {
     if ((dtype != 0 && dtype != 1) || rows < 0 || cols < 0 || !ea || (rows * cols > 0 && (!Xr || !out)))
         return EMUBLAS_EINVAL;
-    scale_job J = {dtype, rows, cols, Xr, Xi, rsx, csx, NULL, NULL, NULL, ea, out, rso, cso};
+    scale_job J = {dtype, rows, cols, Xr, Xi, rsx, csx, NULL, NULL, NULL, ea, out, rso, cso, 0};
     emublas__parallel(bound_task, &J, threads_for(nthreads, rows, cols));
     return EMUBLAS_OK;
 }
