@@ -88,8 +88,10 @@ BOOLPACK_BITS = 16  # the default
 def boolpack_tol(xp_name, dtype, k, terms, alpha, beta, amax, bmax, cmax):
     """Quantization: each input is off by at most 2^(1-bits) of its row's (column's)
     largest magnitude, so each product term by 2^(2-bits)·amax·bmax (a quantizing
-    backend: not exact by design), plus the rounding of the final scaling."""
-    quant = 2.0 ** (2 - BOOLPACK_BITS) * terms * k * abs(alpha) * amax * bmax
+    backend: not exact by design), plus the rounding of the final scaling.  A complex
+    term is two real products per part, each quantized so: twice that."""
+    cplx = 2.0 if np.dtype(dtype).kind == "c" else 1.0
+    quant = cplx * 2.0 ** (2 - BOOLPACK_BITS) * terms * k * abs(alpha) * amax * bmax
     return quant + native_tol(xp_name, dtype, k, terms, alpha, beta, amax, bmax, cmax)
 
 
