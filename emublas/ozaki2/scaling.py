@@ -168,13 +168,10 @@ def _bound_accurate_gpu(left: Side, right: Side) -> tuple[np.ndarray, np.ndarray
         for c0 in range(0, kp, K_CHUNK):
             ck = min(kp, c0 + K_CHUNK) - c0
             kg.gemm_tn(a.data.ptr + c0, b.data.ptr + j0 * kp + c0, rp, nb, ck, kp, kp, w, rp)
-            if kp <= K_CHUNK:  # one chunk: the int32 sums are exact as they are
-                acc = w[:nb]
-            else:
-                part = w[:nb].astype(np.int64)
-                acc = part if acc is None else acc + part
-        rowmax = cupy.maximum(rowmax, acc.max(axis=0).astype(np.int64))
-        colmax.append(acc.max(axis=1).astype(np.int64))
+            part = w[:nb].astype(np.int64)
+            acc = part if acc is None else acc + part
+        rowmax = cupy.maximum(rowmax, acc.max(axis=0))
+        colmax.append(acc.max(axis=1))
     rows = rowmax[:m].get().astype(np.float64)
     cols = cupy.concatenate(colmax)[:n].get().astype(np.float64)
     scale = np.log2(127.0 * 127.0)
