@@ -202,3 +202,24 @@ def test_registry_rules(recorder):
 def test_set_backend_none_takes_no_options(recorder):
     with pytest.raises(ValueError, match="no options"):
         emublas.set_backend(None, level=1)
+
+
+def test_ozaki2_devices_option_parses():
+    from emublas.backends.base import device_list
+
+    assert device_list(None) is None and device_list("current") is None and device_list("") is None
+    assert device_list("all") == "all"
+    assert device_list("0, 1") == (0, 1) and device_list([2, 0]) == (2, 0) and device_list(3) == (3,)
+    for bad in ("a,b", "-1", "0,0", [], 1.5, True):
+        with pytest.raises(ValueError, match="device"):
+            device_list(bad)
+
+
+def test_ozaki2_devices_from_environment(emublas, monkeypatch):
+    monkeypatch.setenv("EMUBLAS_DEVICES", "0,1")
+    monkeypatch.setenv("EMUBLAS_MULTI_GPU_SPLIT", "tiles")
+    be, opts = emublas.config.resolve("ozaki2", {})
+    assert opts["devices"] == (0, 1) and opts["split"] == "tiles"
+    monkeypatch.setenv("EMUBLAS_MULTI_GPU_SPLIT", "diagonal")
+    with pytest.raises(ValueError, match="moduli"):
+        emublas.config.resolve("ozaki2", {})
