@@ -63,6 +63,18 @@ def device_of(xp, *arrays: Any):
     return xp.cuda.Device()
 
 
+def as_2d(arr: Any, name: str) -> Any:
+    """A scalar as 1×1, a 1-D array as a column, 2-D as is (numpy, cupy or dask arrays);
+    ``ValueError`` naming ``name`` for more dimensions."""
+    if arr.ndim == 0:
+        return arr.reshape(1, 1)
+    if arr.ndim == 1:
+        return arr.reshape(-1, 1)
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array, got {arr.ndim}-D with shape {arr.shape}")
+    return arr
+
+
 def as_matrix(x: Any, dtype: np.dtype, xp, name: str):
     """Convert ``x`` to a 2-D array of ``dtype`` the way scipy's BLAS wrappers do.
 
@@ -79,12 +91,7 @@ def as_matrix(x: Any, dtype: np.dtype, xp, name: str):
             arr = arr.astype(dtype)
         else:
             raise TypeError(f"{name} has dtype {arr.dtype}, which is not numeric")
-    if arr.ndim == 0:
-        arr = arr.reshape(1, 1)
-    elif arr.ndim == 1:
-        arr = arr.reshape(-1, 1)
-    elif arr.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D array, got {arr.ndim}-D with shape {arr.shape}")
+    arr = as_2d(arr, name)
     if arr.dtype != dtype:
         arr = arr.astype(dtype)  # complex -> real warns (ComplexWarning), as in scipy
     return arr

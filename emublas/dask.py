@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from . import blas, config
-from ._arrays import complex_scalar, is_cupy, real_scalar
+from ._arrays import as_2d, complex_scalar, is_cupy, real_scalar
 
 try:
     import dask.array as da
@@ -155,12 +155,7 @@ def gemm(alpha: complex, a: Any, b: Any, beta: complex = 0.0, c: Any = None, tra
 def _as_dask(x: Any, name: str) -> da.Array:
     if not isinstance(x, da.Array):
         x = da.asarray(x)
-    if x.ndim == 0:
-        x = x.reshape(1, 1)
-    elif x.ndim == 1:
-        x = x.reshape(-1, 1)
-    elif x.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D array, got {x.ndim}-D with shape {x.shape}")
+    x = as_2d(x, name)
     if x.dtype.kind not in "biufc":
         raise TypeError(f"{name} has dtype {x.dtype}, which is not numeric")
     return x
