@@ -68,9 +68,10 @@ def gemm(alpha: complex, a: Any, b: Any, beta: complex = 0.0, c: Any = None, tra
     alpha, beta : scalar
         ``beta == 0`` means ``c`` is not read (NaN in ``c`` does not appear).
     a, b : dask.array.Array or array-like
-        2-D (a 1-D array is a column, as in scipy); numpy chunks (cupy chunks
-        with backends that take cupy arrays; not ``ozaki2``).  The dtype of the
-        result follows scipy's rules (float32/float64/complex64/complex128).
+        2-D (a 1-D array is a column, as in scipy), with numpy chunks or cupy
+        chunks (computed on the GPU of each block, on its current stream), not
+        both.  The dtype of the result follows scipy's rules
+        (float32/float64/complex64/complex128).
     c : dask.array.Array or array-like, optional, shape (m, n)
     trans_a, trans_b : {0, 1, 2}
         N, T, C (C is T for real data).
@@ -78,8 +79,9 @@ def gemm(alpha: complex, a: Any, b: Any, beta: complex = 0.0, c: Any = None, tra
     **options
         Backend options, validated here (on the client; the workers get the
         resolved values, whatever their environment).  For ``ozaki2`` the
-        numeric options (``moduli``, ``mode``) apply; options that place work
-        on GPUs do not apply to numpy blocks.
+        numeric options (``moduli``, ``mode``) apply; ``devices``/``split``
+        do not (each block is computed on the device that holds it: spreading
+        work over GPUs is the scheduler's job here).
 
     Returns
     -------
@@ -95,17 +97,20 @@ def gemm(alpha: complex, a: Any, b: Any, beta: complex = 0.0, c: Any = None, tra
     ValueError
         Shapes that do not match (the message names the dimensions); bad
         ``trans`` codes, scalars or options.
-    NotImplementedError
-        ``ozaki2`` with cupy chunks.
+    TypeError
+        numpy chunks and cupy chunks in the same call.
 
     Notes
     -----
     Chunks: the k chunks of ``op(b)`` are rechunked to those of ``op(a)`` when
     they differ, and ``c`` to the result's chunks.
 
-    ``ozaki2`` gives the single-process result bit for bit, in every mode,
-    for every chunking and k (the k-chunk splitting of the engine, at
-    ``K_CHUNK`` columns, is reproduced across blocks).  NaN/Inf: as in the
+    ``ozaki2`` gives the single-process result bit for bit, for every
+    chunking and k (the k-chunk splitting of the engine, at ``K_CHUNK``
+    columns, is reproduced across blocks): in every mode with numpy chunks;
+    with cupy chunks in ``accurate`` mode (the default), while ``fast`` and
+    ``auto`` choose shifts from row norms summed block by block on the GPU,
+    whose last bits can differ from one pass over whole rows.  NaN/Inf: as in the
     single-process routine, the entries in the rows and columns they touch come
     from a float product (of the original blocks here, summed over k-blocks:
     the same positions are non-finite; NaN versus ±Inf can differ only where
@@ -114,6 +119,7 @@ def gemm(alpha: complex, a: Any, b: Any, beta: complex = 0.0, c: Any = None, tra
     """
     a, b = _as_dask(a, "a"), _as_dask(b, "b")
     c = None if c is None else _as_dask(c, "c")
+    _same_chunk_type(a=a, b=b, c=c)
     prefix = blas._prefix_of(a=a, b=b, c=c)
     dtype = blas.DTYPES[prefix]
     scalar = real_scalar if prefix in "sd" else complex_scalar
@@ -138,15 +144,12 @@ def gemm(alpha: complex, a: Any, b: Any, beta: complex = 0.0, c: Any = None, tra
     if c is not None and c.chunks != (x.chunks[0], y.chunks[0]):
         c = c.rechunk((x.chunks[0], y.chunks[0]))
     if m == 0 or n == 0 or ka == 0 or alpha == 0:
-        return _quick(c, beta, (x.chunks[0], y.chunks[0]), dtype)
+        return _quick(c, beta, (x.chunks[0], y.chunks[0]), dtype, x)
     conj_x, conj_y = trans_a == 2, trans_b == 2
     if be.name == "ozaki2":
-        if is_cupy(x._meta) or is_cupy(y._meta):
-            raise NotImplementedError("emublas.dask: ozaki2 on cupy chunks is not implemented;"
-                                      " use numpy chunks or another backend")
         from .ozaki2 import distributed
 
-        # moduli and mode shape the numbers; GPU placement options (if any) do not apply to numpy blocks
+        # moduli and mode shape the numbers; each block runs on the device that holds it
         return distributed.gemm(alpha, x, y, beta, c, conj_x=conj_x, conj_y=conj_y, dtype=dtype,
                                 moduli=opts.get("moduli", "default"), mode=opts.get("mode", "accurate"))
     return _blockwise(prefix, be.name, opts, alpha, x, y, beta, c, conj_x, conj_y, dtype)
@@ -161,10 +164,26 @@ def _as_dask(x: Any, name: str) -> da.Array:
     return x
 
 
-def _quick(c, beta, chunks, dtype) -> da.Array:
-    """No product to compute (reference BLAS's quick return): ``beta·c`` or zeros."""
+def _same_chunk_type(**arrays) -> None:
+    """numpy chunks and cupy chunks do not mix (as numpy and cupy arrays do not in emublas.gemm)."""
+    gpu = {name: is_cupy(x._meta) for name, x in arrays.items() if x is not None}
+    if len(set(gpu.values())) > 1:
+        on_gpu = ", ".join(n for n, g in gpu.items() if g)
+        on_cpu = ", ".join(n for n, g in gpu.items() if not g)
+        raise TypeError(f"emublas.dask: {on_gpu} {'has' if ',' not in on_gpu else 'have'} cupy chunks but {on_cpu}"
+                        f" {'has' if ',' not in on_cpu else 'have'} numpy chunks; convert with"
+                        " x.map_blocks(cupy.asarray) or x.map_blocks(cupy.asnumpy)")
+
+
+def _quick(c, beta, chunks, dtype, like) -> da.Array:
+    """No product to compute (reference BLAS's quick return): ``beta·c`` or zeros, chunks like ``like``'s."""
     if c is None or beta == 0:
-        return da.zeros(tuple(sum(ch) for ch in chunks), dtype=dtype, chunks=chunks)
+        zeros = da.zeros(tuple(sum(ch) for ch in chunks), dtype=dtype, chunks=chunks)
+        if is_cupy(like._meta):
+            import cupy
+
+            zeros = zeros.map_blocks(cupy.asarray, dtype=dtype, meta=cupy.empty((0, 0), dtype))
+        return zeros
     return c if beta == 1 else (c * beta).astype(dtype)
 
 

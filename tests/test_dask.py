@@ -169,6 +169,116 @@ def test_array_likes_and_vectors(sync, rng):
 
 
 # ---------------------------------------------------------------------------
+# cupy chunks (GPU): the same products computed on the device of each block
+# ---------------------------------------------------------------------------
+
+def _on_gpu(cupy, *arrays, chunks):
+    return [da.from_array(cupy.asarray(x), chunks=ch, asarray=False) for x, ch in zip(arrays, chunks)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128, np.float32, np.complex64])
+def test_cupy_chunks_ozaki2_bit_identical(sync, rng, cupy, dtype):
+    """cupy chunks: the single-process GPU result, which is also the CPU result, bit for bit."""
+    a, b = _operands(rng, dtype)
+    ref_cpu = emublas.gemm(1.0, a, b, backend="ozaki2")
+    ref_gpu = emublas.gemm(1.0, cupy.asarray(a), cupy.asarray(b), backend="ozaki2")
+    xa, xb = _on_gpu(cupy, a, b, chunks=[(40, 33), (33, 40)])
+    got = ed.matmul(xa, xb, backend="ozaki2").compute()
+    assert isinstance(got, cupy.ndarray)
+    _same(got.get(), ref_gpu.get())
+    _same(got.get(), ref_cpu)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+@pytest.mark.parametrize("trans_a,trans_b", [(0, 1), (1, 0), (2, 2), (1, 2)])
+def test_cupy_chunks_trans_alpha_beta_c(sync, rng, cupy, dtype, trans_a, trans_b):
+    a, b = _operands(rng, dtype, trans_a=trans_a, trans_b=trans_b)
+    c = randn(rng, SHAPES[::2], dtype)
+    alpha, beta = (0.75, -1.5) if dtype == np.float64 else (0.5 - 0.25j, 1.0 + 2.0j)
+    ref = emublas.gemm(alpha, a, b, beta, c, trans_a, trans_b, backend="ozaki2")
+    xa, xb, xc = _on_gpu(cupy, a, b, c, chunks=[33, (29, 41), 50])
+    got = ed.gemm(alpha, xa, xb, beta, xc, trans_a, trans_b, backend="ozaki2").compute()
+    _same(got.get(), ref)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["fast", "accurate", "auto"])
+def test_cupy_chunks_modes(sync, rng, cupy, mode):
+    """accurate: bit for bit.  fast/auto read row norms summed block by block, whose
+    last bits may differ from one pass: the result agrees to the emulation's accuracy."""
+    a, b = _operands(rng, np.float64)
+    a[5] *= 2.0**40
+    ref = emublas.gemm(1.0, cupy.asarray(a), cupy.asarray(b), backend="ozaki2", mode=mode).get()
+    xa, xb = _on_gpu(cupy, a, b, chunks=[(50, 26), (26, 61)])
+    got = ed.matmul(xa, xb, backend="ozaki2", mode=mode).compute().get()
+    if mode == "accurate":
+        _same(got, ref)
+    else:
+        np.testing.assert_allclose(got, ref, rtol=1e-13, atol=1e-13 * np.abs(ref).max())
+
+
+@pytest.mark.gpu
+def test_cupy_chunks_hybrid_moduli(sync, rng, cupy):
+    """Past 22 moduli, complex products use 3M for the extra moduli (on the GPU too)."""
+    a, b = _operands(rng, np.complex128)
+    ref = emublas.zgemm(1.0, a, b, backend="ozaki2", moduli=24)
+    xa, xb = _on_gpu(cupy, a, b, chunks=[(40, 33), (33, 40)])
+    _same(ed.matmul(xa, xb, backend="ozaki2", moduli=24).compute().get(), ref)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_cupy_chunks_k_beyond_k_chunk(sync, rng, cupy, dtype):
+    """k past K_CHUNK with k-blocks that straddle the engine's chunk boundary."""
+    k = scaling.K_CHUNK + 77
+    a, b = randn(rng, (3, k), dtype), randn(rng, (k, 2), dtype)
+    ref = emublas.gemm(1.0, a, b, backend="ozaki2")
+    xa, xb = _on_gpu(cupy, a, b, chunks=[(2, 50000), (50000, 2)])
+    _same(ed.matmul(xa, xb, backend="ozaki2").compute().get(), ref)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("beta", [0.0, 2.0])
+def test_cupy_chunks_nonfinite(sync, rng, cupy, beta):
+    a, b = _operands(rng, np.float64)
+    c = randn(rng, SHAPES[::2], np.float64)
+    a[4, 10], a[50, 100], b[7, 30] = np.nan, np.inf, -np.inf
+    ref = emublas.gemm(1.5, cupy.asarray(a), cupy.asarray(b), beta, cupy.asarray(c), backend="ozaki2").get()
+    xa, xb, xc = _on_gpu(cupy, a, b, c, chunks=[(40, 33), (33, 40), (40, 40)])
+    got = ed.gemm(1.5, xa, xb, beta, xc, backend="ozaki2").compute().get()
+    bad = ~np.isfinite(ref)
+    assert bad[[4, 50]].all() and bad[:, 30].all()
+    np.testing.assert_array_equal(np.isfinite(got), ~bad)
+    _same(got[~bad], ref[~bad])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend,rtol", [("native", 1e-13), ("strassen", 1e-11), ("boolpack", 1e-3)])
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_cupy_chunks_other_backends(sync, rng, cupy, backend, rtol, dtype):
+    """Other backends on cupy chunks: one emublas gemm per block triple, on the GPU."""
+    a, b = _operands(rng, dtype, trans_b=2)
+    c = randn(rng, SHAPES[::2], dtype)
+    xa, xb, xc = _on_gpu(cupy, a, b, c, chunks=[(40, 33), (20, 33), (40, 40)])
+    got = ed.gemm(2.0, xa, xb, 0.5, xc, 0, 2, backend=backend).compute()
+    assert isinstance(got, cupy.ndarray)
+    want = 2.0 * a @ b.conj().T + 0.5 * c
+    np.testing.assert_allclose(got.get(), want, rtol=rtol, atol=rtol * np.abs(want).max())
+
+
+@pytest.mark.gpu
+def test_cupy_chunks_quick_return_and_mixing(sync, rng, cupy):
+    a, b = _operands(rng, np.float64)
+    xa, xb = _on_gpu(cupy, a, b, chunks=[40, 40])
+    zero = ed.gemm(1.0, xa[:, :0], xb[:0], backend="ozaki2").compute()
+    assert isinstance(zero, cupy.ndarray) and zero.shape == (97, 61) and not zero.any()
+    with pytest.raises(TypeError, match="a has cupy chunks but b has numpy chunks"):
+        ed.matmul(xa, da.from_array(b, chunks=40), backend="ozaki2")
+
+
+# ---------------------------------------------------------------------------
 # a LocalCluster of two worker processes
 # ---------------------------------------------------------------------------
 
@@ -215,3 +325,13 @@ def test_local_cluster_worker_killed(client, rng, tmp_path):
     client.wait_for_workers(2, timeout=60)
     assert set(client.run(os.getpid).values()) != pids_before  # one worker really was replaced
     _same(got, ref)
+
+
+@pytest.mark.gpu
+def test_local_cluster_cupy_chunks(client, rng, cupy):
+    """cupy chunks on worker processes (each on the GPU it sees): the single-process result."""
+    a, b = _operands(rng, np.complex128)
+    ref = emublas.gemm(1.0, a, b, backend="ozaki2")
+    xa, xb = _on_gpu(cupy, a, b, chunks=[(40, 33), (33, 40)])
+    got = client.compute(ed.matmul(xa, xb, backend="ozaki2")).result(timeout=120)
+    _same(cupy.asnumpy(got), ref)

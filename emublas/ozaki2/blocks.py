@@ -71,15 +71,23 @@ def _runs(kinds: list[str]):
             start = stop
 
 
-def planes(x: np.ndarray, shift, moduli, roots, recipes: list, conj: bool) -> list:
-    """Residue planes of one block for every modulus: ``[(start, stop, array)]``,
-    one int8 array (planes·count, rows, k) per run of one plane kind."""
+def planes(x: np.ndarray, shift, moduli, roots, recipes: list, conj: bool, k0: int, k_chunk: int) -> dict:
+    """Residue planes of one block (at global column offset ``k0``) for every modulus.
+
+    Returns ``{c: [(start, stop, array)]}``: per engine k-chunk ``c`` that the
+    block's columns fall into, one int8 array (planes·count, rows, columns of
+    that piece) per run of moduli with one plane kind.
+    """
     shift = np.asarray(shift, np.int32)
     kinds = [r.planes for r in recipes]
-    out = []
-    for start, stop in _runs(kinds):
-        rs = [roots[q] or 0 for q in range(start, stop)]
-        out.append((start, stop, engine._planes(kinds[start], x, shift, list(moduli[start:stop]), rs, conj, None)))
+    out = {}
+    for c, lo, hi in _k_pieces(k0, x.shape[1], k_chunk):
+        runs = []
+        for start, stop in _runs(kinds):
+            rs = [roots[q] or 0 for q in range(start, stop)]
+            runs.append((start, stop, engine._planes(kinds[start], x[:, lo:hi], shift, list(moduli[start:stop]), rs,
+                                                     conj, None)))
+        out[c] = runs
     return out
 
 
@@ -91,24 +99,25 @@ def _plane(runs, q: int, kind: str, idx: int) -> np.ndarray:
     raise IndexError(q)
 
 
-def products(px: list, py: list, recipes: list, k0: int, k_chunk: int, prev: dict | None = None) -> dict:
+def products(px: dict, py: dict, recipes: list, prev: dict | None = None) -> dict:
     """int32 plane products of the k-blocks up to this one, per modulus and global k-chunk.
 
-    Returns ``{c: [[int32 (rows_x, rows_y) per plane product] per modulus]}``
-    with c the index of the engine's k-chunk (``K_CHUNK`` columns) the columns
-    belong to; ``prev``, the same for the k-blocks before this one, is added in.
-    The sums stay exact in int32: the columns of one chunk are no more than
-    ``K_CHUNK``, the bound that ``K_CHUNK`` is chosen for.  ``prev`` is not
-    modified (the sums go into this call's own buffers).
+    ``px``, ``py``: :func:`planes` of ``X_il`` and ``Y_jl``.  Returns
+    ``{c: [[int32 (rows_x, rows_y) per plane product] per modulus]}`` with c the
+    index of the engine's k-chunk (``K_CHUNK`` columns); ``prev``, the same for
+    the k-blocks before this one, is added in.  The sums stay exact in int32:
+    the columns of one chunk are no more than ``K_CHUNK``, the bound that
+    ``K_CHUNK`` is chosen for.  ``prev`` is not modified (the sums go into this
+    call's own buffers).
     """
-    kl = px[0][2].shape[2] if px else 0
-    rows_x, rows_y = px[0][2].shape[1], py[0][2].shape[1]
     out = dict(prev) if prev else {}
-    for c, lo, hi in _k_pieces(k0, kl, k_chunk):
+    for c, runs_x in px.items():
+        runs_y = py[c]
+        rows_x, rows_y = runs_x[0][2].shape[1], runs_y[0][2].shape[1]
         per_mod = []
         for q, rec in enumerate(recipes):
             # Fortran order, as the engine's buffers: the CRT kernel walks the accumulators by columns
-            prods = [cpu.i8gemm(_plane(px, q, rec.planes, a)[:, lo:hi], _plane(py, q, rec.planes, b)[:, lo:hi].T,
+            prods = [cpu.i8gemm(_plane(runs_x, q, rec.planes, a), _plane(runs_y, q, rec.planes, b).T,
                                 out=np.empty((rows_x, rows_y), np.int32, order="F"))
                      for a, b in rec.products]
             if c in out:

@@ -30,6 +30,7 @@ import numpy as np
 from dask import delayed
 from dask.base import tokenize
 
+from .._arrays import is_cupy, namespace
 from . import blocks, routines, scaling
 
 __all__ = ["gemm"]
@@ -61,13 +62,23 @@ class _DaskSide(scaling.Side):
         return self._fetch(rows)
 
     def _fetch(self, rows):
-        sub = np.ascontiguousarray(self.x[rows].compute())
+        sub = self.x[rows].compute()
+        sub = np.ascontiguousarray(sub.get() if is_cupy(sub) else sub)  # a few rows, to the host
         mag = np.abs(sub).astype(np.float64, copy=False)
         return np.ldexp(mag, np.asarray(-self.ea[rows], dtype=np.int32)[:, None])
 
 
 def _offsets(chunks) -> list[int]:
     return [int(v) for v in np.concatenate([[0], np.cumsum(chunks)])]
+
+
+def _ops(x):
+    """The block tasks for ``x``'s chunks: :mod:`.blocks` (numpy) or :mod:`.gpu_blocks` (cupy)."""
+    if is_cupy(x._meta):
+        from . import gpu_blocks
+
+        return gpu_blocks
+    return blocks
 
 
 def _stats(x):
@@ -78,7 +89,7 @@ def _stats(x):
     for i in range(xb.shape[0]):
         carry = None
         for l in range(xb.shape[1]):
-            carry = delayed(blocks.stats)(xb[i, l], carry, dask_key_name=(name, i, l))
+            carry = delayed(_ops(x).stats)(xb[i, l], carry, dask_key_name=(name, i, l))
         out.append(carry)
     return out
 
@@ -94,21 +105,22 @@ def _sides(x, y):
 def _bound_accurate(x, y, left, right):
     """:func:`emublas.ozaki2.scaling.bound_accurate` with W summed over k-blocks exactly
     (a chain of tasks over l per output block, ending in W's row and column maxima)."""
+    ops = _ops(x)
     xb, yb = x.to_delayed(), y.to_delayed()
     ox, oy = _offsets(x.chunks[0]), _offsets(y.chunks[0])
     nl = xb.shape[1]
     ea_x, ea_y = left.ea.astype(np.int32), right.ea.astype(np.int32)
     token = tokenize(x.name, y.name, ea_x, ea_y, scaling.K_CHUNK)
-    bx = [[delayed(blocks.bound_int8)(xb[i, l], ea_x[ox[i]:ox[i + 1]], dask_key_name=("oz-bound-x-" + token, i, l))
+    bx = [[delayed(ops.bound_int8)(xb[i, l], ea_x[ox[i]:ox[i + 1]], dask_key_name=("oz-bound-x-" + token, i, l))
            for l in range(nl)] for i in range(xb.shape[0])]
-    by = [[delayed(blocks.bound_int8)(yb[j, l], ea_y[oy[j]:oy[j + 1]], dask_key_name=("oz-bound-y-" + token, j, l))
+    by = [[delayed(ops.bound_int8)(yb[j, l], ea_y[oy[j]:oy[j + 1]], dask_key_name=("oz-bound-y-" + token, j, l))
            for l in range(nl)] for j in range(yb.shape[0])]
     jobs = []
     for i in range(xb.shape[0]):
         for j in range(yb.shape[0]):
             w = None
             for l in range(nl):
-                w = delayed(blocks.bound_product)(bx[i][l], by[j][l], w, scaling.K_CHUNK, l == nl - 1,
+                w = delayed(ops.bound_product)(bx[i][l], by[j][l], w, scaling.K_CHUNK, l == nl - 1,
                                                   dask_key_name=("oz-w-" + token, i, j, l))
             jobs.append(w)
     got = dask.compute(*jobs)
@@ -118,8 +130,14 @@ def _bound_accurate(x, y, left, right):
     return scaling.bound_from_maxima(rowmax, colmax)
 
 
-def _zero_nonfinite(block: np.ndarray) -> np.ndarray:
-    return np.where(np.isfinite(block), block, 0).astype(block.dtype, copy=False)
+def _meta(x, dtype):
+    """An empty 2-D array of ``x``'s chunk type (numpy or cupy) and ``dtype``."""
+    return x._meta.astype(dtype)[:0, :0] if x._meta is not None else np.empty((0, 0), dtype)
+
+
+def _zero_nonfinite(block):
+    xp = namespace(block=block)
+    return xp.where(xp.isfinite(block), block, 0).astype(block.dtype, copy=False)
 
 
 def gemm(alpha, x, y, beta, c, *, conj_x: bool, conj_y: bool, dtype, moduli="default", mode="accurate"):
@@ -151,6 +169,8 @@ MODULI_PER_TASK = 4
 
 
 def _products(alpha, x, y, beta, c, p, recipes, *, conj_x, conj_y, dtype):
+    ops = _ops(x)
+    meta = _meta(x, dtype)
     xb, yb = x.to_delayed(), y.to_delayed()
     cb = None if c is None else c.to_delayed()
     ox, oy, ok = _offsets(x.chunks[0]), _offsets(y.chunks[0]), _offsets(x.chunks[1])
@@ -162,11 +182,11 @@ def _products(alpha, x, y, beta, c, p, recipes, *, conj_x, conj_y, dtype):
     state = {}  # per output block: the CRT sums after the groups so far
     for g, (g0, g1) in enumerate(groups):
         args = (p.moduli[g0:g1], p.roots[g0:g1], recipes[g0:g1])
-        pa = [[delayed(blocks.planes)(xb[i, l], p.x_shift[ox[i]:ox[i + 1]], *args, conj_x,
-                                      dask_key_name=(f"oz-planes-x-{token}", g, i, l)) for l in range(nl)]
+        pa = [[delayed(ops.planes)(xb[i, l], p.x_shift[ox[i]:ox[i + 1]], *args, conj_x, ok[l], scaling.K_CHUNK,
+                                   dask_key_name=(f"oz-planes-x-{token}", g, i, l)) for l in range(nl)]
               for i in range(ni)]
-        pb = [[delayed(blocks.planes)(yb[j, l], p.y_shift[oy[j]:oy[j + 1]], *args, conj_y,
-                                      dask_key_name=(f"oz-planes-y-{token}", g, j, l)) for l in range(nl)]
+        pb = [[delayed(ops.planes)(yb[j, l], p.y_shift[oy[j]:oy[j + 1]], *args, conj_y, ok[l], scaling.K_CHUNK,
+                                   dask_key_name=(f"oz-planes-y-{token}", g, j, l)) for l in range(nl)]
               for j in range(nj)]
         consts = {"moduli": list(p.moduli[g0:g1]), "roots": list(p.roots[g0:g1]), "recipes": recipes[g0:g1],
                   "weights": list(p.mset.weights[g0:g1]), "big_hi": p.mset.big_hi[g0:g1],
@@ -175,20 +195,19 @@ def _products(alpha, x, y, beta, c, p, recipes, *, conj_x, conj_y, dtype):
             for j in range(nj):
                 acc = None
                 for l in range(nl):  # a chain: the int32 sums stay where they are, planes move
-                    acc = delayed(blocks.products)(pa[i][l], pb[j][l], args[2], ok[l], scaling.K_CHUNK, acc,
-                                                   dask_key_name=(f"oz-products-{token}", g, i, j, l))
-                state[i, j] = delayed(blocks.crt)(acc, state.get((i, j)), **consts,
+                    acc = delayed(ops.products)(pa[i][l], pb[j][l], args[2], acc,
+                                                dask_key_name=(f"oz-products-{token}", g, i, j, l))
+                state[i, j] = delayed(ops.crt)(acc, state.get((i, j)), **consts,
                                                   dask_key_name=(f"oz-crt-{token}", g, i, j))
     rows = []
     for i in range(ni):
         row = []
         for j in range(nj):
-            blk = delayed(blocks.finalize)(state[i, j], None if cb is None else cb[i, j], P_hi=p.mset.P_hi,
+            blk = delayed(ops.finalize)(state[i, j], None if cb is None else cb[i, j], P_hi=p.mset.P_hi,
                                            P_lo=p.mset.P_lo, x_shift=p.x_shift[ox[i]:ox[i + 1]],
                                            y_shift=p.y_shift[oy[j]:oy[j + 1]], alpha=alpha, beta=beta,
                                            dtype=np.dtype(dtype).str, dask_key_name=(f"oz-out-{token}", i, j))
-            row.append(da.from_delayed(blk, (ox[i + 1] - ox[i], oy[j + 1] - oy[j]), dtype=dtype,
-                                       meta=np.empty((0, 0), dtype)))
+            row.append(da.from_delayed(blk, (ox[i + 1] - ox[i], oy[j + 1] - oy[j]), dtype=dtype, meta=meta))
         rows.append(row)
     return da.block(rows)
 
@@ -212,17 +231,18 @@ def _nonfinite(alpha, x, y, beta, c, left, right, *, conj_x, conj_y, dtype, modu
             if r.any() or q.any():
                 blk = delayed(_patch, pure=True)(blk, list(xb[i]), list(yb[j]), None if cb is None else cb[i, j],
                                                  r, q, alpha, beta, conj_x, conj_y)
-            row.append(da.from_delayed(blk, (len(r), len(q)), dtype=dtype, meta=np.empty((0, 0), dtype)))
+            row.append(da.from_delayed(blk, (len(r), len(q)), dtype=dtype, meta=_meta(x, dtype)))
         rows.append(row)
     return da.block(rows)
 
 
 def _patch(emu, xs, ys, c, bad_r, bad_c, alpha, beta, conj_x, conj_y):
     """``emu`` with the rows ``bad_r`` and columns ``bad_c`` taken from the float product."""
+    xp = namespace(emu=emu)
     with np.errstate(all="ignore"):  # NaN and Inf are the point here
-        acc = sum((np.conj(xl) if conj_x else xl) @ (np.conj(yl) if conj_y else yl).T for xl, yl in zip(xs, ys))
+        acc = sum((xp.conj(xl) if conj_x else xl) @ (xp.conj(yl) if conj_y else yl).T for xl, yl in zip(xs, ys))
         native = alpha * acc
         if c is not None and beta != 0:
             native = native + beta * c
-    mask = bad_r[:, None] | bad_c[None, :]
-    return np.where(mask, native.astype(emu.dtype), emu)
+    mask = xp.asarray(bad_r[:, None] | bad_c[None, :])
+    return xp.where(mask, native.astype(emu.dtype), emu)
