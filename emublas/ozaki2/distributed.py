@@ -24,6 +24,8 @@ computed.
 """
 from __future__ import annotations
 
+from functools import partial
+
 import dask
 import dask.array as da
 import numpy as np
@@ -180,33 +182,36 @@ def _products(alpha, x, y, beta, c, p, recipes, *, conj_x, conj_y, dtype):
                      MODULI_PER_TASK)
     groups = [(g0, min(g0 + MODULI_PER_TASK, len(p.moduli))) for g0 in range(0, len(p.moduli), MODULI_PER_TASK)]
     state = {}  # per output block: the CRT sums after the groups so far
+    # constant arguments go into partials: Dask would otherwise walk the recipes and
+    # constant arrays of every task for collections (most of the graph's build time)
     for g, (g0, g1) in enumerate(groups):
-        args = (p.moduli[g0:g1], p.roots[g0:g1], recipes[g0:g1])
-        pa = [[delayed(ops.planes)(xb[i, l], p.x_shift[ox[i]:ox[i + 1]], *args, conj_x, ok[l], scaling.K_CHUNK,
-                                   dask_key_name=(f"oz-planes-x-{token}", g, i, l)) for l in range(nl)]
+        ms, rts, recs = list(p.moduli[g0:g1]), list(p.roots[g0:g1]), recipes[g0:g1]
+        planes_x = partial(ops.planes, moduli=ms, roots=rts, recipes=recs, conj=conj_x, k_chunk=scaling.K_CHUNK)
+        planes_y = partial(ops.planes, moduli=ms, roots=rts, recipes=recs, conj=conj_y, k_chunk=scaling.K_CHUNK)
+        pa = [[delayed(planes_x)(xb[i, l], p.x_shift[ox[i]:ox[i + 1]], k0=ok[l],
+                                 dask_key_name=(f"oz-planes-x-{token}", g, i, l)) for l in range(nl)]
               for i in range(ni)]
-        pb = [[delayed(ops.planes)(yb[j, l], p.y_shift[oy[j]:oy[j + 1]], *args, conj_y, ok[l], scaling.K_CHUNK,
-                                   dask_key_name=(f"oz-planes-y-{token}", g, j, l)) for l in range(nl)]
+        pb = [[delayed(planes_y)(yb[j, l], p.y_shift[oy[j]:oy[j + 1]], k0=ok[l],
+                                 dask_key_name=(f"oz-planes-y-{token}", g, j, l)) for l in range(nl)]
               for j in range(nj)]
-        consts = {"moduli": list(p.moduli[g0:g1]), "roots": list(p.roots[g0:g1]), "recipes": recipes[g0:g1],
-                  "weights": list(p.mset.weights[g0:g1]), "big_hi": p.mset.big_hi[g0:g1],
-                  "big_lo": p.mset.big_lo[g0:g1], "complex_out": recipes[0].complex_out}
+        products = partial(ops.products, recipes=recs)
+        crt = partial(ops.crt, moduli=ms, roots=rts, recipes=recs, weights=list(p.mset.weights[g0:g1]),
+                      big_hi=p.mset.big_hi[g0:g1], big_lo=p.mset.big_lo[g0:g1], complex_out=recs[0].complex_out)
         for i in range(ni):
             for j in range(nj):
                 acc = None
                 for l in range(nl):  # a chain: the int32 sums stay where they are, planes move
-                    acc = delayed(ops.products)(pa[i][l], pb[j][l], args[2], acc,
-                                                dask_key_name=(f"oz-products-{token}", g, i, j, l))
-                state[i, j] = delayed(ops.crt)(acc, state.get((i, j)), **consts,
-                                                  dask_key_name=(f"oz-crt-{token}", g, i, j))
+                    acc = delayed(products)(pa[i][l], pb[j][l], prev=acc,
+                                            dask_key_name=(f"oz-products-{token}", g, i, j, l))
+                state[i, j] = delayed(crt)(acc, state.get((i, j)), dask_key_name=(f"oz-crt-{token}", g, i, j))
+    finalize = partial(ops.finalize, P_hi=p.mset.P_hi, P_lo=p.mset.P_lo, alpha=alpha, beta=beta,
+                       dtype=np.dtype(dtype).str)
     rows = []
     for i in range(ni):
         row = []
         for j in range(nj):
-            blk = delayed(ops.finalize)(state[i, j], None if cb is None else cb[i, j], P_hi=p.mset.P_hi,
-                                           P_lo=p.mset.P_lo, x_shift=p.x_shift[ox[i]:ox[i + 1]],
-                                           y_shift=p.y_shift[oy[j]:oy[j + 1]], alpha=alpha, beta=beta,
-                                           dtype=np.dtype(dtype).str, dask_key_name=(f"oz-out-{token}", i, j))
+            blk = delayed(finalize)(state[i, j], None if cb is None else cb[i, j], x_shift=p.x_shift[ox[i]:ox[i + 1]],
+                                    y_shift=p.y_shift[oy[j]:oy[j + 1]], dask_key_name=(f"oz-out-{token}", i, j))
             row.append(da.from_delayed(blk, (ox[i + 1] - ox[i], oy[j + 1] - oy[j]), dtype=dtype, meta=meta))
         rows.append(row)
     return da.block(rows)
