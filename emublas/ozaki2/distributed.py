@@ -44,7 +44,8 @@ class _DaskSide(scaling.Side):
     The rows it is asked for (``auto`` mode's samples, rows of extreme magnitude)
     are gathered from the cluster and laid out as numpy's fancy indexing lays
     them out (C order, a fresh array), so the sums over them are the
-    single-process ones.
+    single-process ones; with cupy chunks they stay on the device, where the
+    single-process GPU call computes them.
     """
 
     _redo: dict | None = None
@@ -60,14 +61,14 @@ class _DaskSide(scaling.Side):
                 self._redo = dict(zip(redo.tolist(), self._fetch(redo))) if redo.size else {}
             hit = self._redo.get(int(rows.reshape(-1)[0]))
             if hit is not None:
-                return np.array(hit[None, :])
+                return hit[None, :].copy()
         return self._fetch(rows)
 
     def _fetch(self, rows):
         sub = self.x[rows].compute()
-        sub = np.ascontiguousarray(sub.get() if is_cupy(sub) else sub)  # a few rows, to the host
-        mag = np.abs(sub).astype(np.float64, copy=False)
-        return np.ldexp(mag, np.asarray(-self.ea[rows], dtype=np.int32)[:, None])
+        xp = namespace(sub=sub)  # cupy chunks: on the device, as the single-process GPU Side computes it
+        mag = xp.abs(xp.ascontiguousarray(sub)).astype(np.float64, copy=False)
+        return xp.ldexp(mag, xp.asarray(-self.ea[rows], dtype=np.int32)[:, None])
 
 
 def _offsets(chunks) -> list[int]:
