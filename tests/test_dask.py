@@ -4,6 +4,7 @@ Most tests run on dask's synchronous scheduler; the ``cluster`` fixture starts
 one small ``LocalCluster`` of two worker processes for the distributed tests,
 including a worker killed in the middle of a computation.
 """
+import contextlib
 import os
 
 import numpy as np
@@ -71,9 +72,14 @@ def test_modes_and_moduli(sync, rng, mode):
     a, b = _operands(rng, np.float64)
     a[5] *= 2.0**40  # a row of another magnitude: the shifts differ per row
     for moduli in ("default", 9):
-        ref = emublas.gemm(1.0, a, b, backend="ozaki2", mode=mode, moduli=moduli)
-        got = ed.matmul(da.from_array(a, chunks=(50, 26)), da.from_array(b, chunks=(26, 61)),
-                        backend="ozaki2", mode=mode, moduli=moduli)
+        # 9 moduli are too few for this exponent span (auto mode adds moduli instead):
+        # the distributed call warns as the single call does
+        short = moduli == 9 and mode != "auto"
+        with pytest.warns(emublas.OzakiAccuracyWarning) if short else contextlib.nullcontext():
+            ref = emublas.gemm(1.0, a, b, backend="ozaki2", mode=mode, moduli=moduli)
+        with pytest.warns(emublas.OzakiAccuracyWarning) if short else contextlib.nullcontext():
+            got = ed.matmul(da.from_array(a, chunks=(50, 26)), da.from_array(b, chunks=(26, 61)),
+                            backend="ozaki2", mode=mode, moduli=moduli)
         _same(got.compute(), ref)
 
 
