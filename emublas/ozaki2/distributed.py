@@ -20,7 +20,9 @@ Three passes over the blocks, each a Dask computation:
    the groups give even a few large output blocks enough tasks to balance.
 
 Passes 1–2 run when :func:`gemm` is called; pass 3 when the result is
-computed.
+computed.  The tasks are :mod:`emublas.ozaki2.blocks` for numpy chunks and
+:mod:`emublas.ozaki2.gpu_blocks` (same signatures, the GPU engine's kernels,
+CRT terms per group and one final pass) for cupy chunks.
 """
 from __future__ import annotations
 
