@@ -9,19 +9,16 @@ architecture, ``sm_XY`` from its compute capability) and cached per device.
 """
 from __future__ import annotations
 
-import os
 import threading
 from typing import Any
 
 import numpy as np
 
+from . import cuda_source
+
 __all__ = ["load_error", "ops", "source_path"]
 
 _SOURCE = "strassen.cu"
-_HERE = os.path.dirname(os.path.abspath(__file__))
-# a wheel ships the CUDA sources as package data; a checkout reads native/cuda
-_FOLDERS = (os.path.join(_HERE, "cuda"),
-            os.path.join(os.path.dirname(os.path.dirname(_HERE)), "native", "cuda"))
 _SUFFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
            np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
 _TILE = {"s": 32, "d": 32, "c": 32, "z": 16}  # as compiled in strassen.cu
@@ -35,18 +32,14 @@ _errors: dict[tuple[int, str], str] = {}
 
 
 def source_path() -> str:
-    """Path of ``strassen.cu``.
+    """Path of ``strassen.cu`` (package data in a wheel, ``native/cuda`` in a checkout).
 
     Raises
     ------
     FileNotFoundError
         Neither the package data nor a source checkout holds it.
     """
-    for folder in _FOLDERS:
-        path = os.path.join(folder, _SOURCE)
-        if os.path.exists(path):
-            return path
-    raise FileNotFoundError(f"{_SOURCE} not found in {', '.join(_FOLDERS)}")
+    return cuda_source.source_path(_SOURCE)
 
 
 def _device_key() -> tuple[int, str]:
@@ -74,12 +67,7 @@ def ops() -> _CudaOps | None:
         if key in _errors:
             return None
         try:
-            import cupy
-
-            with open(source_path()) as fh:
-                code = fh.read()
-            module = cupy.RawModule(code=code, options=("-std=c++17",))
-            result = _CudaOps(module)
+            result = _CudaOps(cuda_source.module(_SOURCE))
         except Exception as exc:  # noqa: BLE001 -- compile or load failure: report, fall back
             _errors[key] = f"{type(exc).__name__}: {exc}"
             return None

@@ -139,25 +139,16 @@ def crt(acc: dict, state: dict | None, *, moduli, roots, recipes, weights, big_h
     chunks = sorted(acc["chunks"])
     first = acc["chunks"][chunks[0]][0][0]
     rp = first.shape[1]
-    count = len(chunks) * sum(len(rec.terms) for rec in recipes)
-    part, bhi, blo = [], [], []
+    part, bhi, blo, slots = gpu_engine.term_table(recipes, big_hi, big_lo, len(chunks))
     with first.device:
-        T = cupy.empty((count, rows_y, rp), np.int8)
-        slot = 0
+        T = cupy.empty((slots[-1], rows_y, rp), np.int8)
         for q, rec in enumerate(recipes):
             m, s = moduli[q], roots[q] or 1
-            spec = gpu_engine._spec(rec, weights[q], m, s, False, len(rec.products))
-            spec_d = kg.device_constants(("spec", spec), lambda: cupy.asarray(np.array(spec, np.int32)))
+            spec_d, tr = gpu_engine.device_spec(rec, weights[q], m, s, False, len(rec.products))
             nt = len(rec.terms)
-            tr = any(spec[6 * t + 1] or spec[6 * t + 4] for t in range(nt))
-            for ch in chunks:
-                kg.terms(acc["chunks"][ch][q], rp, rows_x, rows_y, 0, 0, spec_d, nt, m, T, slot, rows_y * rp, rp,
-                         0, tr)
-                slot += nt
-                for t in rec.terms:
-                    part.append(1 if t.part == "im" else 0)
-                    bhi.append(big_hi[q])
-                    blo.append(big_lo[q])
+            for c, ch in enumerate(chunks):
+                kg.terms(acc["chunks"][ch][q], rp, rows_x, rows_y, 0, 0, spec_d, nt, m, T, slots[q] + c * nt,
+                         rows_y * rp, rp, 0, tr)
     before = state or {"terms": [], "part": [], "bhi": [], "blo": []}
     return {"terms": before["terms"] + [T], "part": before["part"] + part, "bhi": before["bhi"] + bhi,
             "blo": before["blo"] + blo}

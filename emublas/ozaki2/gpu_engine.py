@@ -100,6 +100,32 @@ def _spec(rec, weights_l, m, s, swap, nprod):
     return tuple(v for r in rows for v in r)
 
 
+def device_spec(rec, weights_l, m, s, swap, nprod):
+    """``(spec, transposed)``: the oz_terms spec of one modulus as a device array (cached),
+    and whether any of its terms reads a product transposed."""
+    import cupy
+
+    spec = _spec(rec, weights_l, m, s, swap, nprod)
+    spec_d = kg.device_constants(("spec", spec), lambda: cupy.asarray(np.array(spec, np.int32)))
+    return spec_d, any(spec[6 * t + 1] or spec[6 * t + 4] for t in range(len(rec.terms)))
+
+
+def term_table(recipes, big_hi, big_lo, nchunks: int):
+    """``(part, bhi, blo, slot)``: per CRT term in the engine's order (modulus, k-chunk,
+    recipe term -- the CPU's accumulation order) its part (0 real, 1 imaginary) and its
+    modulus's CRT weight (hi, lo); ``slot[l]``, the first term of modulus l (and the end)."""
+    part, bhi, blo, slot = [], [], [], []
+    for l, rec in enumerate(recipes):
+        slot.append(len(part))
+        for _ in range(nchunks):
+            for t in rec.terms:
+                part.append(1 if t.part == "im" else 0)
+                bhi.append(big_hi[l])
+                blo.append(big_lo[l])
+    slot.append(len(part))
+    return part, bhi, blo, slot
+
+
 class _Problem:
     """Everything about one call that does not depend on the device."""
 
@@ -115,16 +141,7 @@ class _Problem:
         self.nprod = max(len(r.products) for r in recipes)
         self.pl = max(PLANES_PER_MODULUS[r.planes] for r in recipes)
         self.transposed = any(t.t1 or t.t2 for r in recipes for t in r.terms)
-        # term order: modulus, k chunk, recipe term -- the CPU's accumulation order
-        self.part, self.bhi, self.blo, self.slot = [], [], [], []
-        for l, rec in enumerate(recipes):
-            self.slot.append(len(self.part))
-            for _ in self.chunks:
-                for t in rec.terms:
-                    self.part.append(1 if t.part == "im" else 0)
-                    self.bhi.append(mset.big_hi[l])
-                    self.blo.append(mset.big_lo[l])
-        self.slot.append(len(self.part))
+        self.part, self.bhi, self.blo, self.slot = term_table(recipes, mset.big_hi, mset.big_lo, len(self.chunks))
         self.nterms = len(self.part)
         if self.nterms > kg.MAX_TERMS:
             raise ValueError(f"ozaki2 on the GPU: k = {x.shape[1]} needs {self.nterms} CRT terms with"
@@ -229,10 +246,8 @@ def _block_terms(pb, on, T, slot0, lo, hi, r0, r1, j0, j1, blocked, batch, ev):
         ev.mark("residues")
         for jj, l in enumerate(range(start, stop)):
             rec, mod, s = pb.recipes[l], pb.moduli[l], pb.roots[l] or 1
-            spec = _spec(rec, pb.mset.weights[l], mod, s, swap, pb.nprod)
-            spec_d = kg.device_constants(("spec", spec), lambda: cupy.asarray(np.array(spec, np.int32)))
+            spec_d, tr = device_spec(rec, pb.mset.weights[l], mod, s, swap, pb.nprod)
             nt = len(rec.terms)
-            tr = any(spec[6 * t + 1] or spec[6 * t + 4] for t in range(nt))
             slot = pb.slot[l] - slot0
             for c0 in pb.chunks:
                 ck = min(pb.kp, c0 + K_CHUNK) - c0
