@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 
-__all__ = ["gemm", "last_run"]
+__all__ = ["gemm", "last_run", "note"]
 
 _local = threading.local()
 
@@ -34,6 +34,11 @@ _local = threading.local()
 def last_run() -> dict | None:
     """Levels used and output writes per level of the last strassen call in this thread."""
     return getattr(_local, "info", None)
+
+
+def note(**extra) -> None:
+    """Add entries to :func:`last_run`'s record (the backend's recomputed rows)."""
+    _local.info = {**(last_run() or {}), **extra}
 
 
 def _count_write(level: int) -> None:

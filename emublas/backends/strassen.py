@@ -10,6 +10,8 @@ the chaining, the peeling and the semantics are the same.
 """
 from __future__ import annotations
 
+import math
+
 from .. import strassen
 from .base import Backend, Option, int_range
 from .native import BACKEND as NATIVE
@@ -78,24 +80,27 @@ class StrassenBackend(Backend):
             edge = crossover("gpu" if is_cupy(c) else "cpu", c.dtype)
             levels = 0 if edge is None else strassen.levels_for(m, n, k, edge, AUTO_MAX_LEVELS)
         levels = int(levels)
-        if levels == 0:
+        if levels == 0 or not (_finite(alpha) and _finite(beta)):
+            # Inf/NaN scalars: native BLAS's pattern (Strassen's sums would turn inf·0 into NaN
+            # in entries where native keeps ±Inf)
             _leaf_trans(alpha, a, b, beta, c, trans_a, trans_b)
             return
         xp = strassen._namespace(c)
-        bad_a = ~xp.isfinite(a).all(axis=0 if trans_a else 1)  # rows of op(a)
-        bad_b = ~xp.isfinite(b).all(axis=1 if trans_b else 0)  # columns of op(b)
-        if not (bool(bad_a.any()) or bool(bad_b.any())):
-            strassen.gemm(alpha, a, b, beta, c, trans_a, trans_b, levels=levels, leaf=_leaf)
+        amax, bmax = _abs_max(a, xp), _abs_max(b, xp)  # NaN/Inf propagate
+        if math.isfinite(amax) and math.isfinite(bmax):
+            _guarded(alpha, a, b, beta, c, trans_a, trans_b, levels, amax, bmax, xp)
             return
         # NaN/Inf: Strassen's block sums would spread them to other rows and columns; the
         # rows and columns they touch come from the platform BLAS, so the pattern is native's
+        bad_a = ~xp.isfinite(a).all(axis=0 if trans_a else 1)  # rows of op(a)
+        bad_b = ~xp.isfinite(b).all(axis=1 if trans_b else 0)  # columns of op(b)
         rows, cols = xp.flatnonzero(bad_a), xp.flatnonzero(bad_b)
         keep_r, keep_c = c[rows, :].copy(), c[:, cols].copy()
         clean_a = xp.where(xp.isfinite(a), a, 0)
         clean_b = xp.where(xp.isfinite(b), b, 0)
-        strassen.gemm(alpha, clean_a, clean_b, beta, c, trans_a, trans_b, levels=levels, leaf=_leaf)
-        opa = a if trans_a == 0 else (a.T if trans_a == 1 else a.conj().T)
-        opb = b if trans_b == 0 else (b.T if trans_b == 1 else b.conj().T)
+        _guarded(alpha, clean_a, clean_b, beta, c, trans_a, trans_b, levels,
+                 _abs_max(clean_a, xp), _abs_max(clean_b, xp), xp)
+        opa, opb = _op(a, trans_a), _op(b, trans_b)
         if rows.size:
             part_r = xp.asfortranarray(keep_r)
             _leaf(alpha, opa[rows, :], opb, beta, part_r)
@@ -105,5 +110,69 @@ class StrassenBackend(Backend):
             _leaf(alpha, opa, opb[:, cols], beta, part_c)
             c[:, cols] = part_c
 
+
+def _op(x, trans: int):
+    return x if trans == 0 else (x.T if trans == 1 else x.conj().T)
+
+
+def _finite(z) -> bool:
+    return math.isfinite(z.real) and math.isfinite(z.imag) if isinstance(z, complex) else math.isfinite(z)
+
+
+def _abs_max(x, xp) -> float:
+    """Largest |real part| or |imaginary part| of x (NaN if x holds a NaN, Inf if an Inf):
+    a max and a min over the memory in order, without an |x| temporary."""
+    if x.dtype.kind == "c":
+        y = x if x.flags.c_contiguous else x.T
+        x = y.view(y.real.dtype) if y.flags.c_contiguous else xp.stack([x.real, x.imag])
+    return float(xp.maximum(x.max(), -x.min()))
+
+
+def _exponent(x: float) -> int:
+    """e with x < 2^e (x >= 0 finite); very negative for 0."""
+    return math.frexp(x)[1] if x > 0 else -10**6
+
+
+def may_overflow(alpha, amax: float, bmax: float, beta, cmax: float, k: int, levels: int,
+                 cplx: bool, safe_exp: int) -> bool:
+    """Whether some intermediate of the recursion may reach ``2^safe_exp`` (a few binades
+    below the dtype's overflow threshold, so that rounding cannot carry it to Inf).
+
+    Bounds, per level: the operand sums (s1..s4, t1..t4) grow the entry maximum at most 4x;
+    each chain sum and output update holds at most 9·k·max|a|·max|b| of its level, and a
+    sub-product's own intermediates add at most 4.5x that per level below, so every value is
+    under ``|beta|·max|c| + 16·5^levels·|alpha|·k·max|a|·max|b|`` (2x for complex parts).
+    The test uses 64^levels: generous, and still only data within about 2^-30 of the
+    overflow threshold take the checked path.
+    """
+    ea, eb, eal = _exponent(amax), _exponent(bmax), _exponent(abs(alpha))
+    grow = 2 * levels + 2  # 4^levels operand growth, and alpha applied to either operand
+    prod = eal + ea + eb + int(k).bit_length() + 6 * levels + 5 + int(cplx)
+    return (max(ea, eb) + grow > safe_exp or eal + max(ea, eb) + grow > safe_exp
+            or prod > safe_exp or _exponent(abs(beta)) + _exponent(cmax) + 1 > safe_exp)
+
+
+def _guarded(alpha, a, b, beta, c, trans_a, trans_b, levels, amax, bmax, xp) -> None:
+    """Strassen on finite a and b; where an intermediate sum may overflow (data near the
+    overflow threshold), the rows that came back non-finite are recomputed natively."""
+    k = a.shape[0] if trans_a else a.shape[1]
+    cmax = _abs_max(c, xp) if beta != 0 else 0.0
+    safe_exp = (1021 if c.dtype.itemsize // (2 if c.dtype.kind == "c" else 1) == 8 else 125)
+    risky = not math.isfinite(cmax) or may_overflow(
+        alpha, amax, bmax, beta, cmax, k, levels, c.dtype.kind == "c", safe_exp)
+    if not risky:
+        strassen.gemm(alpha, a, b, beta, c, trans_a, trans_b, levels=levels, leaf=_leaf)
+        return
+    saved = c.copy(order="F") if beta != 0 else None
+    strassen.gemm(alpha, a, b, beta, c, trans_a, trans_b, levels=levels, leaf=_leaf)
+    rows = xp.flatnonzero(~xp.isfinite(c).all(axis=1))
+    if rows.size:
+        # an overflowed sum reaches only the entries it feeds, and Inf/NaN never turn finite
+        # again, so every finite entry is Strassen's; the rest is the platform BLAS's
+        part = xp.asfortranarray(saved[rows, :]) if saved is not None else \
+            xp.zeros((int(rows.size), c.shape[1]), c.dtype, order="F")
+        _leaf(alpha, _op(a, trans_a)[rows, :], _op(b, trans_b), beta, part)
+        c[rows, :] = part
+        strassen.note(native_rows=int(rows.size))
 
 BACKEND = StrassenBackend()
