@@ -62,7 +62,8 @@ def width(lo: int, hi: int) -> tuple[int, bool]:
     """Planes needed for values in [lo, hi], and whether the top one is a sign plane."""
     if lo >= 0:
         return max(hi.bit_length(), 1), False
-    return max(hi.bit_length(), (-lo - 1).bit_length()) + 1, True
+    # two's complement: w bits hold -2^(w-1)..2^(w-1)-1 (INT64_MIN alone needs 64, not 65)
+    return max(max(hi, 0).bit_length(), (-lo - 1).bit_length()) + 1, True
 
 
 def _weights(w: int, signed: bool) -> list[int]:

@@ -94,8 +94,12 @@ def gemm(alpha, a, b, beta, c, trans_a, trans_b, *, bits: int, leaf: Any) -> Non
         value = xp.ldexp(acc, scale)
     if beta == 0:
         c[...] = alpha * value
+    elif beta == 1:
+        # as native BLAS: c is added, not multiplied (1·(inf+0j) would be inf+nanj)
+        c[...] = alpha * value + c
     else:
-        c[...] = alpha * value + beta * c
+        with np.errstate(invalid="ignore", over="ignore"):  # Inf in c: native does not warn
+            c[...] = alpha * value + beta * c
 
 
 def _op(x: Any, trans: int) -> Any:
