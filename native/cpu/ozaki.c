@@ -865,6 +865,9 @@ OZ_INLINE void fin_combine(const fin_job *J, double vr, double vi, double cr, do
     if (J->beta0) {
         *re = xr;
         *im = xi;
+    } else if (J->br == 1.0 && J->bi == 0.0) { /* beta = 1 adds c, as native BLAS: no inf*0 */
+        *re = xr + cr;
+        *im = xi + ci;
     } else {
         *re = xr + (J->br * cr - J->bi * ci);
         *im = xi + (J->br * ci + J->bi * cr);
@@ -963,7 +966,10 @@ OZ_TARGET static void fin_cols_simd(fin_job *J, int64_t j0, int64_t j1)
             } else {
                 re = _mm512_sub_pd(_mm512_mul_pd(ar, vr), _mm512_mul_pd(ai, vi));
                 im = _mm512_add_pd(_mm512_mul_pd(ar, vi), _mm512_mul_pd(ai, vr));
-                if (!J->beta0) {
+                if (!J->beta0 && J->br == 1.0 && J->bi == 0.0) { /* as fin_combine */
+                    re = _mm512_add_pd(re, cr);
+                    im = _mm512_add_pd(im, ci);
+                } else if (!J->beta0) {
                     re = _mm512_add_pd(re, _mm512_sub_pd(_mm512_mul_pd(br, cr), _mm512_mul_pd(bi, ci)));
                     im = _mm512_add_pd(im, _mm512_add_pd(_mm512_mul_pd(br, ci), _mm512_mul_pd(bi, cr)));
                 }

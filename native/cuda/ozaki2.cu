@@ -502,8 +502,9 @@ __device__ __forceinline__ void final_entry(double rh, double rl, double ih, dou
         }
     }
     double xr = ar * vr - ai * vi, xi = ar * vi + ai * vr;
-    double re = beta0 ? xr : xr + (br * cr - bi * ci);
-    double im = beta0 ? xi : xi + (br * ci + bi * cr);
+    const bool one = br == 1.0 && bi == 0.0; /* beta = 1 adds c, as native BLAS: no inf*0 */
+    double re = beta0 ? xr : xr + (one ? cr : br * cr - bi * ci);
+    double im = beta0 ? xi : xi + (one ? ci : br * ci + bi * cr);
     if (dtype == 2) {
         ((float *)out)[2 * off] = (float)re;
         ((float *)out)[2 * off + 1] = (float)im;
