@@ -1,6 +1,6 @@
 """Backend selection: per call, ``use()`` blocks, ``set_backend()``, environment.
 
-Precedence, highest first (DESIGN §2):
+Precedence, highest first:
 
 1. the call's ``backend=`` keyword;
 2. the innermost ``with emublas.use(...)`` block of the current thread;
@@ -14,7 +14,9 @@ options given with the selection that chose the backend (only if it chose this
 very backend), then the call's keywords.  Every name and value is validated
 where it is read, so a typo in an environment variable fails the first call
 that reads it, with a message listing what is valid; nothing falls back
-silently.
+silently.  A variable is read only when it can matter: ``EMUBLAS_BACKEND``
+when no call keyword, ``use()`` block or ``set_backend()`` decides, a
+backend's option variables only for calls that run on that backend.
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from typing import Any, Iterator, Mapping
 from . import backends as _registry
 from .backends.base import Backend
 
-__all__ = ["Selection", "set_backend", "use", "get_backend", "resolve"]
+__all__ = ["Selection", "set_backend", "use", "get_backend", "process_selection", "resolve"]
 
 ENV_BACKEND = "EMUBLAS_BACKEND"
 DEFAULT_BACKEND = "native"
@@ -120,6 +122,11 @@ def set_backend(name: str | None, **options: Any) -> None:
     _global = _make_selection(name, options, "set_backend")
 
 
+def process_selection() -> Selection | None:
+    """What :func:`set_backend` chose (None when nothing was chosen or it was cleared)."""
+    return _global
+
+
 @contextmanager
 def use(name: str, **options: Any) -> Iterator[Selection]:
     """Select a backend for the calls made inside a ``with`` block (this thread only).
@@ -140,16 +147,22 @@ def use(name: str, **options: Any) -> Iterator[Selection]:
         stack.pop()
 
 
+def _explicit() -> Selection | None:
+    """The innermost ``use()`` block of this thread, else ``set_backend()``'s choice, else None."""
+    stack = _stack()
+    if stack:
+        return stack[-1]
+    return _global
+
+
 def get_backend() -> Selection:
     """The selection that applies to a call made here without ``backend=``.
 
     Reads (and validates) the environment when nothing else decides.
     """
-    stack = _stack()
-    if stack:
-        return stack[-1]
-    if _global is not None:
-        return _global
+    chosen = _explicit()
+    if chosen is not None:
+        return chosen
     name = os.environ.get(ENV_BACKEND, "").strip()
     if name:
         try:
@@ -170,12 +183,12 @@ def resolve(backend: str | None = None, options: Mapping[str, Any] | None = None
     options : mapping, optional
         The call's option keywords.
     """
-    chosen = get_backend()
-    name = chosen.backend if backend is None else backend
-    obj = _registry.get(name)
+    # a call's backend= decides alone: EMUBLAS_BACKEND is not read (a typo there cannot break it)
+    chosen = get_backend() if backend is None else _explicit()
+    obj = _registry.get(chosen.backend if backend is None else backend)
     merged = {key: spec.default for key, spec in obj.options.items()}
     merged.update(_env_options(obj))
-    if chosen.backend == obj.name:
+    if chosen is not None and chosen.backend == obj.name:
         merged.update(chosen.options)
     if options:
         merged.update(_parse_options(obj, options, "call keyword"))

@@ -6,7 +6,7 @@ from typing import Any
 
 from . import backends as _registry
 from ._version import __version__
-from .config import get_backend
+from .config import get_backend, resolve
 
 __all__ = ["info", "format_info", "cpu_model"]
 
@@ -94,10 +94,20 @@ def info() -> dict[str, Any]:
         }
     try:
         sel = get_backend()
+        resolve()  # validates the chosen backend's option variables too (EMUBLAS_MODULI=abc)
         report["selection"] = {"backend": sel.backend, "options": dict(sel.options), "source": sel.source}
     except ValueError as exc:
         report["selection_error"] = str(exc)
     return report
+
+
+def _shown(value: Any) -> str:
+    """An option value as a person writes it (``None`` is the device list's ``current``)."""
+    if value is None:
+        return "current"
+    if isinstance(value, (tuple, list)):
+        return ",".join(map(str, value))
+    return str(value)
 
 
 def format_info(report: dict[str, Any] | None = None) -> str:
@@ -129,7 +139,7 @@ def format_info(report: dict[str, Any] | None = None) -> str:
             if not b[side]["usable"]:
                 lines.append(f"  {'':9s} {side}: {b[side]['detail']}")
         for opt, o in b["options"].items():
-            lines.append(f"  {'':9s} option {opt} (default {o['default']}, ${o['env']}): {o['doc']}")
+            lines.append(f"  {'':9s} option {opt} = {_shown(o['default'])} by default, ${o['env']}: {o['doc']}")
     if "selection" in r:
         s = r["selection"]
         opts = ", ".join(f"{k}={v}" for k, v in s["options"].items())

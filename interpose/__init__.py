@@ -37,7 +37,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["install", "uninstall", "installed", "stats", "reset_stats", "min_dim"]
+__all__ = ["install", "uninstall", "installed", "stats", "reset_stats", "min_dim", "QuantizationWarning",
+           "SHIM_DEFAULTS"]
 
 ENV_ON = "EMUBLAS_INTERPOSE"
 ENV_MIN_DIM = "EMUBLAS_MIN_DIM"
@@ -54,6 +55,18 @@ _FBLAS_ATTRS = ("typecode", "dtype", "prefix", "module_name", "int_dtype")
 _lock = threading.RLock()
 _originals: dict[tuple[Any, str], Any] = {}
 _counts: Counter = Counter()
+_before: list = []       # [selection before install()] while install() holds one it chose
+_ours: list = []         # [the selection install() made], to see whether the program changed it since
+_warned: set = set()     # quantization warnings already given (once per backend and bit count)
+
+#: Option defaults under the shim, where the backend's own default would break unchanged
+#: programs: boolpack takes NaN/Inf rows and columns from native BLAS (as ozaki2 does)
+#: instead of raising.  An environment variable or the selection's options still win.
+SHIM_DEFAULTS: dict[str, dict[str, Any]] = {"boolpack": {"nonfinite": "native"}}
+
+
+class QuantizationWarning(UserWarning):
+    """An interposed call computes with fewer bits than the program's floats hold (boolpack)."""
 
 
 # ---------------------------------------------------------------------------
@@ -61,21 +74,16 @@ _counts: Counter = Counter()
 # ---------------------------------------------------------------------------
 
 def min_dim() -> int:
-    """The current size threshold (``EMUBLAS_MIN_DIM``, default 64)."""
-    text = os.environ.get(ENV_MIN_DIM, "").strip()
-    if not text:
-        return DEFAULT_MIN_DIM
-    try:
-        value = int(text)
-        if value < 0:
-            raise ValueError
-    except ValueError:
-        raise ValueError(f"{ENV_MIN_DIM} must be a non-negative integer, got {text!r}") from None
-    return value
+    """The current size threshold (``EMUBLAS_MIN_DIM``, default 64; empty means unset)."""
+    from emublas.backends.base import env_int
+
+    return env_int(ENV_MIN_DIM, DEFAULT_MIN_DIM, 0, 2**62)
 
 
 def _verbose() -> bool:
-    return os.environ.get(ENV_VERBOSE, "").strip() not in ("", "0")
+    from emublas.backends.base import env_flag
+
+    return env_flag(ENV_VERBOSE)
 
 
 def stats() -> dict[str, int]:
@@ -95,11 +103,58 @@ def _record(routine: str, shape: tuple, dtype, emulated: bool, why: str, seconds
     with _lock:
         _counts[f"{routine}:{'emulated' if emulated else 'native'}"] += 1
     if _verbose():
-        opts = ",".join(f"{k}={v}" for k, v in options.items())
+        opts = ",".join(f"{k}={v}" for k, v in _used_options(backend, options).items())
         target = f"{backend}({opts})" if emulated and opts else (backend if emulated else f"native [{why}]")
-        dims = "x".join(str(d) for d in shape)
+        dims = "x".join(str(d) for d in shape) if shape else "(shape not checked)"
         print(f"emublas: {routine} {dims} {np.dtype(dtype).name} -> {target} {seconds * 1e3:.3f} ms",
               file=sys.stderr)
+
+
+def _used_options(backend: str, options: dict) -> dict:
+    """The options as the last call used them: ozaki2's moduli count instead of ``default``."""
+    shown = {k: ("current" if v is None else v) for k, v in options.items()}
+    if backend == "ozaki2":
+        try:
+            from emublas.ozaki2 import last_run
+
+            info = last_run()
+            if info and "moduli" in info:
+                shown["moduli"] = info["moduli"]
+        except Exception:  # a report must not break the call
+            pass
+    return shown
+
+
+def _shim_options(backend: str, selection_options) -> dict[str, Any]:
+    """Call keywords the shim adds: :data:`SHIM_DEFAULTS` not set by the environment or selection."""
+    from emublas import backends
+
+    extra = {}
+    for key, value in SHIM_DEFAULTS.get(backend, {}).items():
+        spec = backends.get(backend).options.get(key)
+        if spec is None or key in selection_options or os.environ.get(spec.env_var, "").strip():
+            continue
+        extra[key] = value
+    return extra
+
+
+def _warn_quantized(backend: str, opts: dict, dtype) -> None:
+    """Once per bit count: boolpack rounds the program's floats (it is not an exact product)."""
+    if backend != "boolpack" or np.dtype(dtype).kind not in "fc":
+        return
+    bits = opts.get("bits")
+    with _lock:
+        if bits in _warned:
+            return
+        _warned.add(bits)
+    import warnings
+
+    mantissa = 24 if np.dtype(dtype) in (np.float32, np.complex64) else 53
+    warnings.warn(f"emublas.interpose: boolpack keeps {bits} bits (sign included) of each float input,"
+                  f" scaled per row/column of its largest entry, where {np.dtype(dtype).name} holds"
+                  f" {mantissa}; results are accurate to about 2^-{int(bits) - 1} of the row/column scale"
+                  " (set EMUBLAS_BOOLPACK_BITS or --option bits=N; warned once per bit count)",
+                  QuantizationWarning, stacklevel=3)
 
 
 def _selection(device: str = "cpu"):
@@ -108,6 +163,13 @@ def _selection(device: str = "cpu"):
 
     backend, opts = config.resolve(None, None)
     return backend.name, opts, backend.readiness()[device][0]
+
+
+def _explicit_options(backend: str) -> dict:
+    from emublas import config
+
+    chosen = config.get_backend()
+    return dict(chosen.options) if chosen.backend == backend else {}
 
 
 def _fallthrough_reason(backend: str, usable: bool, dims) -> str:
@@ -191,8 +253,10 @@ def _scipy_replacement(name: str, original: Callable) -> Callable:
             finally:
                 _record(name, dims[:3] if dims else (), front.DTYPES[name[0]], False, why,
                         time.perf_counter() - t0, backend, opts)
-        out = routine(*args, **kwargs)  # errors inside emulation propagate
-        _record(name, dims[:3], dims[3], True, "", time.perf_counter() - t0, backend, opts)
+        extra = _shim_options(backend, _explicit_options(backend))
+        _warn_quantized(backend, {**opts, **extra}, dims[3])
+        out = routine(*args, **kwargs, **extra)  # errors inside emulation propagate
+        _record(name, dims[:3], dims[3], True, "", time.perf_counter() - t0, backend, {**opts, **extra})
         return out
 
     emulated.__doc__ = (f"emublas interpose: ``{name}`` routed to the selected emublas backend"
@@ -242,14 +306,18 @@ def install(backend: str | None = None, **options: Any) -> None:
     """Swap the scipy (and, where cupy is imported or importable, cupy) entry points.
 
     Idempotent.  ``backend`` (with ``options``), if given, becomes the
-    process-wide selection (:func:`emublas.set_backend`); otherwise the usual
-    selection applies per call.
+    process-wide selection (:func:`emublas.set_backend`) until :func:`uninstall`,
+    which restores the one before; otherwise the usual selection applies per call.
     """
-    import emublas
+    from emublas import config
 
-    if backend is not None:
-        emublas.set_backend(backend, **options)
     with _lock:
+        if backend is not None:
+            before = config.process_selection()
+            config.set_backend(backend, **options)
+            if not _before:
+                _before.append(before)
+            _ours[:] = [config.process_selection()]
         if _originals:
             return
         replacements: dict[str, Callable] = {}
@@ -269,8 +337,22 @@ def install(backend: str | None = None, **options: Any) -> None:
 
 
 def uninstall() -> None:
-    """Restore every swapped object exactly (idempotent)."""
+    """Restore every swapped object exactly, and the backend selection from before :func:`install` (idempotent).
+
+    The selection is restored only if :func:`install` made one and the program did
+    not change it since.
+    """
+    from emublas import config
+
     with _lock:
+        if _before:
+            before = _before.pop()
+            if _ours and config.process_selection() is _ours[0]:
+                if before is None:
+                    config.set_backend(None)
+                else:
+                    config.set_backend(before.backend, **before.options)
+            _ours.clear()
         for (module, attr), original in reversed(list(_originals.items())):
             setattr(module, attr, original)
         _originals.clear()

@@ -25,10 +25,12 @@ library it has no special path for); the front then derives the routine from
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping
 
-__all__ = ["Option", "Backend", "choice", "int_range", "boolean", "device_list"]
+__all__ = ["Option", "Backend", "choice", "int_range", "boolean", "device_list", "env_value", "env_flag",
+           "env_int"]
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,39 @@ def boolean(raw: Any) -> bool:
 
 
 boolean.valid = "1/0, true/false, yes/no, on/off"  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------------------
+# environment variables: the one reader for every boolean and integer one
+# ---------------------------------------------------------------------------
+
+def env_value(var: str, parse: Callable[[Any], Any], default: Any) -> Any:
+    """``parse`` applied to environment variable ``var``; ``default`` when unset or empty.
+
+    Raises
+    ------
+    ValueError
+        The value does not parse; the message names the variable and the valid values.
+    """
+    text = os.environ.get(var)
+    if text is None or text.strip() == "":
+        return default
+    try:
+        return parse(text)
+    except ValueError as exc:
+        valid = getattr(parse, "valid", "")
+        hint = f"; valid values: {valid}" if valid else ""
+        raise ValueError(f"environment variable {var}={text!r}: {exc}{hint}") from None
+
+
+def env_flag(var: str, default: bool = False) -> bool:
+    """A boolean environment variable (see :func:`boolean`); empty means unset."""
+    return env_value(var, boolean, default)
+
+
+def env_int(var: str, default: int, lo: int, hi: int) -> int:
+    """An integer environment variable in ``[lo, hi]``; empty means unset."""
+    return env_value(var, int_range(lo, hi), default)
 
 
 class Backend:
