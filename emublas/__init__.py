@@ -9,7 +9,7 @@
 """
 from ._version import __version__
 from .blas import ROUTINES as _ROUTINES
-from .blas import gemm, her2k, herk, syr2k, syrk
+from .blas import gemm, hemm, her2k, herk, symm, syr2k, syrk, trmm, trsm
 from .config import Selection, get_backend, set_backend, use
 from .errors import BackendUnavailableError, OzakiAccuracyWarning
 from .info import info
@@ -31,6 +31,10 @@ csyr2k = _ROUTINES["csyr2k"]
 zsyr2k = _ROUTINES["zsyr2k"]
 cher2k = _ROUTINES["cher2k"]
 zher2k = _ROUTINES["zher2k"]
+ssymm, dsymm, csymm, zsymm = (_ROUTINES[p + "symm"] for p in "sdcz")
+chemm, zhemm = (_ROUTINES[p + "hemm"] for p in "cz")
+strmm, dtrmm, ctrmm, ztrmm = (_ROUTINES[p + "trmm"] for p in "sdcz")
+strsm, dtrsm, ctrsm, ztrsm = (_ROUTINES[p + "trsm"] for p in "sdcz")
 
 __all__ = [
     "__version__",
@@ -38,6 +42,9 @@ __all__ = [
     "sgemm", "dgemm", "cgemm", "zgemm",
     "ssyrk", "dsyrk", "csyrk", "zsyrk", "cherk", "zherk",
     "ssyr2k", "dsyr2k", "csyr2k", "zsyr2k", "cher2k", "zher2k",
+    "symm", "hemm", "trmm", "trsm",
+    "ssymm", "dsymm", "csymm", "zsymm", "chemm", "zhemm",
+    "strmm", "dtrmm", "ctrmm", "ztrmm", "strsm", "dtrsm", "ctrsm", "ztrsm",
     "use", "set_backend", "get_backend", "Selection", "info", "intmatmul",
     "BackendUnavailableError", "OzakiAccuracyWarning",
 ]

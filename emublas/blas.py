@@ -363,3 +363,10 @@ for _p in "cz":
     ROUTINES[_p + "herk"] = _make_rank("herk", _p)
     ROUTINES[_p + "her2k"] = _make_rank("her2k", _p)
 del _p
+
+# symm, hemm, trmm, trsm live in emublas.level3, which builds on the helpers above
+from . import level3 as _level3  # noqa: E402
+
+symm, hemm, trmm, trsm = (_level3.ROUTINES[k] for k in ("symm", "hemm", "trmm", "trsm"))
+ROUTINES.update(_level3.ROUTINES)
+__all__ += ["symm", "hemm", "trmm", "trsm"]

@@ -1,0 +1,600 @@
+"""symm, hemm, trmm, trsm: the rest of level 3, with scipy.linalg.blas signatures.
+
+The native backend calls the platform routine itself (scipy's BLAS on numpy,
+cuBLAS on cupy).  Every other backend gets these routines built on its gemm,
+called through the front (:func:`emublas.blas` ``_gemm``) so that the call's
+backend, options and warnings apply to every product:
+
+* symm/hemm and trmm recurse on halves of the symmetric/triangular operand;
+  off-diagonal blocks are read in place (a view and a trans code), and only
+  the diagonal blocks of at most ``LEAF`` rows are made explicit (the full
+  symmetric block, or the triangle with zeros and the unit diagonal), so no
+  full-size copy of ``a`` is ever formed;
+* trsm recurses the same way (the blocked substitution of a backward-stable
+  trsm): its off-diagonal updates are gemm, its diagonal blocks of at most
+  ``LEAF`` rows are solved by the native trsm.
+
+Like the routines of :mod:`emublas.blas`, the triangle a routine does not
+reference is never read (NaN there cannot reach the result), and neither is
+the diagonal when ``diag=1``, nor the imaginary part of hemm's diagonal.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from . import config
+from ._arrays import as_matrix, complex_scalar, device_of, flag, is_cupy, namespace, real_scalar
+from .blas import DTYPES, _device, _gemm, _prefix_of, _prepare_out, _scale, _trans_codes
+
+__all__ = ["symm", "hemm", "trmm", "trsm", "ROUTINES", "LEAF", "scipy_dims"]
+
+#: Largest diagonal block an emulating backend handles as one piece: made
+#: explicit for symm/hemm/trmm, solved natively for trsm.
+LEAF = 128
+
+
+# ---------------------------------------------------------------------------
+# native routines: scipy's BLAS on numpy, cuBLAS on cupy
+# ---------------------------------------------------------------------------
+
+def _scipy_routine(name: str):
+    """scipy's own routine, also while the interpose shim has replaced it (the
+    replacement keeps the original as ``__wrapped__``): native never routes back."""
+    import scipy.linalg.blas as fblas
+
+    fn = getattr(fblas, name)
+    return getattr(fn, "__wrapped__", fn)
+
+
+def _store(out, result) -> None:
+    if result is not out:  # f2py copied a non-Fortran view
+        out[...] = result
+
+
+_CUBLAS = {"trsm": "cublas{P}trsm_v2", "trmm": "cublas{P}trmm_v2",
+           "symm": "cublas{P}symm_v2", "hemm": "cublas{P}hemm_v2"}
+
+
+@lru_cache(maxsize=None)
+def _cublas_function(kind: str, prefix: str):
+    import ctypes
+
+    from ._kernels import cublas_ext
+
+    lib = cublas_ext.library()
+    fn = None if lib is None else getattr(lib, _CUBLAS[kind].format(P=prefix.upper()), None)
+    if fn is None:
+        raise RuntimeError(f"cuBLAS {prefix}{kind} is not available in the loaded libcublas")
+    p, i = ctypes.c_void_p, ctypes.c_int
+    if kind in ("trsm", "trmm"):
+        # handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb[, C, ldc]
+        args = [p, i, i, i, i, i, i, p, p, i, p, i] + ([p, i] if kind == "trmm" else [])
+    else:
+        # handle, side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc
+        args = [p, i, i, i, i, p, p, i, p, i, p, p, i]
+    fn.argtypes = args
+    fn.restype = ctypes.c_int
+    return fn
+
+
+@contextmanager
+def _cublas_handle():
+    """cupy's cuBLAS handle on the current stream in host pointer mode, restored afterwards."""
+    import cupy
+    from cupy_backends.cuda.libs import cublas
+
+    handle = cupy.cuda.device.get_cublas_handle()
+    cublas.setStream(handle, cupy.cuda.get_current_stream().ptr)
+    mode = cublas.getPointerMode(handle)
+    cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
+    try:
+        yield handle
+    finally:
+        cublas.setPointerMode(handle, mode)
+
+
+def _column_major_ld(x) -> int | None:
+    """The leading dimension when cuBLAS can read ``x`` in place as column-major, else None."""
+    rows, cols = x.shape
+    it = x.itemsize
+    s0, s1 = x.strides
+    if rows > 1 and s0 != it:
+        return None
+    if cols <= 1:
+        return max(1, rows)
+    if s1 <= 0 or s1 % it or s1 // it < max(1, rows):
+        return None
+    return s1 // it
+
+
+def _cublas(kind: str, prefix: str, *, side, lower, a, b, alpha, trans=0, diag=0, beta=0.0, c=None) -> None:
+    """cuBLAS ``{prefix}{kind}``; the result goes into ``b`` (trsm, trmm) or ``c`` (symm, hemm),
+    through a Fortran temporary where that view is not column-major."""
+    target = b if kind in ("trsm", "trmm") else c
+    ld_t = _column_major_ld(target)
+    if ld_t is None:
+        tmp = target.copy(order="F")
+        if kind in ("trsm", "trmm"):
+            _cublas(kind, prefix, side=side, lower=lower, a=a, b=tmp, alpha=alpha, trans=trans, diag=diag)
+        else:
+            _cublas(kind, prefix, side=side, lower=lower, a=a, b=b, alpha=alpha, beta=beta, c=tmp)
+        target[...] = tmp
+        return
+    if _column_major_ld(a) is None:
+        a = a.copy(order="F")
+    m, n = target.shape
+    dtype = target.dtype
+    al = np.array(alpha, dtype=dtype)  # host-mode scalars are read before the call returns
+    uplo = 0 if lower else 1  # CUBLAS_FILL_MODE_LOWER / UPPER
+    fn = _cublas_function(kind, prefix)
+    with _cublas_handle() as h:
+        if kind in ("trsm", "trmm"):
+            head = (h, side, uplo, trans, diag, m, n, al.ctypes.data, a.data.ptr, _column_major_ld(a),
+                    b.data.ptr, ld_t)
+            status = fn(*head) if kind == "trsm" else fn(*head, b.data.ptr, ld_t)  # trmm in place: C = B
+        else:
+            if _column_major_ld(b) is None:
+                b = b.copy(order="F")
+            be = np.array(beta, dtype=dtype)
+            status = fn(h, side, uplo, m, n, al.ctypes.data, a.data.ptr, _column_major_ld(a),
+                        b.data.ptr, _column_major_ld(b), be.ctypes.data, c.data.ptr, ld_t)
+    if status != 0:
+        raise RuntimeError(f"cuBLAS {prefix}{kind} failed with status {status}")
+
+
+def _native_tri(kind: str, prefix: str, alpha, a, b, side, lower, trans, diag) -> None:
+    """Native trmm/trsm of ``b`` in place (``a`` is the k×k triangle, any strides)."""
+    if is_cupy(b):
+        _cublas(kind, prefix, side=side, lower=lower, a=a, b=b, alpha=alpha, trans=trans, diag=diag)
+        return
+    fn = _scipy_routine(prefix + kind)
+    _store(b, fn(alpha, a, b, side=side, lower=lower, trans_a=trans, diag=diag, overwrite_b=1))
+
+
+def _native_symm(kind: str, prefix: str, alpha, a, b, beta, c, side, lower) -> None:
+    if is_cupy(c):
+        _cublas(kind, prefix, side=side, lower=lower, a=a, b=b, alpha=alpha, beta=beta, c=c)
+        return
+    fn = _scipy_routine(prefix + kind)
+    _store(c, fn(alpha, a, b, beta, c, side=side, lower=lower, overwrite_c=1))
+
+
+# ---------------------------------------------------------------------------
+# emulated routines: recursions over the backend's gemm
+# ---------------------------------------------------------------------------
+
+class _Products:
+    """gemm through the front with this call's prefix, backend and options."""
+
+    def __init__(self, prefix: str, backend, options):
+        self.prefix, self.backend, self.options = prefix, backend, options
+
+    def __call__(self, alpha, a, ta: int, b, tb: int, beta, c) -> None:
+        """``c := alpha*op(a)*op(b) + beta*c`` in place (``c`` may be any view)."""
+        result = _gemm(self.prefix, alpha, a, b, beta, c, ta, tb, 1, self.backend, self.options)
+        _store(c, result)
+
+
+def _triangle_mask(xp, k: int, lower: int, strict: bool):
+    i = xp.arange(k).reshape(-1, 1)
+    j = xp.arange(k).reshape(1, -1)
+    if lower:
+        return i > j if strict else i >= j
+    return i < j if strict else i <= j
+
+
+def _explicit_triangle(a, lower: int, diag: int):
+    """The triangle of a small square block with zeros elsewhere (and ones on the diagonal if
+    ``diag``), read without touching the other triangle (``where``, not a product: NaN there stays out)."""
+    xp = namespace(a=a)
+    k = a.shape[0]
+    t = xp.where(_triangle_mask(xp, k, lower, strict=bool(diag)), a, 0).astype(a.dtype)
+    if diag:
+        t[xp.arange(k), xp.arange(k)] = 1
+    return xp.asfortranarray(t)
+
+
+def _explicit_symmetric(a, lower: int, herm: bool):
+    """The full symmetric (Hermitian: real diagonal) matrix of a small block's stored triangle."""
+    xp = namespace(a=a)
+    k = a.shape[0]
+    strict = xp.where(_triangle_mask(xp, k, lower, strict=True), a, 0).astype(a.dtype)
+    mirror = strict.T.conj() if herm else strict.T
+    full = strict + mirror
+    d = xp.arange(k)
+    full[d, d] = a[d, d].real if herm else a[d, d]
+    return xp.asfortranarray(full)
+
+
+def _symm_emulated(mm: _Products, herm: bool, alpha, a, b, beta, c, side: int, lower: int) -> None:
+    """c := alpha*A*b + beta*c (side 0) or alpha*b*A + beta*c (side 1), A from a's triangle."""
+    k = a.shape[0]
+    if k <= LEAF:
+        full = _explicit_symmetric(a, lower, herm)
+        if side == 0:
+            mm(alpha, full, 0, b, 0, beta, c)
+        else:
+            mm(alpha, b, 0, full, 0, beta, c)
+        return
+    h = k // 2
+    t = 2 if herm else 1
+    s1, s2 = slice(0, h), slice(h, k)
+    # A = [[A11, A12], [A21, A22]] with one of A12, A21 stored and the other its (conjugate) transpose
+    if lower:
+        a21, a12 = (a[s2, s1], 0), (a[s2, s1], t)
+    else:
+        a12, a21 = (a[s1, s2], 0), (a[s1, s2], t)
+    if side == 0:
+        _symm_emulated(mm, herm, alpha, a[s1, s1], b[s1, :], beta, c[s1, :], side, lower)
+        mm(alpha, *a12, b[s2, :], 0, 1.0, c[s1, :])
+        _symm_emulated(mm, herm, alpha, a[s2, s2], b[s2, :], beta, c[s2, :], side, lower)
+        mm(alpha, *a21, b[s1, :], 0, 1.0, c[s2, :])
+    else:
+        _symm_emulated(mm, herm, alpha, a[s1, s1], b[:, s1], beta, c[:, s1], side, lower)
+        mm(alpha, b[:, s2], 0, *a21, 1.0, c[:, s1])
+        _symm_emulated(mm, herm, alpha, a[s2, s2], b[:, s2], beta, c[:, s2], side, lower)
+        mm(alpha, b[:, s1], 0, *a12, 1.0, c[:, s2])
+
+
+def _off_diagonal(a, trans: int, op_lower: bool, s1: slice, s2: slice):
+    """The nonzero off-diagonal block of op(A) as (view of a, trans code)."""
+    rows, cols = (s2, s1) if op_lower else (s1, s2)  # the block of op(A)
+    return (a[rows, cols], 0) if trans == 0 else (a[cols, rows], trans)
+
+
+def _trmm_emulated(mm: _Products, alpha, a, b, side: int, lower: int, trans: int, diag: int) -> None:
+    """b := alpha*op(A)*b (side 0) or alpha*b*op(A) (side 1) in place."""
+    k = a.shape[0]
+    if k <= LEAF:
+        t = _explicit_triangle(a, lower, diag)
+        src = b.copy(order="F")
+        if side == 0:
+            mm(alpha, t, trans, src, 0, 0.0, b)
+        else:
+            mm(alpha, src, 0, t, trans, 0.0, b)
+        return
+    h = k // 2
+    s1, s2 = slice(0, h), slice(h, k)
+    op_lower = bool(lower) != (trans != 0)
+    off = _off_diagonal(a, trans, op_lower, s1, s2)
+    rec = _trmm_emulated
+    # Each half is updated from the other's old values first, then multiplied by its own diagonal block.
+    if side == 0:
+        first, second = (s2, s1) if op_lower else (s1, s2)  # the half that reads the other one
+        rec(mm, alpha, a[first, first], b[first, :], side, lower, trans, diag)
+        mm(alpha, *off, b[second, :], 0, 1.0, b[first, :])
+        rec(mm, alpha, a[second, second], b[second, :], side, lower, trans, diag)
+    else:
+        first, second = (s1, s2) if op_lower else (s2, s1)
+        rec(mm, alpha, a[first, first], b[:, first], side, lower, trans, diag)
+        mm(alpha, b[:, second], 0, *off, 1.0, b[:, first])
+        rec(mm, alpha, a[second, second], b[:, second], side, lower, trans, diag)
+
+
+def _trsm_emulated(mm: _Products, prefix: str, alpha, a, b, side: int, lower: int, trans: int,
+                   diag: int) -> None:
+    """Solve op(A)*x = alpha*b (side 0) or x*op(A) = alpha*b (side 1) in place of b."""
+    k = a.shape[0]
+    if k <= LEAF:
+        _native_tri("trsm", prefix, alpha, a, b, side, lower, trans, diag)
+        return
+    h = k // 2
+    s1, s2 = slice(0, h), slice(h, k)
+    op_lower = bool(lower) != (trans != 0)
+    off = _off_diagonal(a, trans, op_lower, s1, s2)
+    rec = _trsm_emulated
+    # Solve the half that depends on nothing, subtract its contribution from the other, solve that.
+    if side == 0:
+        first, second = (s1, s2) if op_lower else (s2, s1)
+        rec(mm, prefix, alpha, a[first, first], b[first, :], side, lower, trans, diag)
+        mm(-1.0, *off, b[first, :], 0, alpha, b[second, :])
+        rec(mm, prefix, 1.0, a[second, second], b[second, :], side, lower, trans, diag)
+    else:
+        first, second = (s2, s1) if op_lower else (s1, s2)
+        rec(mm, prefix, alpha, a[first, first], b[:, first], side, lower, trans, diag)
+        mm(-1.0, b[:, first], 0, *off, alpha, b[:, second])
+        rec(mm, prefix, 1.0, a[second, second], b[:, second], side, lower, trans, diag)
+
+
+# ---------------------------------------------------------------------------
+# the front: argument rules, quick returns, dispatch
+# ---------------------------------------------------------------------------
+
+def _code(value, name: str, allowed: tuple[int, ...], routine: str) -> int:
+    try:
+        return flag(value, name, allowed)
+    except ValueError as exc:
+        raise ValueError(f"{routine}: {exc}") from None
+
+
+def _symm(kind: str, prefix: str | None, alpha, a, b, beta, c, side, lower, overwrite_c, backend, options):
+    xp = namespace(a=a, b=b, c=c)
+    if prefix is None:
+        prefix = _prefix_of(a=a, b=b, c=c)
+    if kind == "hemm" and prefix in "sd":
+        kind = "symm"  # a Hermitian product of real data is the symmetric one
+    name = prefix + kind
+    dtype = DTYPES[prefix]
+    scalar = real_scalar if prefix in "sd" else complex_scalar
+    alpha = scalar(alpha, "alpha")
+    beta = scalar(beta, "beta")
+    side = _code(side, "side", (0, 1), name)
+    lower = _code(lower, "lower", (0, 1), name)
+    be, opts = config.resolve(backend, options)
+    with device_of(xp, a, b, c):
+        a = as_matrix(a, dtype, xp, "a")
+        b = as_matrix(b, dtype, xp, "b")
+        m, n = b.shape
+        k = n if side else m
+        if a.shape != (k, k):
+            where = "columns" if side else "rows"
+            raise ValueError(
+                f"{name}: a must be square {k}x{k} (the {where} of b, side={side}),"
+                f" got a {a.shape[0]}x{a.shape[1]} and b {m}x{n}")
+        be.check(_device(xp))
+        out, alias = _prepare_out(c, (m, n), dtype, xp, bool(overwrite_c), a, b)
+        if m == 0 or n == 0:
+            return out
+        if alpha == 0:
+            _scale(out, beta, xp)
+            return out
+        target = out.copy(order="F") if alias else out
+        if beta == 0 and c is not None:
+            target.fill(0)
+        if be.name == "native":
+            _native_symm(kind, prefix, alpha, a, b, beta, target, side, lower)
+        else:
+            _symm_emulated(_Products(prefix, backend, options), kind == "hemm", alpha, a, b, beta, target,
+                           side, lower)
+        if alias:
+            out[...] = target
+        return out
+
+
+def _triangular(kind: str, prefix: str | None, alpha, a, b, side, lower, trans_a, diag, overwrite_b,
+                backend, options):
+    xp = namespace(a=a, b=b)
+    if prefix is None:
+        prefix = _prefix_of(a=a, b=b)
+    name = prefix + kind
+    dtype = DTYPES[prefix]
+    alpha = (real_scalar if prefix in "sd" else complex_scalar)(alpha, "alpha")
+    side = _code(side, "side", (0, 1), name)
+    lower = _code(lower, "lower", (0, 1), name)
+    try:
+        trans_a = _trans_codes(prefix, kind, trans_a, "trans_a")
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+    diag = _code(diag, "diag", (0, 1), name)
+    be, opts = config.resolve(backend, options)
+    with device_of(xp, a, b):
+        shape = getattr(b, "shape", None)
+        if shape is None:
+            shape = np.shape(b)
+        a = as_matrix(a, dtype, xp, "a")
+        bm = as_matrix(b, dtype, xp, "b")
+        m, n = bm.shape
+        k = n if side else m
+        what = f"the {'columns' if side else 'rows'} of b, side={side}"
+        if kind == "trsm" and a.shape != (k, k):
+            raise ValueError(f"{name}: a must be square {k}x{k} ({what}), got a {a.shape[0]}x{a.shape[1]}"
+                             f" and b {m}x{n}")
+        if kind == "trmm":
+            # scipy's trmm takes a larger a, a.shape[0] >= a.shape[1] >= k, and uses its leading k x k block
+            if not a.shape[0] >= a.shape[1] >= k:
+                raise ValueError(f"{name}: a must be {k}x{k} ({what}) or have a leading {k}x{k} block"
+                                 f" (rows >= columns >= {k}), got a {a.shape[0]}x{a.shape[1]} and b {m}x{n}")
+            a = a[:k, :k]
+        be.check(_device(xp))
+        src = b
+        if len(shape) < 2 and (isinstance(b, np.ndarray) or is_cupy(b)) and b.dtype == dtype:
+            src = bm  # a view of b's own memory, so that overwrite_b updates a 1-D b too, as in scipy
+        out, alias = _prepare_out(src, (m, n), dtype, xp, bool(overwrite_b), a)
+        if m and n:
+            target = out.copy(order="F") if alias else out
+            if alpha == 0:
+                target.fill(0)  # reference BLAS: b is not read
+            elif be.name == "native":
+                _native_tri(kind, prefix, alpha, a, target, side, lower, trans_a, diag)
+            elif kind == "trmm":
+                _trmm_emulated(_Products(prefix, backend, options), alpha, a, target, side, lower, trans_a, diag)
+            else:
+                _trsm_emulated(_Products(prefix, backend, options), prefix, alpha, a, target, side, lower,
+                               trans_a, diag)
+            if alias:
+                out[...] = target
+        if len(shape) < 2:
+            return b if out is src and src is not b else out.reshape(shape)
+        return out
+
+
+# ---------------------------------------------------------------------------
+# public routines
+# ---------------------------------------------------------------------------
+
+_SYMM_DOC = """{title} ({what}).
+
+Same signature and semantics as ``scipy.linalg.blas.{name}``: ``C = alpha*A*b +
+beta*c`` (``side=0``) or ``C = alpha*b*A + beta*c`` (``side=1``), where ``A`` is
+the {kind} matrix stored in the triangle of ``a`` selected by ``lower``; the
+other triangle is not read{diag}.
+
+Parameters
+----------
+alpha : scalar
+a : array_like, 2-D
+    Square: ``m x m`` for ``side=0``, ``n x n`` for ``side=1``.
+b : array_like, 2-D
+    ``m x n``.
+beta : scalar, optional
+    ``beta == 0`` means ``c`` is not read.
+c : array_like, optional
+    ``m x n`` added term; zeros when omitted.
+side : {{0, 1}}, optional
+    0: ``A*b``, 1: ``b*A``.
+lower : {{0, 1}}, optional
+    0: ``A`` is in the upper triangle of ``a``, 1: in the lower.
+overwrite_c : int, optional
+    If nonzero and ``c`` is a Fortran-contiguous array of the routine's dtype,
+    ``c`` is updated in place and returned.  Otherwise ``c`` is not modified.
+backend : str, optional
+    Backend for this call (see :func:`emublas.use`).
+**options
+    Backend options for this call.
+
+Returns
+-------
+ndarray
+    Fortran-ordered ``m x n`` result of the routine's dtype, on the inputs' device.
+
+Raises
+------
+ValueError
+    Non-conforming shapes, illegal ``side``/``lower``, unknown backend or option.
+"""
+
+_TRI_DOC = """{title} ({what}).
+
+Same signature and semantics as ``scipy.linalg.blas.{name}``: {formula}, where
+``A`` is the triangle of ``a`` selected by ``lower`` (the other one is not read)
+and ``op(A)`` is ``A``, ``A.T`` or ``A.conj().T``.
+
+Parameters
+----------
+alpha : scalar
+    ``alpha == 0`` gives zeros without reading ``a`` or ``b``.
+a : array_like, 2-D
+    {a_shape}
+b : array_like
+    ``m x n`` (a 1-D array is a column, a scalar 1x1; the result has ``b``'s shape).
+side : {{0, 1}}, optional
+    0: ``op(A)`` on the left, 1: on the right.
+lower : {{0, 1}}, optional
+    0: ``A`` is upper triangular, 1: lower.
+trans_a : {{0, 1, 2}}, optional
+    0: ``A``, 1: ``A.T``, 2: ``A.conj().T`` (the same as 1 for real data).
+diag : {{0, 1}}, optional
+    1: ``A`` has a unit diagonal, which is not read.
+overwrite_b : int, optional
+    If nonzero and ``b`` is a Fortran-contiguous 2-D array of the routine's
+    dtype, ``b`` is overwritten with the result and returned.  Otherwise ``b``
+    is not modified.
+backend : str, optional
+    Backend for this call (see :func:`emublas.use`).
+**options
+    Backend options for this call.
+
+Returns
+-------
+ndarray
+    The result, Fortran-ordered, of the routine's dtype, on the inputs' device.
+
+Raises
+------
+ValueError
+    Non-conforming shapes, illegal ``side``/``lower``/``trans_a``/``diag``,
+    unknown backend or option.
+"""
+
+_WHAT = {"s": "float32", "d": "float64", "c": "complex64", "z": "complex128",
+         None: "dtype chosen from the inputs like scipy.linalg.get_blas_funcs"}
+
+
+def _make_symm(kind: str, prefix: str | None):
+    def routine(alpha, a, b, beta=0.0, c=None, side=0, lower=0, overwrite_c=0, *,
+                backend: str | None = None, **options: Any):
+        return _symm(kind, prefix, alpha, a, b, beta, c, side, lower, overwrite_c, backend, options)
+
+    herm = kind == "hemm"
+    title = "Hermitian matrix product" if herm else "Symmetric matrix product"
+    if herm and prefix is None:
+        title += "; real inputs give the symmetric product"
+    routine.__name__ = routine.__qualname__ = (prefix or "") + kind
+    routine.__doc__ = _SYMM_DOC.format(
+        title=title, what=_WHAT[prefix], name=(prefix or ("z" if herm else "d")) + kind,
+        kind="Hermitian" if herm else "symmetric",
+        diag=", nor the imaginary part of its diagonal" if herm else "")
+    return routine
+
+
+def _make_triangular(kind: str, prefix: str | None):
+    def routine(alpha, a, b, side=0, lower=0, trans_a=0, diag=0, overwrite_b=0, *,
+                backend: str | None = None, **options: Any):
+        return _triangular(kind, prefix, alpha, a, b, side, lower, trans_a, diag, overwrite_b, backend, options)
+
+    if kind == "trmm":
+        title = "Triangular matrix product"
+        formula = "``B = alpha*op(A)*b`` (``side=0``) or ``B = alpha*b*op(A)`` (``side=1``)"
+        a_shape = ("``k x k`` with ``k = m`` (``side=0``) or ``n`` (``side=1``); as in scipy, a larger ``a``"
+                   " with rows >= columns >= k is accepted and its leading ``k x k`` block used.")
+    else:
+        title = "Triangular solve with several right-hand sides"
+        formula = ("``X`` with ``op(A)*X = alpha*b`` (``side=0``) or ``X*op(A) = alpha*b`` (``side=1``);"
+                   " a singular ``A`` gives inf/NaN, as in BLAS")
+        a_shape = "``m x m`` (``side=0``) or ``n x n`` (``side=1``)."
+    routine.__name__ = routine.__qualname__ = (prefix or "") + kind
+    routine.__doc__ = _TRI_DOC.format(title=title, what=_WHAT[prefix], name=(prefix or "d") + kind,
+                                      formula=formula, a_shape=a_shape)
+    return routine
+
+
+symm = _make_symm("symm", None)
+hemm = _make_symm("hemm", None)
+trmm = _make_triangular("trmm", None)
+trsm = _make_triangular("trsm", None)
+
+ROUTINES = {"symm": symm, "hemm": hemm, "trmm": trmm, "trsm": trsm}
+for _p in "sdcz":
+    ROUTINES[_p + "symm"] = _make_symm("symm", _p)
+    ROUTINES[_p + "trmm"] = _make_triangular("trmm", _p)
+    ROUTINES[_p + "trsm"] = _make_triangular("trsm", _p)
+for _p in "cz":
+    ROUTINES[_p + "hemm"] = _make_symm("hemm", _p)
+del _p
+
+
+# ---------------------------------------------------------------------------
+# for the interpose shim
+# ---------------------------------------------------------------------------
+
+def scipy_dims(name: str, args: tuple, kwargs: dict):
+    """``(m, n, k, dtype)`` of a scipy ``{symm,hemm,trmm,trsm}`` call, or None where the
+    arguments are ones scipy should handle itself (bad codes or shapes, non-2-D operands)."""
+    import inspect
+
+    try:
+        bound = inspect.signature(ROUTINES[name]).bind(*args, **kwargs)
+    except TypeError:
+        return None
+    p = bound.arguments
+    if p.get("backend") is not None or p.get("options"):
+        return None
+    try:
+        a, b = np.asarray(p["a"]), np.asarray(p["b"])
+        if a.ndim != 2 or b.ndim != 2 or a.dtype.kind not in "biufc" or b.dtype.kind not in "biufc":
+            return None
+        if isinstance(p["alpha"], str) or isinstance(p.get("beta"), str):
+            return None
+        side, lower = int(p.get("side", 0)), int(p.get("lower", 0))
+        if side not in (0, 1) or lower not in (0, 1):
+            return None
+        m, n = b.shape
+        k = n if side else m
+        if name[1:] in ("symm", "hemm"):
+            if a.shape != (k, k):
+                return None
+            c = p.get("c")
+            if c is not None and np.shape(c) != (m, n):
+                return None
+        else:
+            if int(p.get("trans_a", 0)) not in (0, 1, 2) or int(p.get("diag", 0)) not in (0, 1):
+                return None
+            if a.shape != (k, k):
+                return None  # trmm's larger a is left to scipy
+    except (TypeError, ValueError):
+        return None
+    return m, n, k, DTYPES[name[0]]
