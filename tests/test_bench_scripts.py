@@ -64,7 +64,8 @@ def test_bench_gemmul8_dry_run(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the worker recorded (and counted) the same warning
         got = emublas.zgemm(1.0, a, b, backend="ozaki2", moduli=15, mode="accurate")[ri, ci]
-    row = [r for r in rows if (r["op"], r["k"], r["lib"], r["mode"], r["moduli"]) == ("zgemm", 4, "emublas", "accurate", 15)]
+    row = [r for r in rows
+           if (r["op"], r["k"], r["lib"], r["mode"], r["moduli"]) == ("zgemm", 4, "emublas", "accurate", 15)]
     assert row[0]["err_max"] == bg.rel_errors(got, exact)[0]
     assert row[0]["digest"] == bg.digest(a, b)
 
