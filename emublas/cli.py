@@ -1,4 +1,4 @@
-"""The ``emublas`` command line: ``emublas info``, ``emublas demo``, ``emublas sweep``."""
+"""The ``emublas`` command line: ``emublas info``, ``demo``, ``sweep`` and ``plot``."""
 from __future__ import annotations
 
 import argparse
@@ -30,14 +30,17 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     import numpy as np
 
     import emublas
+    from . import backends
     from .info import format_info
 
+    if args.n < 1:
+        raise ValueError(f"-n must be a positive matrix size, got {args.n}")
+    if args.backends is None:
+        args.backends = [b for b in backends.names() if backends.get(b).readiness()["cpu"][0]]
+    else:  # every name checked before anything is printed
+        args.backends = [backends.get(b).name for b in backend_list(args.backends)]
     print(format_info())
     print()
-    if args.backends is None:
-        from . import backends
-
-        args.backends = [b for b in backends.names() if backends.get(b).readiness()["cpu"][0]]
     rng = np.random.default_rng(args.seed)
     n = args.n
     a = rng.standard_normal((n, n))
@@ -68,35 +71,61 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def backend_list(values: Sequence[str] | str | None) -> list[str] | None:
+    """Backend names given as ``a,b``, ``a b`` or both (the same form for every verb)."""
+    if values is None:
+        return None
+    if isinstance(values, str):
+        values = [values]
+    return [name.strip() for v in values for name in v.split(",") if name.strip()]
+
+
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from . import sweep
 
     return sweep.command(args, argv=["emublas"] + list(args._argv))
 
 
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from . import sweep
+
+    return sweep.replot(args.results, args.out)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``emublas`` command."""
+    from ._version import __version__
+
     parser = argparse.ArgumentParser(prog="emublas", description="BLAS-3 emulation layer")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"emublas {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="{info,demo,sweep,plot}")
     p_info = sub.add_parser("info", help="version, backends, hardware, active selection")
     p_info.add_argument("--json", action="store_true", help="machine-readable output")
     p_info.set_defaults(func=_cmd_info)
     p_demo = sub.add_parser("demo", help="run each routine family once and report time and error")
     p_demo.add_argument("-n", type=int, default=512, help="matrix size (default 512)")
     p_demo.add_argument("--seed", type=int, default=None)
-    p_demo.add_argument("--backends", nargs="+", default=None,
-                        help="default: native and every other backend usable on the CPU here")
+    p_demo.add_argument("--backends", nargs="+", default=None, metavar="NAME",
+                        help="backends, comma- or space-separated (default: native and every other backend"
+                             " usable on the CPU here)")
     p_demo.set_defaults(func=_cmd_demo)
     p_sweep = sub.add_parser("sweep", help="accuracy against speed over backends, knobs, sizes and input families")
     from .sweep import add_arguments
 
     add_arguments(p_sweep)
     p_sweep.set_defaults(func=_cmd_sweep)
+    p_plot = sub.add_parser("plot", help="draw the plots of a finished sweep from its results.json")
+    p_plot.add_argument("results", help="results.json written by emublas sweep")
+    p_plot.add_argument("--out", default=None, help="folder for plots/ (default: the folder of results.json)")
+    p_plot.set_defaults(func=_cmd_plot)
     args = parser.parse_args(argv)
+    if args.command is None:  # a bare ``emublas``: say what there is
+        parser.print_help()
+        return 0
     args._argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return args.func(args)
-    except ValueError as exc:  # bad selection or options: say it, no traceback
+    except (ValueError, OSError) as exc:  # bad selection, options or file: say it, no traceback
         print(f"emublas: error: {exc}", file=sys.stderr)
         return 2
 

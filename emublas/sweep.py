@@ -83,12 +83,12 @@ CANCEL_DELTA = {"d": 2.0 ** -20, "z": 2.0 ** -20, "s": 2.0 ** -8, "c": 2.0 ** -8
 OPENBLAS_SPIN_S = 0.3
 
 COLUMNS = ["key", "status", "op", "routine", "dtype", "m", "n", "k", "family", "backend", "knobs", "device",
-           "seed", "samples", "reps", "time_s", "time_min_s", "gflops", "speedup", "max_rel_err",
+           "seed", "samples", "reps", "time_s", "time_min_s", "time_max_s", "gflops", "speedup", "max_rel_err",
            "median_rel_err", "norm_rel_err", "bits", "native_time_s", "native_max_rel_err",
-           "native_median_rel_err", "native_norm_rel_err", "native_bits", "moduli_used", "run_info",
+           "native_median_rel_err", "native_norm_rel_err", "native_bits", "native_time_min_s", "native_time_max_s", "moduli_used", "run_info",
            "warning", "error"]
 _INT_COLS = {"m", "n", "k", "seed", "samples", "reps", "moduli_used"}
-_FLOAT_COLS = {"time_s", "time_min_s", "gflops", "speedup", "max_rel_err", "median_rel_err", "norm_rel_err",
+_FLOAT_COLS = {"time_s", "time_min_s", "time_max_s", "native_time_min_s", "native_time_max_s", "gflops", "speedup", "max_rel_err", "median_rel_err", "norm_rel_err",
                "bits", "native_time_s", "native_max_rel_err", "native_median_rel_err", "native_norm_rel_err",
                "native_bits"}
 
@@ -146,10 +146,14 @@ def _expand_values(text: str) -> list[str]:
     """``8,12`` / ``8..22`` / ``8..22:2`` -> list of raw strings."""
     out = []
     for item in _split(text):
-        m = re.fullmatch(r"(-?\d+)\.\.(-?\d+)(?::(\d+))?", item)
+        m = re.fullmatch(r"(-?\d+)\.\.(-?\d+)(?::(-?\d+))?", item)
         if m:
             lo, hi, step = int(m.group(1)), int(m.group(2)), int(m.group(3) or 1)
-            out.extend(str(v) for v in range(lo, hi + 1, max(step, 1)))
+            if step < 1:
+                raise ValueError(f"bad range {item!r}: the step must be a positive integer (LO..HI:STEP)")
+            if hi < lo:
+                raise ValueError(f"bad range {item!r}: LO..HI needs LO <= HI")
+            out.extend(str(v) for v in range(lo, hi + 1, step))
         else:
             out.append(item)
     return out
@@ -229,7 +233,13 @@ def _knob_product(grid: dict[str, list]) -> list[dict[str, Any]]:
 
 
 def knobs_text(knobs: dict[str, Any]) -> str:
+    """How a configuration's knobs are stored (``moduli=8;mode=accurate``)."""
     return ";".join(f"{k}={v}" for k, v in knobs.items())
+
+
+def knobs_shown(text: str | None) -> str:
+    """Stored knobs as a person reads them: ``moduli=8, mode=accurate``."""
+    return ", ".join(kv for kv in (text or "").split(";") if kv)
 
 
 # ---------------------------------------------------------------------------
@@ -250,6 +260,9 @@ class Config:
 
     @property
     def routine(self) -> str:
+        # as emublas.herk/her2k do: a Hermitian update of real data is the symmetric one
+        if self.op in ("herk", "her2k") and self.dtype in "sd":
+            return self.dtype + self.op.replace("he", "sy")
         return self.dtype + self.op
 
     @property
@@ -281,8 +294,6 @@ class Plan:
 
 def _valid_combo(op: str, dtype: str, shape) -> str | None:
     """Why (op, dtype, shape) is skipped, or None."""
-    if op in ("herk", "her2k") and dtype in "sd":
-        return f"{dtype}{op} does not exist (real Hermitian updates are {dtype}{op.replace('he', 'sy')})"
     if op != "gemm" and shape[0] != shape[1]:
         return f"{dtype}{op} needs m == n (got {shape[0]}x{shape[1]}x{shape[2]})"
     return None
@@ -369,6 +380,9 @@ def plan(*, ops=None, dtypes=None, sizes=None, mnk=None, backends=None, grid=(),
                     if why:
                         notes.append(f"skipped: {why}")
                         continue
+                    if op in ("herk", "her2k") and dt in "sd":
+                        notes.append(f"{op} on real data ({dt}) is the symmetric update {dt}{op.replace('he', 'sy')},"
+                                     f" as emublas.{op} computes it")
                     for fam in block["families"]:
                         fam_name = fam.strip().lower()
                         for name in names:
@@ -646,7 +660,8 @@ def _measure(cfg: Config, data: _GroupData, timer: _Timer, reps: int) -> dict[st
     host = _to_host(out)
     vals = host[data.rows, data.cols]
     res = {"time_s": float(np.median(times)), "time_min_s": float(np.min(times)),
-           **error_stats(vals, data.ref, cfg.dtype), "warning": " | ".join(msgs)[:300]}
+           "time_max_s": float(np.max(times)), **error_stats(vals, data.ref, cfg.dtype),
+           "warning": " | ".join(msgs)}
     if info:
         res["moduli_used"] = info.get("moduli")
         res["run_info"] = json.dumps(info, default=str, sort_keys=True)
@@ -824,13 +839,14 @@ def run_sweep(the_plan: Plan, out_dir: str, *, reps: int = 3, argv=None, progres
                                     first.seed, first.samples)
                 prev = by_key.get(native_cfg.key)
                 if prev and prev["status"] == "ok":
-                    native = {k: prev[k] for k in ("time_s", "max_rel_err", "median_rel_err", "norm_rel_err",
-                                                   "bits")}
+                    native = {k: prev.get(k) for k in ("time_s", "time_min_s", "time_max_s", "max_rel_err",
+                                                       "median_rel_err", "norm_rel_err", "bits")}
                 elif not any(c.backend == "native" for c in cfgs):
                     try:
                         native = _measure(native_cfg, data, timer, reps)
                     except Exception as exc:
                         native = {"error": f"{type(exc).__name__}: {exc}"}
+            pending: list[dict[str, Any]] = []  # the group's rows, updated once native is timed again
             for cfg in cfgs:
                 count += 1
                 if progress is not None:
@@ -848,13 +864,27 @@ def run_sweep(the_plan: Plan, out_dir: str, *, reps: int = 3, argv=None, progres
                     raise
                 except Exception as exc:
                     row["status"] = "failed"
-                    row["error"] = f"{type(exc).__name__}: {exc}".replace("\n", " ")[:500]
+                    row["error"] = f"{type(exc).__name__}: {exc}".replace("\n", " ")
                     if cfg.backend == "native":
                         native = {"error": row["error"]}
                 _fill_native(row, native, cfg)
                 _append_csv(csv_path, row)
                 rows.append(row)
                 by_key[row["key"]] = row
+                pending.append(row)
+            # native timed again after the group's emulated runs: each ratio then rests on native
+            # timings from before and after it, so a burst of load during the group shows as spread
+            if data is not None and native and "error" not in native and len(pending) > 1 and reps > 1:
+                try:
+                    native = _merge_times(native, _measure(native_cfg, data, timer, reps))
+                except Exception:
+                    native = None
+                if native is not None:
+                    for row, cfg in zip(pending, cfgs):
+                        if cfg.backend == "native" and row["status"] == "ok":
+                            row.update({k: native[k] for k in ("time_s", "time_min_s", "time_max_s")})
+                        _fill_native(row, native, cfg)
+                    _write_csv(csv_path, rows)
     finally:
         if progress is not None and total:
             progress.write("\n")
@@ -863,6 +893,15 @@ def run_sweep(the_plan: Plan, out_dir: str, *, reps: int = 3, argv=None, progres
         meta["completed"] = count
         _write_json(json_path, meta, rows)
     return rows
+
+
+def _merge_times(first: dict, second: dict) -> dict:
+    """Native's timings of one group from before and after its emulated runs, as one spread."""
+    out = dict(first)
+    out["time_min_s"] = min(first.get("time_min_s") or math.inf, second["time_min_s"])
+    out["time_max_s"] = max(first.get("time_max_s") or 0.0, second["time_max_s"])
+    out["time_s"] = float(np.median([first["time_s"], second["time_s"]]))
+    return out
 
 
 def _base_row(cfg: Config, reps: int) -> dict[str, Any]:
@@ -875,9 +914,8 @@ def _base_row(cfg: Config, reps: int) -> dict[str, Any]:
 
 def _fill_native(row: dict, native: dict | None, cfg: Config) -> None:
     if native and "error" not in native:
-        row["native_time_s"] = native["time_s"]
-        for k in ("max_rel_err", "median_rel_err", "norm_rel_err", "bits"):
-            row["native_" + k] = native[k]
+        for k in ("time_s", "time_min_s", "time_max_s", "max_rel_err", "median_rel_err", "norm_rel_err", "bits"):
+            row["native_" + k] = native.get(k)
     if row.get("time_s"):
         row["gflops"] = nominal_flops(cfg.op, cfg.dtype, cfg.shape) / row["time_s"] / 1e9
         if row.get("native_time_s"):
@@ -894,23 +932,55 @@ def _fmt(v, spec: str, width: int) -> str:
     return format(v, spec).rjust(width)
 
 
+#: A timing whose slowest repetition is more than this times its fastest is too noisy
+#: for the speedup beside it to mean anything (marked ``~`` in the table).
+NOISY_SPREAD = 1.5
+
+
+def noisy(row: dict[str, Any]) -> bool:
+    """Whether the spread of this row's or native's timings makes its speedup meaningless."""
+    for pre in ("", "native_"):
+        lo, hi = row.get(pre + "time_min_s"), row.get(pre + "time_max_s")
+        if lo and hi and hi > NOISY_SPREAD * lo:
+            return True
+    return False
+
+
 def format_table(rows: list[dict[str, Any]]) -> str:
-    head = (f"{'routine':7s} {'n':>11s} {'family':8s} {'backend':8s} {'knobs':22s} {'time ms':>9s}"
-            f" {'speedup':>7s} {'max rel':>9s} {'native':>9s} {'bits':>5s}")
+    """The sweep's table: one row per configuration, with a legend saying what each column is."""
+    head = (f"{'routine':7s} {'n':>11s} {'family':8s} {'backend':8s} {'knobs':26s} {'median ms':>9s}"
+            f" {'min..max ms':>17s} {'speedup':>8s} {'max rel':>9s} {'norm rel':>9s} {'native max':>10s}"
+            f" {'bits':>5s}")
     lines = [head, "-" * len(head)]
+    marked = False
     for r in rows:
         m, n, k = r["m"], r["n"], r["k"]
         size = str(n) if m == n == k else f"{m}x{n}x{k}"
-        knobs = (r.get("knobs") or "").replace("mode=", "")
+        knobs = knobs_shown(r.get("knobs"))
         if r.get("moduli_used") is not None and "auto" in knobs:
-            knobs += f"->{r['moduli_used']}"
-        t = None if r.get("time_s") is None else r["time_s"] * 1e3
-        line = (f"{r['routine']:7s} {size:>11s} {r['family']:8s} {r['backend']:8s} {knobs[:22]:22s}"
-                f" {_fmt(t, '.2f', 9)} {_fmt(r.get('speedup'), '.2f', 7)} {_fmt(r.get('max_rel_err'), '.1e', 9)}"
-                f" {_fmt(r.get('native_max_rel_err'), '.1e', 9)} {_fmt(r.get('bits'), '.1f', 5)}")
+            knobs += f" (used {r['moduli_used']})"
+        ms = lambda v: None if v is None else v * 1e3  # noqa: E731
+        spread = "-"
+        if r.get("time_min_s") is not None and r.get("time_max_s") is not None:
+            spread = f"{r['time_min_s'] * 1e3:.2f}..{r['time_max_s'] * 1e3:.2f}"
+        speed = _fmt(r.get("speedup"), ".2f", 7) + ("~" if noisy(r) and r.get("speedup") else " ")
+        marked |= speed.endswith("~")
+        line = (f"{r['routine']:7s} {size:>11s} {r['family']:8s} {r['backend']:8s} {knobs:26s}"
+                f" {_fmt(ms(r.get('time_s')), '.2f', 9)} {spread:>17s} {speed:>8s}"
+                f" {_fmt(r.get('max_rel_err'), '.1e', 9)} {_fmt(r.get('norm_rel_err'), '.1e', 9)}"
+                f" {_fmt(r.get('native_max_rel_err'), '.1e', 10)} {_fmt(r.get('bits'), '.1f', 5)}")
         if r["status"] != "ok":
-            line += f"  FAILED: {(r.get('error') or '')[:60]}"
+            line += f"  FAILED: {r.get('error') or ''}"
         lines.append(line)
+    lines.append("")
+    lines.append("median ms / min..max ms: this configuration's time over the timed repetitions;"
+                 " speedup: native's median time / this one's (same inputs);")
+    lines.append("max rel / norm rel: largest elementwise and normwise relative error on the sampled entries"
+                 " against the exact product; native max: native's max rel on the same inputs;"
+                 " bits: -log2(max rel)")
+    if marked:
+        lines.append(f"~: the slowest repetition of this row or of native took over {NOISY_SPREAD}x the fastest;"
+                     " the speedup is not meaningful (a busy machine): rerun with more --reps on a quiet one")
     return "\n".join(lines)
 
 
@@ -965,7 +1035,7 @@ def plot_results(rows: list[dict[str, Any]], out_dir: str, stream=None) -> list[
         from matplotlib import ticker
     except ImportError:
         print("emublas sweep: matplotlib is not installed; plots skipped"
-              " (pip install 'emublas[plot]', then: python3 examples/plot_sweep.py DIR/results.json)",
+              " (pip install 'emublas[plot]', then: emublas plot DIR/results.json)",
               file=stream or sys.stderr)
         return []
     ok = [r for r in rows if r.get("status") == "ok" and _num(r.get("time_s"))]
@@ -1116,12 +1186,29 @@ def plot_results(rows: list[dict[str, Any]], out_dir: str, stream=None) -> list[
 # command line
 # ---------------------------------------------------------------------------
 
+def _floats(row: dict[str, Any]) -> dict[str, Any]:
+    # results.json writes inf as the string "inf" (JSON has no infinity)
+    return {k: (math.inf if v == "inf" else -math.inf if v == "-inf" else v) for k, v in row.items()}
+
+
+def replot(results: str, out: str | None = None) -> int:
+    """Draw the plots of a finished sweep from its ``results.json`` (``emublas plot``); 0 when drawn."""
+    with open(results) as fh:
+        doc = json.load(fh)
+    rows = [_floats(r) for r in doc.get("rows", [])]
+    paths = plot_results(rows, out or os.path.dirname(os.path.abspath(results)))
+    for path in paths:
+        print(path)
+    return 0 if paths else 1
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ops", default=None, help="comma list of gemm,syrk,herk,syr2k,her2k (default gemm)")
     p.add_argument("--dtypes", default=None, help="comma list of s,d,c,z (default d)")
     p.add_argument("--sizes", default=None, help="square sizes, comma list (default 256)")
     p.add_argument("--mnk", default=None, help="shapes MxNxK, comma list (rank-k routines need M == N)")
-    p.add_argument("--backends", default=None, help="comma list (default: native and every backend usable here)")
+    p.add_argument("--backends", nargs="+", default=None, metavar="NAME",
+                   help="backends, comma- or space-separated (default: native and every backend usable here)")
     p.add_argument("--grid", action="append", default=[], metavar="BACKEND:KNOB=V1,V2;KNOB=V",
                    help="knob grid of one backend, repeatable; values may be ranges LO..HI[:STEP]"
                         " (default: the sweep's per-backend table)")
@@ -1137,13 +1224,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace, argv=None) -> int:
-    the_plan = plan(ops=args.ops, dtypes=args.dtypes, sizes=args.sizes, mnk=args.mnk, backends=args.backends,
+    names = args.backends if args.backends is None or isinstance(args.backends, str) else ",".join(args.backends)
+    the_plan = plan(ops=args.ops, dtypes=args.dtypes, sizes=args.sizes, mnk=args.mnk, backends=names,
                     grid=args.grid, families=args.families, device=args.device, seed=args.seed,
                     samples=args.samples, quick=args.quick)
     if args.reps < 1:
         raise ValueError("--reps must be at least 1")
     for note in the_plan.notes:
         print(f"emublas sweep: {note}", file=sys.stderr)
+    prior = {r["key"]: r["status"] for r in load_rows(os.path.join(args.out, "results.csv"))}
     t0 = time.perf_counter()
     try:
         rows = run_sweep(the_plan, args.out, reps=args.reps, argv=argv, retry_failed=args.retry_failed)
@@ -1158,6 +1247,13 @@ def command(args: argparse.Namespace, argv=None) -> int:
     failed = sum(r["status"] != "ok" for r in mine)
     print(f"\n{len(mine)} configurations ({failed} failed) in {elapsed:.1f} s; results in {args.out}/results.csv"
           " and results.json")
+    planned = {c.key for c in the_plan.configs}
+    kept_ok = sum(1 for k in planned if prior.get(k) == "ok")
+    kept_failed = 0 if args.retry_failed else sum(1 for k in planned if prior.get(k) == "failed")
+    if kept_ok or kept_failed:
+        hint = "; --retry-failed reruns the failed ones" if kept_failed else ""
+        print(f"{kept_ok + kept_failed} not rerun, already in {args.out}: {kept_ok} finished, {kept_failed}"
+              f" failed{hint}")
     if not args.no_plots:
         paths = plot_results(rows, args.out)
         if paths:

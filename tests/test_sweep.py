@@ -259,7 +259,8 @@ def test_cli_tiny_sweep_prints_table(tmp_path, capsys, monkeypatch):
     assert main(["sweep", "--ops", "gemm,herk", "--dtypes", "d,z", "--sizes", "16", "--backends", "native",
                  "--samples", "4", "--reps", "1", "--out", str(out), "--no-plots"]) == 0
     text = capsys.readouterr()
-    assert "zherk" in text.err and "dherk does not exist" in text.err  # progress line and skip note
+    assert "zherk" in text.err and "herk on real data (d) is the symmetric update dsyrk" in text.err
+    assert "dsyrk" in text.out  # the API's herk on real data: the real symmetric update, as a row
     assert text.out.count("native") >= 3 and os.path.exists(out / "results.json")
     meta = json.loads((out / "results.json").read_text())["metadata"]
     assert "--ops gemm,herk" in meta["command"]
@@ -290,3 +291,80 @@ def test_plots_are_drawn(tmp_path, count_measure):
     names = {os.path.basename(x) for x in sweep.plot_results(rows, str(tmp_path))}
     assert names == {"error_vs_moduli_ozaki2.png", "time_rate_vs_size.png", "accuracy_vs_speed.png"}
     assert (tmp_path / "plots" / "accuracy_vs_speed.svg").exists()
+
+
+# ---------------------------------------------------------------------------
+# issue 18: what a first sweep shows
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("grid, needle", [("ozaki2:moduli=8..22:0", "step must be a positive integer"),
+                                          ("ozaki2:moduli=8..22:-2", "step must be a positive integer"),
+                                          ("ozaki2:moduli=22..8", "LO <= HI")])
+def test_grid_range_with_bad_step_is_rejected(grid, needle):
+    with pytest.raises(ValueError, match=needle):
+        sweep.plan(sizes="16", backends="native,ozaki2", grid=[grid])
+
+
+def test_rows_carry_time_spread_and_native_is_timed_around_the_group(tmp_path, monkeypatch):
+    monkeypatch.setattr(sweep, "OPENBLAS_SPIN_S", 0.0)
+    rows = sweep.run_sweep(_tiny(), str(tmp_path), reps=2, progress=None)
+    for r in rows:
+        assert r["time_min_s"] <= r["time_s"] <= r["time_max_s"]
+        assert r["native_time_min_s"] <= r["native_time_s"] <= r["native_time_max_s"]
+    nat = next(r for r in rows if r["backend"] == "native")
+    emu = next(r for r in rows if r["backend"] == "ozaki2")
+    assert emu["speedup"] == pytest.approx(emu["native_time_s"] / emu["time_s"])
+    assert nat["time_s"] == emu["native_time_s"]  # one native figure for the whole group
+    on_disk = {r["key"]: r for r in sweep.load_rows(str(tmp_path / "results.csv"))}
+    assert on_disk[emu["key"]]["native_time_max_s"] == pytest.approx(emu["native_time_max_s"])
+
+
+def test_table_says_what_columns_are_and_marks_noisy_rows():
+    row = {"key": "k", "status": "ok", "routine": "dgemm", "m": 8, "n": 8, "k": 8, "family": "phi0.5",
+           "backend": "ozaki2", "knobs": "moduli=8;mode=accurate", "time_s": 1e-3, "time_min_s": 1e-3,
+           "time_max_s": 1.1e-3, "native_time_min_s": 1e-3, "native_time_max_s": 5e-3, "speedup": 2.0,
+           "max_rel_err": 1e-10, "norm_rel_err": 1e-12, "native_max_rel_err": 1e-15, "bits": 33.2}
+    text = sweep.format_table([row])
+    assert "moduli=8, mode=accurate" in text and "1.00..1.10" in text
+    assert "2.00~" in text and "not meaningful" in text
+    assert "native max: native's max rel" in text and "1.0e-12" in text  # normwise beside elementwise
+    quiet = sweep.format_table([{**row, "native_time_max_s": 1.2e-3}])
+    assert "~" not in quiet
+
+
+def test_failed_rows_are_counted_on_rerun_with_the_retry_hint(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(sweep, "OPENBLAS_SPIN_S", 0.0)
+    out = str(tmp_path / "o")
+    long_message = "unknown emulation failure " + "x" * 200
+
+    def boom(cfg, *a, **k):
+        raise RuntimeError(long_message)
+
+    args = ["sweep", "--sizes", "16", "--backends", "native", "--samples", "4", "--reps", "1", "--out", out,
+            "--no-plots"]
+    monkeypatch.setattr(sweep, "_measure", boom)
+    assert main(args) == 0
+    first = capsys.readouterr().out
+    assert long_message in first  # not cut
+    assert main(args) == 0
+    again = capsys.readouterr().out
+    assert "1 not rerun, already in" in again and "0 finished, 1 failed" in again and "--retry-failed" in again
+
+
+def test_backends_take_comma_or_space_lists(tmp_path, monkeypatch):
+    monkeypatch.setattr(sweep, "OPENBLAS_SPIN_S", 0.0)
+    common = ["sweep", "--sizes", "16", "--samples", "4", "--reps", "1", "--no-plots", "--grid",
+              "ozaki2:moduli=8"]
+    assert main(common + ["--backends", "native", "ozaki2", "--out", str(tmp_path / "a")]) == 0
+    assert main(common + ["--backends", "native,ozaki2", "--out", str(tmp_path / "b")]) == 0
+    a = {r["backend"] for r in sweep.load_rows(str(tmp_path / "a" / "results.csv"))}
+    assert a == {"native", "ozaki2"}
+
+
+def test_plot_verb_redraws_from_results_json(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("matplotlib")
+    monkeypatch.setattr(sweep, "OPENBLAS_SPIN_S", 0.0)
+    sweep.run_sweep(_tiny(), str(tmp_path), reps=1, progress=None)
+    assert main(["plot", str(tmp_path / "results.json"), "--out", str(tmp_path / "re")]) == 0
+    assert os.listdir(tmp_path / "re" / "plots")
+    assert main(["plot", str(tmp_path / "missing.json")]) == 2
