@@ -82,3 +82,96 @@ def test_signatures_match_scipy(name):
     assert [p.name for p in params] == scipy_names
     assert "backend" in ours.parameters and ours.parameters["backend"].kind is inspect.Parameter.KEYWORD_ONLY
     assert getattr(emublas, name).__doc__ and name in getattr(emublas, name).__doc__
+
+
+# ---------------------------------------------------------------------------
+# issue 18: the CLI as a new user meets it (through a subprocess, as typed)
+# ---------------------------------------------------------------------------
+
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+
+def _cli(*args, env=None):
+    import os
+
+    full = {k: v for k, v in os.environ.items() if not k.startswith("EMUBLAS_")}
+    full.update(env or {})
+    return subprocess.run([sys.executable, "-m", "emublas", *args], env=full, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_cli_version_and_bare_help():
+    from emublas._version import __version__
+
+    r = _cli("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"emublas {__version__}"
+    r = _cli()
+    assert r.returncode == 0 and "info" in r.stdout and "sweep" in r.stdout and "plot" in r.stdout
+
+
+def test_cli_demo_bad_backend_fails_before_printing_anything():
+    r = _cli("demo", "-n", "8", "--backends", "native,ozaki")
+    assert r.returncode == 2 and r.stdout == ""
+    assert "unknown emublas backend 'ozaki'" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("form", [["native,strassen"], ["native", "strassen"]])
+def test_cli_demo_takes_comma_and_space_lists(form):
+    r = _cli("demo", "-n", "8", "--backends", *form)
+    assert r.returncode == 0, r.stderr
+    table = r.stdout.split("rel. error vs numpy", 1)[1]
+    assert table.count(" native ") == 5 and table.count(" strassen ") == 5
+
+
+def test_cli_info_shows_a_bad_option_variable_of_the_selected_backend():
+    r = _cli("info", env={"EMUBLAS_BACKEND": "ozaki2", "EMUBLAS_MODULI": "abc"})
+    assert r.returncode == 2
+    assert "selected: INVALID" in r.stdout and "EMUBLAS_MODULI" in r.stdout and "selected: ozaki2" not in r.stdout
+
+
+def test_cli_info_prints_readable_defaults():
+    r = _cli("info")
+    assert r.returncode == 0
+    assert "default default" not in r.stdout and "default None" not in r.stdout
+    assert "option devices = current by default" in r.stdout
+
+
+def test_call_backend_and_use_block_do_not_read_a_bad_backend_variable(monkeypatch):
+    import numpy as np
+
+    import emublas
+
+    monkeypatch.setenv("EMUBLAS_BACKEND", "ozaki")
+    emublas.set_backend(None)
+    a = np.eye(3)
+    np.testing.assert_array_equal(emublas.dgemm(1.0, a, a, backend="native"), a)
+    with emublas.use("native"):
+        np.testing.assert_array_equal(emublas.dgemm(1.0, a, a), a)
+    with pytest.raises(ValueError, match="environment variable EMUBLAS_BACKEND: unknown emublas backend 'ozaki'"):
+        emublas.dgemm(1.0, a, a)  # here the variable decides, and is validated
+
+
+@pytest.mark.parametrize("value, verbose", [("false", False), ("no", False), ("off", False), ("0", False),
+                                            ("", False), ("on", True)])
+def test_cli_shim_verbose_words(tmp_path, value, verbose):
+    prog = tmp_path / "p.py"
+    prog.write_text("import numpy as np, scipy.linalg.blas as b; b.dgemm(1.0, np.ones((70, 70)), np.ones((70, 70)))\n")
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMUBLAS_")}
+    env["EMUBLAS_VERBOSE"] = value
+    r = subprocess.run([sys.executable, "-m", "emublas.interpose", "--backend", "ozaki2", str(prog)], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert ("emublas: dgemm 70x70x70" in r.stderr) is verbose
+
+
+def test_env_parsers_treat_empty_as_unset_and_name_the_range(monkeypatch):
+    from emublas.backends.base import env_flag, env_int
+
+    monkeypatch.setenv("EMUBLAS_X", "")
+    assert env_flag("EMUBLAS_X", True) is True and env_int("EMUBLAS_X", 4, 1, 8) == 4
+    monkeypatch.setenv("EMUBLAS_X", "99999999999999999999")
+    with pytest.raises(ValueError, match=r"EMUBLAS_X='99999999999999999999'.*outside \[1, 8\]"):
+        env_int("EMUBLAS_X", 4, 1, 8)
