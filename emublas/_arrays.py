@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["is_cupy", "namespace", "device_of", "as_matrix", "real_scalar", "complex_scalar", "flag"]
+__all__ = ["is_cupy", "namespace", "device_of", "as_matrix", "real_scalar", "complex_scalar", "flag",
+           "overwrite_flag"]
 
 
 def is_cupy(x: Any) -> bool:
@@ -71,7 +72,9 @@ def as_2d(arr: Any, name: str) -> Any:
     if arr.ndim == 1:
         return arr.reshape(-1, 1)
     if arr.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D array, got {arr.ndim}-D with shape {arr.shape}")
+        # scipy's wrapper folds away axes of length 1 here; emublas does not guess a layout
+        raise ValueError(f"{name} must be a 2-D array (a scalar or 1-D array is read as a column), got"
+                         f" {arr.ndim}-D with shape {arr.shape}; reshape it to 2-D")
     return arr
 
 
@@ -85,6 +88,10 @@ def as_matrix(x: Any, dtype: np.dtype, xp, name: str):
         arr = np.asarray(x)
     else:
         arr = x if is_cupy(x) else xp.asarray(np.asarray(x))
+    if dtype.kind == "f" and arr.dtype.kind == "c" and not (isinstance(x, np.ndarray) or is_cupy(x)):
+        # as scipy: Python complex numbers cannot become real (a complex array only warns, below)
+        raise TypeError(f"{name} holds complex numbers but the routine is real ({dtype}); pass the real part,"
+                        " or use the complex routine")
     if arr.dtype.kind not in "biufc":
         # Let numpy raise its own conversion error for strings; reject the rest.
         if arr.dtype.kind in "USO":
@@ -100,6 +107,9 @@ def as_matrix(x: Any, dtype: np.dtype, xp, name: str):
 def _item(value: Any, name: str) -> Any:
     if isinstance(value, (int, float, complex)):
         return value
+    if value is None or not isinstance(value, (str, np.ndarray, np.generic, list, tuple)) and \
+            not hasattr(value, "__float__") and not hasattr(value, "__complex__") and not hasattr(value, "item"):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
     if hasattr(value, "item") and getattr(value, "size", 1) == 1:
         return value.item()
     arr = np.asarray(value)
@@ -109,33 +119,55 @@ def _item(value: Any, name: str) -> Any:
 
 
 def real_scalar(value: Any, name: str) -> float:
-    """A real BLAS scalar; complex input keeps only its real part, as BLAS reads it."""
+    """A real BLAS scalar; complex input keeps only its real part, as BLAS reads it.
+
+    ``TypeError`` for what is not a number (``None``, objects), ``ValueError`` for a
+    string that does not parse or an array of more than one element, as scipy.
+    """
+    v = _item(value, name)
     try:
-        v = _item(value, name)
         return float(v.real) if isinstance(v, complex) else float(v)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} = {value!r} cannot be converted to a real number") from exc
+        raise type(exc)(f"{name} = {value!r} cannot be converted to a real number") from exc
 
 
 def complex_scalar(value: Any, name: str) -> complex:
-    """A complex BLAS scalar."""
+    """A complex BLAS scalar (``TypeError`` for strings and non-numbers, as scipy)."""
+    v = _item(value, name)
+    if isinstance(v, str):
+        raise TypeError(f"{name} = {value!r} is a string, not a complex number")
     try:
-        return complex(_item(value, name))
+        return complex(v)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} = {value!r} cannot be converted to a complex number") from exc
+        raise TypeError(f"{name} = {value!r} cannot be converted to a complex number") from exc
 
 
-def flag(value: Any, name: str, allowed: tuple[int, ...]) -> int:
-    """An integer code (trans, lower, overwrite_c) restricted to ``allowed``."""
+def flag(value: Any, name: str, allowed: tuple[int, ...], default: int = 0) -> int:
+    """An integer code (trans, lower) restricted to ``allowed``.
+
+    As scipy's wrapper reads it: ``None`` is the default, a real number is
+    truncated toward zero (``1.5`` is 1); anything else is a ``TypeError``.
+    """
+    if value is None:
+        return default
     try:
         code = operator.index(value)
     except TypeError:
-        try:
-            code = int(value)
-            if code != value:
-                raise ValueError
-        except (TypeError, ValueError):
+        if isinstance(value, (str, bytes, complex)) or not hasattr(value, "__float__"):
+            raise TypeError(f"{name} must be an integer code {allowed}, got {type(value).__name__} {value!r}") \
+                from None
+        real = float(value)
+        if real != real or abs(real) == float("inf"):
             raise ValueError(f"{name} must be one of {allowed}, got {value!r}") from None
+        code = int(real)
     if code not in allowed:
         raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
     return code
+
+
+def overwrite_flag(value: Any) -> bool:
+    """``overwrite_c``: an integer (any nonzero value is on), ``TypeError`` otherwise, as scipy."""
+    try:
+        return operator.index(value) != 0
+    except TypeError:
+        raise TypeError(f"overwrite_c must be an integer (0 or 1), got {type(value).__name__} {value!r}") from None

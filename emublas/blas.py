@@ -16,7 +16,7 @@ import numpy as np
 
 from . import _triangles as tri
 from . import config
-from ._arrays import as_matrix, complex_scalar, device_of, flag, is_cupy, namespace, real_scalar
+from ._arrays import as_matrix, complex_scalar, device_of, flag, is_cupy, namespace, overwrite_flag, real_scalar
 
 __all__ = ["gemm", "syrk", "herk", "syr2k", "her2k"]
 
@@ -97,6 +97,18 @@ def _trans_codes(prefix: str, kind: str, trans: Any, name: str = "trans") -> int
         raise ValueError(f"{prefix}{kind}: trans must be one of {allowed}, got {trans!r}; {why}") from None
 
 
+def _given(raw, arr) -> str:
+    """How an operand is named in a shape error: as the caller passed it."""
+    ndim = getattr(raw, "ndim", None)
+    if ndim is None:
+        ndim = np.ndim(raw)
+    if ndim == 1:
+        return f"1-D of length {arr.shape[0]}, read as a {arr.shape[0]}x1 column"
+    if ndim == 0:
+        return "a scalar, read as 1x1"
+    return f"{arr.shape[0]}x{arr.shape[1]}"
+
+
 def _scale(out, beta, xp) -> None:
     if beta == 0:
         out.fill(0)
@@ -115,11 +127,13 @@ def _gemm(prefix: str | None, alpha, a, b, beta, c, trans_a, trans_b, overwrite_
     dtype = DTYPES[prefix]
     scalar = real_scalar if prefix in "sd" else complex_scalar
     alpha = scalar(alpha, "alpha")
-    beta = scalar(beta, "beta")
+    beta = scalar(0.0 if beta is None else beta, "beta")  # None: the default, as in scipy
+    overwrite_c = overwrite_flag(overwrite_c)
     trans_a = _trans_codes(prefix, "gemm", trans_a, "trans_a")
     trans_b = _trans_codes(prefix, "gemm", trans_b, "trans_b")
     be, opts = config.resolve(backend, options)
     with device_of(xp, a, b, c):
+        a_in, b_in = a, b
         a = as_matrix(a, dtype, xp, "a")
         b = as_matrix(b, dtype, xp, "b")
         m, ka = a.shape[::-1] if trans_a else a.shape
@@ -127,8 +141,8 @@ def _gemm(prefix: str | None, alpha, a, b, beta, c, trans_a, trans_b, overwrite_
         if ka != kb:
             raise ValueError(
                 f"{prefix}gemm: inner dimensions differ: op(a) is {m}x{ka}"
-                f" (a is {a.shape[0]}x{a.shape[1]}, trans_a={trans_a})"
-                f" but op(b) is {kb}x{n} (b is {b.shape[0]}x{b.shape[1]}, trans_b={trans_b})"
+                f" (a is {_given(a_in, a)}, trans_a={trans_a})"
+                f" but op(b) is {kb}x{n} (b is {_given(b_in, b)}, trans_b={trans_b})"
             )
         be.check(_device(xp))
         out, alias = _prepare_out(c, (m, n), dtype, xp, bool(overwrite_c), a, b)
@@ -185,7 +199,9 @@ def _rank_k(kind: str, prefix: str | None, alpha, a, b, beta, c, trans, lower, o
         alpha = real_scalar(alpha, "alpha")
     else:
         alpha = complex_scalar(alpha, "alpha")
+    beta = 0.0 if beta is None else beta  # None: the default, as in scipy
     beta = real_scalar(beta, "beta") if (real or herm) else complex_scalar(beta, "beta")
+    overwrite_c = overwrite_flag(overwrite_c)
     trans = _trans_codes(prefix, kind, trans)
     lower = flag(lower, "lower", (0, 1))
     be, opts = config.resolve(backend, options)
