@@ -141,13 +141,15 @@ def may_overflow(alpha, amax: float, bmax: float, beta, cmax: float, k: int, lev
     Bounds, per level: the operand sums (s1..s4, t1..t4) grow the entry maximum at most 4x;
     each chain sum and output update holds at most 9·k·max|a|·max|b| of its level, and a
     sub-product's own intermediates add at most 4.5x that per level below, so every value is
-    under ``|beta|·max|c| + 16·5^levels·|alpha|·k·max|a|·max|b|`` (2x for complex parts).
+    under ``|beta|·max|c| + 16·5^levels·max(|alpha|, 1)·k·max|a|·max|b|`` (2x for complex
+    parts; the leaves' sums come before alpha).
     The test uses 64^levels: generous, and still only data within about 2^-30 of the
     overflow threshold take the checked path.
     """
     ea, eb, eal = _exponent(amax), _exponent(bmax), _exponent(abs(alpha))
     grow = 2 * levels + 2  # 4^levels operand growth, and alpha applied to either operand
-    prod = eal + ea + eb + int(k).bit_length() + 6 * levels + 5 + int(cplx)
+    # the leaves sum their products before scaling by alpha: a tiny alpha does not help them
+    prod = max(eal, 1) + ea + eb + int(k).bit_length() + 6 * levels + 5 + int(cplx)
     return (max(ea, eb) + grow > safe_exp or eal + max(ea, eb) + grow > safe_exp
             or prod > safe_exp or _exponent(abs(beta)) + _exponent(cmax) + 1 > safe_exp)
 
