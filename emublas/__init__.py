@@ -14,6 +14,7 @@ from .config import Selection, get_backend, set_backend, use
 from .errors import BackendUnavailableError, OzakiAccuracyWarning
 from .info import info
 from .integer import intmatmul
+from .ozaki2.verdicts import synchronize
 
 sgemm = _ROUTINES["sgemm"]
 dgemm = _ROUTINES["dgemm"]
@@ -38,6 +39,7 @@ strsm, dtrsm, ctrsm, ztrsm = (_ROUTINES[p + "trsm"] for p in "sdcz")
 
 __all__ = [
     "__version__",
+    "synchronize",
     "gemm", "syrk", "herk", "syr2k", "her2k",
     "sgemm", "dgemm", "cgemm", "zgemm",
     "ssyrk", "dsyrk", "csyrk", "zsyrk", "cherk", "zherk",

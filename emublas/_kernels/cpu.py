@@ -758,6 +758,49 @@ def oz_crt_accumulate(
     _oz_check(rc, "oz_crt_accumulate")
 
 
+def _cert_struct(ffi, cert: dict, m: int, n: int):
+    """The ``emublas_oz_cert`` struct of a certificate dict, and the arrays it points into."""
+    c = ffi.new("emublas_oz_cert *")
+    keep = []
+
+    def vec(key, dtype, size):
+        v = np.ascontiguousarray(cert[key], dtype=dtype)
+        if v.shape != (size,):
+            raise ValueError(f"cert[{key!r}] must have length {size}, got shape {v.shape}")
+        keep.append(v)
+        return _ptr(ffi, "double *" if dtype == np.float64 else "int32_t *", v)
+
+    c.row_err, c.col_err = vec("row_err", np.float64, m), vec("col_err", np.float64, n)
+    c.crt_err, c.target = float(cert["crt_err"]), float(cert["target"])
+    w = cert.get("W")
+    if w is not None:
+        w = np.asfortranarray(w, dtype=np.int32)
+        if w.shape != (m, n):
+            raise ValueError(f"cert['W'] must have shape {(m, n)}, got {w.shape}")
+        keep.append(w)
+        c.W, c.ldw = _ptr(ffi, "int32_t *", w), m
+        c.row_wsum, c.col_wsum = vec("row_wsum", np.float64, m), vec("col_wsum", np.float64, n)
+        c.row_budget, c.col_budget = vec("row_budget", np.int32, m), vec("col_budget", np.int32, n)
+    c.fix = int(bool(cert.get("fix")))
+    if c.fix:
+        L, R = cert["L"], cert["R"]
+        if L.shape[0] != m or R.shape[0] != n or L.shape[1] != R.shape[1]:
+            raise ValueError(f"cert factors must be ({m}, k) and ({n}, k), got {L.shape} and {R.shape}")
+        lr, li, code, rsl, csl = _oz_parts(L)
+        rr, ri, code_r, rsr, csr = _oz_parts(R)
+        if code != code_r or (li is None) != (ri is None):
+            raise TypeError("cert factors must share one dtype")
+        keep += [lr, li, rr, ri]
+        c.dtype, c.k = code, L.shape[1]
+        c.Lr, c.Rr = _ptr(ffi, "void *", lr), _ptr(ffi, "void *", rr)
+        c.Li = ffi.NULL if li is None else _ptr(ffi, "void *", li)
+        c.Ri = ffi.NULL if ri is None else _ptr(ffi, "void *", ri)
+        c.rsl, c.csl, c.rsr, c.csr = rsl, csl, rsr, csr
+        c.conj_l, c.conj_r = int(bool(cert.get("conj_l"))), int(bool(cert.get("conj_r")))
+    c.uncertified = 0
+    return c, keep
+
+
 def oz_crt_finalize(
     re_hi: np.ndarray,
     re_lo: np.ndarray,
@@ -772,6 +815,7 @@ def oz_crt_finalize(
     alpha: complex = 1.0,
     beta: complex = 0.0,
     uplo: Any = 0,
+    cert: dict | None = None,
     threads: int | None = None,
 ) -> np.ndarray:
     """CRT finalize: symmetric representative, unscaling, alpha/beta, write-out.
@@ -795,6 +839,14 @@ def oz_crt_finalize(
     alpha, beta : complex
         Imaginary parts ignored for real ``out``.
     uplo : 0, 1/'U' (i <= j) or 2/'L' (i >= j)
+    cert : dict, optional
+        The per-entry accuracy certificate (``emublas_oz_cert`` in
+        ``emublas_cpu.h``): ``row_err``, ``col_err`` (float64 vectors),
+        ``crt_err``, ``target`` (floats), ``W`` (int32 (m, n) Fortran array or
+        None), ``row_wsum``, ``col_wsum`` (float64), ``row_budget``,
+        ``col_budget`` (int32), ``fix`` (bool), ``L``, ``R`` (the factors,
+        (m, k) and (n, k)), ``conj_l``, ``conj_r``.  On return
+        ``cert["uncertified"]`` holds the number of entries that failed it.
     """
     nthreads = _threads(threads)
     if not isinstance(re_hi, np.ndarray):
@@ -835,6 +887,7 @@ def oz_crt_finalize(
     ):
         target = np.array(out, order="F")
         st = _elem_strides(target)
+    cstruct, keep = (ffi.NULL, ()) if cert is None else _cert_struct(ffi, cert, m, n)
     rc = lib.emublas_oz_crt_finalize(
         m, n, _ptr(ffi, "const double *", re_hi), _ptr(ffi, "const double *", re_lo),
         _ptr(ffi, "const double *", im_hi) if im_hi is not None else ffi.NULL,
@@ -842,8 +895,11 @@ def oz_crt_finalize(
         float(P_hi), float(P_lo),
         _ptr(ffi, "const int32_t *", rsh), _ptr(ffi, "const int32_t *", csh),
         alpha.real, alpha.imag, beta.real, beta.imag,
-        dcode, _ptr(ffi, "void *", target), st[0], st[1], code, nthreads)  # type: ignore[index]
+        dcode, _ptr(ffi, "void *", target), st[0], st[1], code, cstruct, nthreads)  # type: ignore[index]
     _oz_check(rc, "oz_crt_finalize")
+    del keep
+    if cert is not None:
+        cert["uncertified"] = int(cstruct.uncertified)
     if target is not out:
         out[...] = target
     return out

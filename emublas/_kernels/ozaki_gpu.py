@@ -219,13 +219,43 @@ def terms(products, ldp: int, rows: int, cols: int, r0: int, j0: int, spec_d, nt
 MAX_TERMS = 1024  # oz_crt_final keeps the term constants in shared memory
 
 
+def cert_args(cert, w_j0: int = 0) -> tuple:
+    """The certificate's kernel arguments (``oz_crt_final``) from a dict of device arrays
+    (see :func:`emublas.ozaki2.certify.certificate`; ``counter`` a one-element uint64
+    array); ``None``: no certificate.  ``cert["W"]`` may hold W's columns from
+    ``w_j0`` on (a device-local block)."""
+    if cert is None:
+        return (_i32(0), _ptr(0), _ptr(0), np.float64(0), np.float64(0), _ptr(0), _i64(0), _ptr(0), _ptr(0),
+                _ptr(0), _ptr(0), _i32(0), _i32(0), _ptr(0), _ptr(0), _ptr(0), _ptr(0), _i64(0), _i64(0),
+                _i64(0), _i64(0), _i64(0), _i32(0), _i32(0), _ptr(0))
+    W = cert.get("W")
+    if W is not None:
+        ldw = W.strides[1] // 4
+        w = (_ptr(W.data.ptr - w_j0 * ldw * 4), _i64(ldw), _ptr(cert["row_wsum"].data.ptr),
+             _ptr(cert["col_wsum"].data.ptr), _ptr(cert["row_budget"].data.ptr), _ptr(cert["col_budget"].data.ptr))
+    else:
+        w = (_ptr(0), _i64(0), _ptr(0), _ptr(0), _ptr(0), _ptr(0))
+    if cert["fix"]:
+        L, R = cert["L"], cert["R"]
+        lr, li, rsl, csl, suffix, _ = _views(L)
+        rr, ri, rsr, csr, _, _ = _views(R)
+        f = (_i32(1), _i32(suffix == "f64"), _ptr(lr), _ptr(li), _ptr(rr), _ptr(ri), _i64(rsl), _i64(csl),
+             _i64(rsr), _i64(csr), _i64(L.shape[1]), _i32(bool(cert["conj_l"])), _i32(bool(cert["conj_r"])))
+    else:
+        f = (_i32(0), _i32(0), _ptr(0), _ptr(0), _ptr(0), _ptr(0), _i64(0), _i64(0), _i64(0), _i64(0), _i64(0),
+             _i32(0), _i32(0))
+    return (_i32(1), _ptr(cert["row_err"].data.ptr), _ptr(cert["col_err"].data.ptr), np.float64(cert["crt_err"]),
+            np.float64(cert["target"]), *w, *f, _ptr(cert["counter"].data.ptr))
+
+
 def crt_final(term_planes, nterms: int, plane_stride: int, ldt: int, part_d, bhi_d, blo_d, P_hi: float,
               P_lo: float, row_shift_d, col_shift_d, rows: int, cols: int, r0: int, j0: int, alpha, beta,
-              out, uplo: int, out_j0: int = 0) -> None:
+              out, uplo: int, out_j0: int = 0, cert=None) -> None:
     """Double-double CRT over the term planes, then ``out = alpha·v + beta·out`` for the block.
 
     ``out`` holds the output's columns from ``out_j0`` on (a device-local
-    column block); indices passed to the kernel stay global.
+    column block); indices passed to the kernel stay global.  ``cert``: the
+    per-entry certificate on this device (:func:`cert_args`), or None.
     """
     if nterms > MAX_TERMS:
         raise ValueError(f"ozaki2 on the GPU: {nterms} CRT terms exceed {MAX_TERMS} (k too long)")
@@ -242,7 +272,7 @@ def crt_final(term_planes, nterms: int, plane_stride: int, ldt: int, part_d, bhi
                          np.float64(1.0 / P_hi), row_shift_d, col_shift_d, np.float64(alpha.real),
                          np.float64(alpha.imag), np.float64(beta.real), np.float64(beta.imag),
                          _i32(beta == 0), _i32(code), _ptr(out.data.ptr - out_j0 * cso * size), _i64(rso),
-                         _i64(cso), _i32(uplo)))
+                         _i64(cso), _i32(uplo), *cert_args(cert, out_j0)))
 
 
 def int_residues(x, moduli: tuple[int, ...]):

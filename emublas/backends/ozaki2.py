@@ -28,6 +28,10 @@ class Ozaki2Backend(Backend):
                            "scaling bound: fast (Cauchy-Schwarz), accurate (one extra int8 product),"
                            " auto (accurate, and the moduli count chosen from the inputs)",
                            env="EMUBLAS_OZAKI_MODE"),
+            "fallback": Option("fallback", "dot", choice("dot", "none"),
+                               "entries the accuracy certificate does not cover: recomputed as float64 dot"
+                               " products (dot), or left as computed (none); either way a warning says how many",
+                               env="EMUBLAS_OZAKI_FALLBACK"),
             "devices": Option("devices", None, device_list,
                               "GPUs that share one call on cupy arrays: current (default), all, or ids like 0,1"
                               " (the arrays stay on their own device; results are bit-identical)",

@@ -160,7 +160,7 @@ class _Problem:
 class _On:
     """The inputs and constants of a problem on one device (copied there when it is not theirs)."""
 
-    def __init__(self, pb, device, x, y, x_shift, y_shift, home):
+    def __init__(self, pb, device, x, y, x_shift, y_shift, home, cert=None):
         import cupy
 
         self.device = device
@@ -169,9 +169,45 @@ class _On:
             self.y = self.x if (pb.same and y is x) else (y if device == home else _to_device(y, device, home))
             self.xs = cupy.asarray(np.asarray(x_shift, np.int32))
             self.ys = self.xs if pb.same else cupy.asarray(np.asarray(y_shift, np.int32))
+            self.cert = None if cert is None else self._cert(cert, x, y, home)
             self.part = kg.device_constants(("part",) + pb.key, lambda: cupy.asarray(np.array(pb.part, np.int8)))
             self.bhi = kg.device_constants(("bhi",) + pb.key, lambda: cupy.asarray(np.array(pb.bhi, np.float64)))
             self.blo = kg.device_constants(("blo",) + pb.key, lambda: cupy.asarray(np.array(pb.blo, np.float64)))
+
+    def _cert(self, cert, x, y, home):
+        """The certificate's arrays on this device (W only at home: other devices get
+        the column blocks they finalize, :meth:`cert_for`), with its own counter."""
+        import cupy
+
+        mine = {key: cert[key] for key in ("crt_err", "target", "fix", "conj_l", "conj_r")}
+        for key, t in (("row_err", np.float64), ("col_err", np.float64), ("row_wsum", np.float64),
+                       ("col_wsum", np.float64), ("row_budget", np.int32), ("col_budget", np.int32)):
+            if key in cert:
+                mine[key] = cupy.asarray(np.ascontiguousarray(cert[key], t))
+        here = self.device == home
+
+        def factor(f):
+            if f is x:
+                return self.x
+            if f is y:
+                return self.y
+            return f if here else _to_device(f, self.device, home)
+
+        mine["L"], mine["R"] = factor(cert["L"]), factor(cert["R"])
+        self.W = cert["W"]
+        mine["W"] = self.W if here else None
+        mine["counter"] = cupy.zeros(1, np.uint64)
+        return mine
+
+    def cert_for(self, j0, j1, home):
+        """The certificate for output columns [j0, j1) finalized here (W's block copied in)."""
+        import cupy
+
+        if self.cert is None or self.device == home or self.W is None:
+            return self.cert
+        with cupy.cuda.Device(home):
+            block = cupy.asfortranarray(self.W[:, j0:j1])
+        return {**self.cert, "W": _to_device(block, self.device, home)}
 
 
 _peers: set = set()
@@ -265,10 +301,10 @@ def _block_terms(pb, on, T, slot0, lo, hi, r0, r1, j0, j1, blocked, batch, ev):
         start = stop
 
 
-def _final(pb, on, T, r0, r1, j0, j1, alpha, beta, out, out_j0=0):
+def _final(pb, on, T, r0, r1, j0, j1, alpha, beta, out, out_j0=0, cert=None):
     rp = kg.pad(r1 - r0)
     kg.crt_final(T, pb.nterms, (j1 - j0) * rp, rp, on.part, on.bhi, on.blo, pb.mset.P_hi, pb.mset.P_lo, on.xs,
-                 on.ys, r1 - r0, j1 - j0, r0, j0, alpha, beta, out, pb.uplo, out_j0)
+                 on.ys, r1 - r0, j1 - j0, r0, j0, alpha, beta, out, pb.uplo, out_j0, cert=cert or on.cert)
 
 
 def _peer_copy(dst, dst_dev, src, src_dev, nbytes, after):
@@ -304,7 +340,7 @@ def choose_split(pb, devices, itemsize_in, itemsize_out) -> str:
 
 
 def run(recipes, moduli, roots, mset, x, y, x_shift, y_shift, out, alpha, beta, *, conj_x=False, conj_y=False,
-        uplo=0, timer, budget: int, devices=None, split="auto") -> None:
+        uplo=0, timer, budget: int, devices=None, split="auto", cert=None) -> list:
     """``out = alpha·(x·yᵀ) + beta·out`` (or the recipe's rank-k form) through the moduli.
 
     ``devices``: GPU ids to spread the work over (None: the arrays' own device).
@@ -314,6 +350,10 @@ def run(recipes, moduli, roots, mset, x, y, x_shift, y_shift, out, alpha, beta, 
     copied back), as ``split`` says (``auto``: :func:`choose_split`).  Every
     device computes exactly the terms one device would, so the result is
     bit-identical whatever the devices.
+
+    ``cert``: the per-entry accuracy certificate (:mod:`.certify`), checked in
+    the final pass.  Returns the certificate's device counters (one per device
+    that finalized output), for the caller to read when they are ready.
     """
     import cupy
 
@@ -333,7 +373,7 @@ def run(recipes, moduli, roots, mset, x, y, x_shift, y_shift, out, alpha, beta, 
     if ndev > 1:
         nb = min(nb, -(-n // ndev))
     peer = all(_enable_peer(home, d) for d in devices[1:])
-    ons = {home: _On(pb, home, x, y, x_shift, y_shift, home)}
+    ons = {home: _On(pb, home, x, y, x_shift, y_shift, home, cert)}
     ev.mark("crt")
     blocks = [(j0, min(n, j0 + nb)) for j0 in range(0, n, nb)]
     blocked = nb < n
@@ -347,7 +387,7 @@ def run(recipes, moduli, roots, mset, x, y, x_shift, y_shift, out, alpha, beta, 
             if r1 <= r0:
                 continue
             with cupy.cuda.Device(dev):
-                on = ons.get(dev) or ons.setdefault(dev, _On(pb, dev, x, y, x_shift, y_shift, home))
+                on = ons.get(dev) or ons.setdefault(dev, _On(pb, dev, x, y, x_shift, y_shift, home, cert))
                 T = cupy.empty((pb.nterms, j1 - j0, kg.pad(r1 - r0)), np.int8)
                 _block_terms(pb, on, T, 0, 0, pb.nmod, r0, r1, j0, j1, blocked, batch, ev)
                 if dev == home:
@@ -358,7 +398,7 @@ def run(recipes, moduli, roots, mset, x, y, x_shift, y_shift, out, alpha, beta, 
                         src = cupy.asfortranarray(out[:, j0:j1])
                         ready = _event()
                     _peer_copy(local.data.ptr, dev, src.data.ptr, home, src.nbytes, ready)
-                    _final(pb, on, T, r0, r1, j0, j1, alpha, beta, local, out_j0=j0)
+                    _final(pb, on, T, r0, r1, j0, j1, alpha, beta, local, out_j0=j0, cert=on.cert_for(j0, j1, home))
                     pending.append((dev, local, j0, j1, _event(), src))
                 ev.mark("crt")
                 del T
@@ -369,6 +409,7 @@ def run(recipes, moduli, roots, mset, x, y, x_shift, y_shift, out, alpha, beta, 
     ev.finish()
     timer.gpu_plan = {"column_block": nb, "moduli_per_pass": batch, "terms": pb.nterms, "devices": devices,
                       "split": split if len(devices) > 1 else None, "peer_access": peer if len(devices) > 1 else None}
+    return [(dev, on.cert["counter"]) for dev, on in ons.items() if on.cert is not None]
 
 
 def _run_moduli_split(pb, devices, ons, x, y, x_shift, y_shift, home, batch, alpha, beta, out, ev):

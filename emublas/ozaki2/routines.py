@@ -6,9 +6,9 @@ and lets the CRT kernel write ``alpha·C + beta·c`` into the output.
 """
 from __future__ import annotations
 
+import math
 import threading
 import time
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,7 +16,7 @@ import numpy as np
 from .._arrays import is_cupy, namespace
 from .._kernels import cpu
 from ..errors import OzakiAccuracyWarning
-from . import engine, scaling
+from . import certify, engine, scaling, verdicts
 from .moduli import HYBRID_EXTRA, REAL_MODULI, TWO_M_MODULI, TWO_M_ROOTS, ModulusSet
 
 __all__ = ["gemm", "rank_k", "last_run", "DEFAULT_MODULI", "MODES"]
@@ -64,29 +64,19 @@ def _precision(dtype) -> int:
 
 
 def _choose(family: _Family, precision: int, moduli, mode: str, left, right, g_r, g_c):
-    """Number of moduli and an optional warning text."""
-    L_exact, L_native = scaling.needed_bits(left, right, g_r, g_c, precision)
+    """``(count, L_exact, chose)``: the number of moduli; in auto mode picked from the
+    estimate of :func:`~.scaling.needed_bits` (the only mode that computes it)."""
     if mode == "auto":
+        L_exact = scaling.needed_bits(left, right, g_r, g_c, precision)
         cap = family.maximum if moduli == "default" else min(int(moduli), family.maximum)
         count = family.smallest_for(L_exact)
         if count is None or count > cap:
             count = cap
-        return count, L_exact, L_native, True
+        return count, L_exact, True
     count = DEFAULT_MODULI[(family.name, precision)] if moduli == "default" else int(moduli)
     if count > family.maximum:
         raise ValueError(f"ozaki2: at most {family.maximum} moduli here, got {count}")
-    return count, L_exact, L_native, False
-
-
-def _warn_if_short(family: _Family, count: int, L_native: float, routine: str) -> None:
-    if family.bits(count) - 2 >= L_native - 2:
-        return
-    need = family.smallest_for(L_native)
-    hint = f"about {need} moduli" if need else f"more than the {family.maximum} available"
-    warnings.warn(
-        f"ozaki2 {routine}: the inputs' exponent span needs {hint} for native accuracy"
-        f" ({count} in use, {family.bits(count):.0f} bits); pass moduli={need or family.maximum}"
-        " or mode='auto'", OzakiAccuracyWarning, stacklevel=_caller_level())
+    return count, None, False
 
 
 def _caller_level() -> int:
@@ -104,9 +94,17 @@ def _caller_level() -> int:
 
 
 def _bounds(mode: str, left, right):
+    """``(g_rows, g_cols, W)``: the growth factors of the scaling and, in accurate mode,
+    the bound product W that the certificate reads (None in fast mode)."""
     if mode == "fast":
-        return scaling.bound_fast(left, right)
-    return scaling.bound_accurate(left, right)
+        return (*scaling.bound_fast(left, right), None)
+    return scaling.bound_accurate(left, right, keep=True)
+
+
+def _nterms(recipes, k_planes: int) -> int:
+    """Accumulated CRT terms per part of the output (the reconstruction's error grows with it)."""
+    chunks = max(1, -(-k_planes // scaling.K_CHUNK))
+    return sum(max(sum(t.part == p for t in r.terms) for p in ("re", "im")) for r in recipes) * chunks
 
 
 @dataclass
@@ -129,16 +127,14 @@ def plan(routine: str, family: _Family, precision: int, left, right, g_r, g_c, *
     which reduces ``left``, ``right``, ``g_r``, ``g_c`` over k-blocks exactly: the same
     inputs give the same plan, hence the same products.
     """
-    count, L_exact, L_native, chose = _choose(family, precision, moduli, mode, left, right, g_r, g_c)
-    if not chose:
-        _warn_if_short(family, count, L_native, routine)
+    count, L_exact, chose = _choose(family, precision, moduli, mode, left, right, g_r, g_c)
     ms, roots = family.modulus_list(count)
     mset = ModulusSet.from_moduli(ms)
     u, v = scaling.budgets(mset.bits - 2, g_r, g_c)
     x_shift = (u - left.ea).astype(np.int32)
     y_shift = x_shift if symmetric else (v - right.ea).astype(np.int32)
     info = {"routine": routine, "moduli": count, "mode": mode, "auto_chose": chose, "bits": mset.bits,
-            "needed_bits": L_exact + 2, "native_bits": L_native + 2}
+            "needed_bits": None if L_exact is None else L_exact + 2}
     return Plan(ms, roots, mset, x_shift, y_shift, info)
 
 
@@ -150,37 +146,46 @@ def recipes_for(recipe_name: str, roots) -> list:
 
 def _execute(routine: str, recipe_name: str, family: _Family, x, y, out, alpha, beta, *,
              conj_x=False, conj_y=False, uplo=0, bounds_from=None, sides=None, moduli="default",
-             mode="accurate", devices=None, split="auto"):
+             mode="accurate", fallback="dot", devices=None, split="auto"):
     """Scale, choose moduli, run the engine and finalize into ``out`` (updated in place).
 
     ``bounds_from``: factors whose row shifts and product bound to use instead of
     ``x, y`` (syr2k: ``[X|Y]`` and ``[Y|X]``, so that both terms share shifts).
+    The finalize certifies every entry (:mod:`.certify`) against those factors.
     """
+    verdicts.check(stacklevel=_caller_level())  # earlier GPU calls' warnings, where ready
     timer = engine.Timer()
     t0 = time.perf_counter()
     precision = _precision(out.dtype)
     symmetric = y is x
+    bx, by = bounds_from or (x, y)
     if sides is not None:
         left, right = sides
     else:
-        bx, by = bounds_from or (x, y)
         left = scaling.side(bx)
         right = left if by is bx else scaling.side(by)
-    g_r, g_c = _bounds("fast" if mode == "fast" else "accurate", left, right)
+    g_r, g_c, W = _bounds("fast" if mode == "fast" else "accurate", left, right)
     p = plan(routine, family, precision, left, right, g_r, g_c, moduli=moduli, mode=mode, symmetric=symmetric)
     ms, roots, mset, x_shift, y_shift, info = p.moduli, p.roots, p.mset, p.x_shift, p.y_shift, p.info
-    del left, right
-    t0 = timer.add("scaling", t0)
     recipe = engine.RECIPES[recipe_name]
     recipes = recipes_for(recipe_name, roots)
+    split_k = recipe.planes in ("split", "split2m")
+    cert = certify.certificate(
+        left, right, x_shift, y_shift, mset, _nterms(recipes, x.shape[1] // 2 if split_k else x.shape[1]),
+        k=bx.shape[1], precision=precision, complex_data=x.dtype.kind == "c", W=W, fallback=fallback,
+        L=bx, R=by, conj_l=conj_x, conj_r=(not conj_y) if recipe_name == "herk" else conj_y)
+    del left, right
+    t0 = timer.add("scaling", t0)
     if is_cupy(out):
         from . import gpu_engine
 
         timer.gpu_profile = PROFILE_GPU
-        gpu_engine.run(recipes, ms, roots, mset, x, y, x_shift, y_shift, out, alpha, beta, conj_x=conj_x,
-                       conj_y=conj_y, uplo=uplo, timer=timer, budget=_gpu_budget(x, y, out),
-                       devices=_resolve_devices(devices), split=split)
-        _last.info = {**info, "phases": dict(timer.phases), "gpu_plan": timer.gpu_plan}
+        counters = gpu_engine.run(recipes, ms, roots, mset, x, y, x_shift, y_shift, out, alpha, beta, conj_x=conj_x,
+                                  conj_y=conj_y, uplo=uplo, timer=timer, budget=_gpu_budget(x, y, out),
+                                  devices=_resolve_devices(devices), split=split, cert=cert)
+        _last.info = info = {**info, "phases": dict(timer.phases), "gpu_plan": timer.gpu_plan,
+                             "fallback": fallback}
+        verdicts.defer(counters, routine=routine, total=_entries(out.shape, uplo), info=info, fallback=fallback)
         return
     cplx = recipe.complex_out
     shape = (x.shape[0], y.shape[0])
@@ -194,9 +199,26 @@ def _execute(routine: str, recipe_name: str, family: _Family, x, y, out, alpha, 
                timer=timer)
     t0 = time.perf_counter()
     cpu.oz_crt_finalize(acc["re_hi"], acc["re_lo"], mset.P_hi, mset.P_lo, x_shift, y_shift, out,
-                        im_hi=acc.get("im_hi"), im_lo=acc.get("im_lo"), alpha=alpha, beta=beta, uplo=uplo)
+                        im_hi=acc.get("im_hi"), im_lo=acc.get("im_lo"), alpha=alpha, beta=beta, uplo=uplo,
+                        cert=cert)
     timer.add("crt", t0)
+    _report(routine, cert, info, out.shape, uplo, fallback)
     _last.info = {**info, "phases": dict(timer.phases)}
+
+
+def _report(routine, cert, info, shape, uplo, fallback) -> None:
+    """Record the certificate's verdict in ``last_run()`` and warn when entries failed it."""
+    count = cert.get("uncertified", 0)
+    info["uncertified"] = count
+    info["fallback"] = fallback
+    if count:
+        certify.warn(routine, count, _entries(shape, uplo), info["moduli"], info["bits"], fallback, _caller_level())
+
+
+def _entries(shape, uplo) -> int:
+    """Output entries a call computes (one triangle for the rank-k routines)."""
+    m, n = shape
+    return m * n if not uplo else min(m, n) * (min(m, n) + 1) // 2
 
 
 #: Record per-phase GPU times with CUDA events in ``last_run()["phases"]``
@@ -259,8 +281,8 @@ def _zeroed(x):
 # public routines (called by the backend with the front's conventions)
 # ---------------------------------------------------------------------------
 
-def gemm(alpha, a, b, beta, c, trans_a, trans_b, *, moduli="default", mode="accurate", devices=None,
-         split="auto") -> None:
+def gemm(alpha, a, b, beta, c, trans_a, trans_b, *, moduli="default", mode="accurate", fallback="dot",
+         devices=None, split="auto") -> None:
     """``c = alpha·op(a)·op(b) + beta·c`` with Ozaki-II (c Fortran-ordered, updated in place)."""
     x = a if trans_a == 0 else a.T
     y = b.T if trans_b == 0 else b
@@ -272,7 +294,7 @@ def gemm(alpha, a, b, beta, c, trans_a, trans_b, *, moduli="default", mode="accu
     fx, fy = left.finite, right.finite
     if fx.all() and fy.all():
         _execute("gemm", recipe, family, x, y, c, alpha, beta, conj_x=conj_x, conj_y=conj_y,
-                 sides=(left, right), moduli=moduli, mode=mode, devices=devices, split=split)
+                 sides=(left, right), moduli=moduli, mode=mode, fallback=fallback, devices=devices, split=split)
         return
     # NaN/Inf: every entry in an affected row or column is non-finite; take those from
     # the platform BLAS so the pattern is exactly native's, the rest from emulation.
@@ -283,7 +305,7 @@ def gemm(alpha, a, b, beta, c, trans_a, trans_b, *, moduli="default", mode="accu
     keep_r = c[rows, :].copy()
     keep_c = c[:, cols].copy()
     _execute("gemm", recipe, family, _zeroed(x), _zeroed(y), c, alpha, beta,
-             conj_x=conj_x, conj_y=conj_y, moduli=moduli, mode=mode, devices=devices, split=split)
+             conj_x=conj_x, conj_y=conj_y, moduli=moduli, mode=mode, fallback=fallback, devices=devices, split=split)
     with np.errstate(all="ignore"):
         r_part = alpha * (xo[rows] @ yo.T)
         c_part = alpha * (xo @ yo[cols].T)
@@ -294,8 +316,8 @@ def gemm(alpha, a, b, beta, c, trans_a, trans_b, *, moduli="default", mode="accu
     c[:, cols] = c_part
 
 
-def rank_k(kind: str, alpha, a, b, beta, c, trans, lower, *, moduli="default", mode="accurate", devices=None,
-           split="auto"):
+def rank_k(kind: str, alpha, a, b, beta, c, trans, lower, *, moduli="default", mode="accurate", fallback="dot",
+           devices=None, split="auto"):
     """syrk/herk/syr2k/her2k with their own Ozaki-II paths; NotImplemented where the
     front should derive the routine from gemm (non-finite inputs, more moduli than
     the 2M list has)."""
@@ -315,15 +337,15 @@ def rank_k(kind: str, alpha, a, b, beta, c, trans, lower, *, moduli="default", m
         if x.shape[1] % 2:
             x = xp.concatenate([x, xp.zeros((x.shape[0], 1), x.dtype)], axis=1)
         _execute("syrk", "syrk", _Family("split", MAX_2M), x, x, c, alpha, beta, uplo=uplo,
-                 moduli=moduli, mode=mode, devices=devices, split=split)
+                 moduli=moduli, mode=mode, fallback=fallback, devices=devices, split=split)
     elif kind == "syrk":
         if x.shape[1] % 2:
             x = xp.concatenate([x, xp.zeros((x.shape[0], 1), x.dtype)], axis=1)
         _execute("syrk", "csyrk", _Family("2m", MAX_2M), x, x, c, alpha, beta, uplo=uplo,
-                 moduli=moduli, mode=mode, devices=devices, split=split)
+                 moduli=moduli, mode=mode, fallback=fallback, devices=devices, split=split)
     elif kind == "herk":
         _execute("herk", "herk", _Family("2m", MAX_2M), x, x, c, alpha, beta, conj_x=conj, conj_y=conj,
-                 uplo=uplo, moduli=moduli, mode=mode, devices=devices, split=split)
+                 uplo=uplo, moduli=moduli, mode=mode, fallback=fallback, devices=devices, split=split)
     elif kind == "her2k":
         if conj:
             x, y = xp.conj(x), xp.conj(y)
@@ -337,13 +359,13 @@ def rank_k(kind: str, alpha, a, b, beta, c, trans, lower, *, moduli="default", m
         left = xp.concatenate([x, y], axis=1)
         right = xp.concatenate([y, x], axis=1)
         _execute("her2k", "herk", _Family("2m", MAX_2M), left, right, c, alpha.real, beta, uplo=uplo,
-                 moduli=moduli, mode=mode, devices=devices, split=split)
+                 moduli=moduli, mode=mode, fallback=fallback, devices=devices, split=split)
     else:  # syr2k
         fam = _Family("2m", MAX_2M) if cplx else _Family("real", MAX_REAL)
         x, y, gain = _balanced(x, y)
         both = (xp.concatenate([x, y], axis=1), xp.concatenate([y, x], axis=1))  # shared row shifts
         _execute("syr2k", "csyr2k" if cplx else "syr2k", fam, x, y, c, alpha * gain, beta, uplo=uplo,
-                 bounds_from=both, moduli=moduli, mode=mode, devices=devices, split=split)
+                 bounds_from=both, moduli=moduli, mode=mode, fallback=fallback, devices=devices, split=split)
     return None
 
 
@@ -367,4 +389,13 @@ def _balanced(x, y):
     smallest = float(ay[ay > 0].min())
     if np.frexp(my)[1] + t >= info.maxexp - 1 or np.frexp(smallest)[1] + t <= info.minexp:
         return x, y, 1.0
-    return x, y * y.real.dtype.type(2.0**t), 2.0**-t
+    if abs(t) > 1020:  # the gain 2^-t goes into alpha, which must keep its bits
+        return x, y, 1.0
+    # ldexp, not y·2.0**t: 2.0**t alone overflows float32 (and float64 past 1023) where y·2^t fits
+    if y.dtype.kind == "c":
+        scaled = xp.empty_like(y)
+        scaled.real = xp.ldexp(y.real, t)
+        scaled.imag = xp.ldexp(y.imag, t)
+    else:
+        scaled = xp.ldexp(y, t)
+    return x, scaled, math.ldexp(1.0, -t)

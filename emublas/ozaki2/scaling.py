@@ -118,10 +118,14 @@ def bound_fast(left: Side, right: Side) -> tuple[np.ndarray, np.ndarray]:
     return 2 * left.log2norm + _SAFETY, 2 * right.log2norm + _SAFETY
 
 
-def bound_accurate(left: Side, right: Side, *, threads=None) -> tuple[np.ndarray, np.ndarray]:
-    """log2 of the row and column maxima of the int8 bound product W/127²."""
+def bound_accurate(left: Side, right: Side, *, threads=None, keep: bool = False):
+    """log2 of the row and column maxima of the int8 bound product W/127².
+
+    ``keep``: also return W itself, saturated to int32 (a lower bound where it
+    saturates), for the per-entry accuracy certificate: ``(g_rows, g_cols, W)``.
+    """
     if left.gpu:
-        return _bound_accurate_gpu(left, right)
+        return _bound_accurate_gpu(left, right, keep)
     a = left.int8_bound()
     b = a if right is left else right.int8_bound()
     k = a.shape[1]
@@ -129,7 +133,12 @@ def bound_accurate(left: Side, right: Side, *, threads=None) -> tuple[np.ndarray
     for start in range(0, max(k, 1), K_CHUNK):
         part = cpu.i8gemm(a[:, start:start + K_CHUNK], b[:, start:start + K_CHUNK].T, threads=threads)
         w = part if w is None else w.astype(np.int64) + part
-    return bound_from_maxima(_axis_max(w, 1), _axis_max(w, 0))
+    g = bound_from_maxima(_axis_max(w, 1), _axis_max(w, 0))
+    if not keep:
+        return g
+    if w.dtype != np.int32:
+        w = np.minimum(w, np.iinfo(np.int32).max).astype(np.int32)
+    return g[0], g[1], np.asfortranarray(w)
 
 
 def _axis_max(w: np.ndarray, axis: int) -> np.ndarray:
@@ -147,9 +156,10 @@ def bound_from_maxima(w_rowmax: np.ndarray, w_colmax: np.ndarray) -> tuple[np.nd
     return rows + _SAFETY, cols + _SAFETY
 
 
-def _bound_accurate_gpu(left: Side, right: Side) -> tuple[np.ndarray, np.ndarray]:
+def _bound_accurate_gpu(left: Side, right: Side, keep: bool = False):
     """The GPU form: W on cuBLAS int8 (k chunks summed exactly in int64, columns
-    in blocks of bounded memory), its row and column maxima brought to the host."""
+    in blocks of bounded memory), its row and column maxima brought to the host;
+    with ``keep`` also W (m × n, Fortran, int32 saturated) on the device."""
     import cupy
 
     from .._kernels import ozaki_gpu as kg
@@ -162,6 +172,7 @@ def _bound_accurate_gpu(left: Side, right: Side) -> tuple[np.ndarray, np.ndarray
     rowmax = cupy.zeros(rp, np.int64)
     colmax = []
     w = cupy.empty((block, rp), np.int32)
+    kept = cupy.empty((n, m), np.int32) if keep else None  # W transposed, C order: W in Fortran order
     for j0 in range(0, b.shape[0], block):
         nb = min(block, b.shape[0] - j0)
         acc = None
@@ -172,11 +183,15 @@ def _bound_accurate_gpu(left: Side, right: Side) -> tuple[np.ndarray, np.ndarray
             acc = part if acc is None else acc + part
         rowmax = cupy.maximum(rowmax, acc.max(axis=0))
         colmax.append(acc.max(axis=1))
+        if keep and j0 < n:
+            j1 = min(n, j0 + nb)
+            kept[j0:j1] = cupy.minimum(acc[:j1 - j0, :m], np.iinfo(np.int32).max)
     rows = rowmax[:m].get().astype(np.float64)
     cols = cupy.concatenate(colmax)[:n].get().astype(np.float64)
     scale = np.log2(127.0 * 127.0)
     with np.errstate(divide="ignore"):
-        return np.log2(rows) - scale + _SAFETY, np.log2(cols) - scale + _SAFETY
+        g = np.log2(rows) - scale + _SAFETY, np.log2(cols) - scale + _SAFETY
+    return (*g, kept.T) if keep else g
 
 
 def budgets(L: float, g_rows: np.ndarray, g_cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -193,30 +208,25 @@ def budgets(L: float, g_rows: np.ndarray, g_cols: np.ndarray) -> tuple[np.ndarra
 
 
 def needed_bits(left: Side, right: Side, g_rows, g_cols, precision: int, *, terms: int = 1,
-                samples: int = 256, rng_seed: int = 0x0A2) -> tuple[float, float]:
-    """Estimate the ``L`` (log2 of the product bound) the inputs need.
+                samples: int = 256, rng_seed: int = 0x0A2) -> float:
+    """Estimate the ``L`` (log2 of the product bound) the inputs need: ``auto`` mode's choice.
 
     The truncation error of entry (i, j) is at most
     ``2^{ea_i−u_i}‖B_j‖₁ + 2^{eb_j−v_j}‖A_i‖₁``; it stays below
     ``2^{−precision−1}·Σ_l|A_il||B_lj|`` when both budgets are large enough.
     This is checked on a sample of entries (random ones plus the rows and
-    columns with the widest spread of magnitudes).
-
-    Returns
-    -------
-    (L_exact, L_native)
-        ``L`` for errors at the input's own precision, and the ``L`` at which
-        the error matches native BLAS's typical error (``√k`` ulps), which is
-        what the accuracy warning checks against.
+    columns with the widest spread of magnitudes), with ``Σ|A||B|`` computed
+    in log2 so that no magnitude over- or underflows.  It only picks the
+    count: every entry is certified afterwards (:mod:`.certify`).
     """
     m, n = left.x.shape[0], right.x.shape[0]
     k = left.x.shape[1]
     if m == 0 or n == 0 or k == 0:
-        return 0.0, 0.0
+        return 0.0
     live_r = np.flatnonzero(~left.zero)
     live_c = np.flatnonzero(~right.zero)
     if live_r.size == 0 or live_c.size == 0:
-        return 0.0, 0.0
+        return 0.0
     rng = np.random.default_rng(rng_seed)
     # widest spread: the largest entry far above the row's mean magnitude
     spread_r = live_r[np.argsort(left.ea[live_r] - left.log2l1[live_r])[-8:]]
@@ -225,20 +235,27 @@ def needed_bits(left: Side, right: Side, g_rows, g_cols, precision: int, *, term
                          spread_r, rng.choice(live_r, len(spread_c))])
     ci = np.concatenate([rng.choice(live_c, samples), np.tile(spread_c, len(spread_r)),
                          rng.choice(live_c, len(spread_r)), spread_c])
-    # scaled so that rows of extreme magnitude neither overflow nor underflow
-    lm = left.scaled_mag(ri)
-    rm = right.scaled_mag(ci)
-    dots = _host(namespace(x=lm).einsum("ij,ij->i", lm, rm))
-    ok = dots > 0
+    log2dot = _log2_abs_dots(left.x, right.x, ri, ci)
+    ok = np.isfinite(log2dot)
     if not ok.any():
-        return 0.0, 0.0
-    ri, ci, dots = ri[ok], ci[ok], dots[ok]
-    with np.errstate(divide="ignore"):
-        log2dot = np.log2(dots) + left.ea[ri] + right.ea[ci]
-        s_row = left.ea[ri] + right.log2l1[ci] - log2dot  # u_i ≥ p + 1 + s_row
-        s_col = right.ea[ci] + left.log2l1[ri] - log2dot
+        return 0.0
+    ri, ci, log2dot = ri[ok], ci[ok], log2dot[ok]
+    s_row = left.ea[ri] + right.log2l1[ci] - log2dot  # u_i ≥ p + 1 + s_row
+    s_col = right.ea[ci] + left.log2l1[ri] - log2dot
     # u_i = floor((L − g_i)/2) ≥ (L − g_i)/2 − 1 must reach p + 1 + s (+1 for the two error terms)
     need_r = 2.0 * (precision + 3 + np.log2(terms) + s_row) + g_rows[ri]
     need_c = 2.0 * (precision + 3 + np.log2(terms) + s_col) + g_cols[ci]
-    exact = float(max(need_r.max(), need_c.max()))
-    return exact, exact - math.log2(k)
+    return float(max(need_r.max(), need_c.max()))
+
+
+def _log2_abs_dots(x, y, ri, ci) -> np.ndarray:
+    """``log2 Σ_l |x[ri]||y[ci]|`` per sampled pair, in log2 throughout (−inf for 0)."""
+    xp = namespace(x=x)
+    with np.errstate(divide="ignore"):
+        lx = xp.log2(xp.abs(x[xp.asarray(ri)]).astype(np.float64))
+        ly = xp.log2(xp.abs(y[xp.asarray(ci)]).astype(np.float64))
+        t = lx + ly
+        top = t.max(axis=1)
+        safe = xp.where(xp.isfinite(top), top, 0.0)
+        total = xp.log2(xp.exp2(t - safe[:, None]).sum(axis=1)) + safe
+    return _host(xp.where(xp.isfinite(top), total, -np.inf))

@@ -165,6 +165,44 @@ int emublas_oz_crt_accumulate(int64_t m, int64_t n,
  * 3 complex double; strides in elements of that type).  beta == 0 (both
  * parts) means out is not read.  im_* with a real out_dtype is EMUBLAS_EINVAL.
  */
+/*
+ * The per-entry accuracy certificate of the finalize (cert != NULL).  With C'
+ * the reconstructed integer entry (real and imaginary parts), all in log2 and
+ * in the units of C' (the product of the scaled integers):
+ *   error   E  = max(row_err[i], col_err[j], crt_err)
+ *           (row_err[i] = shift_i + log2 |X_i|_1 + slack: what truncating Y costs
+ *           row i, col_err[j] the same for column j, crt_err the double-double
+ *           reconstruction's own error; slack covers the sum of the three and,
+ *           for complex data, the modulus; -inf for an all-zero row/column,
+ *           whose entries are exact)
+ *   bound   B  = max(floor(log2 max|C'|) - 1     if floor(log2 max|C'|) - 1 >= E,
+ *                    row_budget[i] + col_budget[j] + floor(log2 d) - 14
+ *                                                 if W != NULL and d > 0),
+ *           d = W[i + j*ldw] - row_wsum[i] - col_wsum[j] (a lower bound of
+ *           127^2 sum|x||y| / 2^(ea_i+eb_j) from the accurate mode's bound product),
+ *   certified when E <= target + B (target = log2(k) - precision: native BLAS's
+ *   worst-case bound k*u*sum|x||y|).
+ * An entry that is not certified is counted in cert->uncertified and, with
+ * cert->fix, recomputed as a float64 dot product of the factors L (rows x k)
+ * and R (cols x k), conjugated as flagged, summed with fma in order l = 0..k-1
+ * (real: s = fma(x, y, s); complex: re = fma(xr, yr, re), re = fma(-xi, yi, re),
+ * im = fma(xr, yi, im), im = fma(xi, yr, im)), which meets that bound.
+ */
+typedef struct {
+    const double *row_err, *col_err;
+    double crt_err, target;
+    const int32_t *W;
+    int64_t ldw;
+    const double *row_wsum, *col_wsum;
+    const int32_t *row_budget, *col_budget;
+    int fix;
+    int dtype; /* of the factors: 0 float32, 1 float64 */
+    const void *Lr, *Li, *Rr, *Ri; /* Li, Ri NULL: real factors */
+    int64_t rsl, csl, rsr, csr, k;
+    int conj_l, conj_r;
+    int64_t uncertified; /* out */
+} emublas_oz_cert;
+
 int emublas_oz_crt_finalize(int64_t m, int64_t n,
                             const double *re_hi, const double *re_lo,
                             const double *im_hi, const double *im_lo,
@@ -172,7 +210,7 @@ int emublas_oz_crt_finalize(int64_t m, int64_t n,
                             const int32_t *row_shift, const int32_t *col_shift,
                             double alpha_re, double alpha_im, double beta_re, double beta_im,
                             int out_dtype, void *out, int64_t rso, int64_t cso,
-                            int uplo, int nthreads);
+                            int uplo, emublas_oz_cert *cert, int nthreads);
 
 /* "avx512" or "generic": the implementation the emublas_oz_* kernels use. */
 const char *emublas_oz_kernel_name(void);

@@ -815,7 +815,77 @@ typedef struct {
     int beta0, dtype, uplo, simd;
     char *out;
     int64_t rso, cso;
+    emublas_oz_cert *cert; /* NULL: no certificate */
 } fin_job;
+
+/* ---- the accuracy certificate (emublas_cpu.h) ------------------------------- */
+
+static inline int floor_log2(double a) /* a > 0, finite */
+{
+    int e;
+    frexp(a, &e);
+    return e - 1;
+}
+
+/* Whether entry (i, j), reconstructed as (cr, ci) in the units of C', is certified. */
+static int cert_ok(const emublas_oz_cert *C, int64_t i, int64_t j, double cr, double ci)
+{
+    const double re = C->row_err[i], ce = C->col_err[j];
+    if (re == -INFINITY || ce == -INFINITY)
+        return 1; /* an all-zero row or column: its entries are exact */
+    const double E = fmax(fmax(re, ce), C->crt_err);
+    double B = -INFINITY;
+    const double a = fmax(fabs(cr), fabs(ci));
+    if (a > 0) {
+        const double g = (double)(floor_log2(a) - 1);
+        if (g >= E)
+            B = g;
+    }
+    if (C->W) {
+        const double d = (double)C->W[i + j * C->ldw] - C->row_wsum[i] - C->col_wsum[j];
+        if (d > 0)
+            B = fmax(B, ((double)C->row_budget[i] + (double)C->col_budget[j]) + (double)(floor_log2(d) - 14));
+    }
+    return E <= C->target + B;
+}
+
+static inline double cert_load(int dtype, const void *p, int64_t off)
+{
+    return dtype ? ((const double *)p)[off] : (double)((const float *)p)[off];
+}
+
+/* The fallback: entry (i, j) as a float64 dot product of the factors, in order. */
+static void cert_dot(const emublas_oz_cert *C, int64_t i, int64_t j, double *vr, double *vi)
+{
+    double sr = 0.0, si = 0.0;
+    for (int64_t l = 0; l < C->k; l++) {
+        const int64_t ol = i * C->rsl + l * C->csl, orr = j * C->rsr + l * C->csr;
+        const double xr = cert_load(C->dtype, C->Lr, ol), yr = cert_load(C->dtype, C->Rr, orr);
+        if (!C->Li) {
+            sr = fma(xr, yr, sr);
+            continue;
+        }
+        double xi = cert_load(C->dtype, C->Li, ol), yi = cert_load(C->dtype, C->Ri, orr);
+        if (C->conj_l)
+            xi = -xi;
+        if (C->conj_r)
+            yi = -yi;
+        sr = fma(xr, yr, sr);
+        sr = fma(-xi, yi, sr);
+        si = fma(xr, yi, si);
+        si = fma(xi, yr, si);
+    }
+    *vr = sr;
+    *vi = si;
+}
+
+/* Counts an uncertified entry and, when asked, replaces its value by the fallback's. */
+static void cert_fail(emublas_oz_cert *C, int64_t i, int64_t j, double *vr, double *vi)
+{
+    __atomic_fetch_add(&C->uncertified, 1, __ATOMIC_RELAXED);
+    if (C->fix)
+        cert_dot(C, i, j, vr, vi);
+}
 
 /* C' = S - Q*P in double (see emublas_cpu.h). */
 OZ_INLINE double crt_rep(const fin_job *J, double hi, double lo)
@@ -882,8 +952,12 @@ static void fin_cols_generic(fin_job *J, int64_t j0, int64_t j1)
         for (int64_t i = i0; i < i1; i++) {
             int64_t a = i + j * J->m, off = i * J->rso + j * J->cso;
             int e = clamp_exp(-((int64_t)J->rsh[i] + (int64_t)J->csh[j]));
-            double vr = ldexp(crt_rep(J, J->rh[a], J->rl[a]), e);
-            double vi = J->ih ? ldexp(crt_rep(J, J->ih[a], J->il[a]), e) : 0.0;
+            double cr_ = crt_rep(J, J->rh[a], J->rl[a]);
+            double ci_ = J->ih ? crt_rep(J, J->ih[a], J->il[a]) : 0.0;
+            double vr = ldexp(cr_, e);
+            double vi = J->ih ? ldexp(ci_, e) : 0.0;
+            if (J->cert && !cert_ok(J->cert, i, j, cr_, ci_))
+                cert_fail(J->cert, i, j, &vr, &vi);
             double cr = 0, ci = 0, re, im;
             if (!J->beta0)
                 fin_load_c(J, off, &cr, &ci);
@@ -905,6 +979,34 @@ OZ_TARGET OZ_INLINE __m512d vcrt_rep(const fin_job *J, __m512d hi, __m512d lo)
     return _mm512_add_pd(d1, tail);
 }
 
+/* cert_ok for 8 rows i.. of column j (lanes in k): the mask of lanes NOT certified. */
+OZ_TARGET OZ_INLINE __mmask8 vcert_bad(const emublas_oz_cert *C, int64_t i, int64_t j, __mmask8 k, __m512d cr,
+                                        __m512d ci)
+{
+    const double ce = C->col_err[j];
+    if (ce == -INFINITY)
+        return 0;
+    const __m512d ninf = _mm512_set1_pd(-INFINITY);
+    const __m512d re = _mm512_mask_loadu_pd(ninf, k, C->row_err + i);
+    const __mmask8 zero = _mm512_cmp_pd_mask(re, ninf, _CMP_EQ_OQ);
+    const __m512d E = _mm512_max_pd(_mm512_max_pd(re, _mm512_set1_pd(ce)), _mm512_set1_pd(C->crt_err));
+    const __m512d a = _mm512_max_pd(_mm512_abs_pd(cr), _mm512_abs_pd(ci));
+    const __m512d g = _mm512_sub_pd(_mm512_getexp_pd(a), _mm512_set1_pd(1.0)); /* getexp(0) = -inf */
+    __m512d B = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(g, E, _CMP_GE_OQ), ninf, g);
+    if (C->W) {
+        const __m512d w = _mm512_cvtepi32_pd(_mm256_maskz_loadu_epi32(k, C->W + i + j * C->ldw));
+        const __m512d d = _mm512_sub_pd(_mm512_sub_pd(w, _mm512_maskz_loadu_pd(k, C->row_wsum + i)),
+                                        _mm512_set1_pd(C->col_wsum[j]));
+        const __mmask8 pos = _mm512_cmp_pd_mask(d, _mm512_setzero_pd(), _CMP_GT_OQ);
+        const __m512d rb = _mm512_cvtepi32_pd(_mm256_maskz_loadu_epi32(k, C->row_budget + i));
+        const __m512d gw = _mm512_add_pd(_mm512_add_pd(rb, _mm512_set1_pd((double)C->col_budget[j])),
+                                         _mm512_sub_pd(_mm512_getexp_pd(d), _mm512_set1_pd(14.0)));
+        B = _mm512_mask_max_pd(B, pos, B, gw);
+    }
+    const __mmask8 ok = _mm512_cmp_pd_mask(E, _mm512_add_pd(_mm512_set1_pd(C->target), B), _CMP_LE_OQ);
+    return (__mmask8)(k & ~(ok | zero));
+}
+
 OZ_TARGET static void fin_cols_simd(fin_job *J, int64_t j0, int64_t j1)
 {
     const __m512d ar = _mm512_set1_pd(J->ar), ai = _mm512_set1_pd(J->ai);
@@ -924,10 +1026,23 @@ OZ_TARGET static void fin_cols_simd(fin_job *J, int64_t j0, int64_t j1)
             const int64_t a = i + j * J->m, off = i * J->rso + j * J->cso;
             __m512d rs = _mm512_cvtepi32_pd(_mm256_maskz_loadu_epi32(k, J->rsh + i));
             __m512d e = _mm512_sub_pd(ncs, rs);
-            __m512d vr = _mm512_scalef_pd(vcrt_rep(J, _mm512_maskz_loadu_pd(k, J->rh + a), _mm512_maskz_loadu_pd(k, J->rl + a)), e);
-            __m512d vi = _mm512_setzero_pd();
+            __m512d cr_ = vcrt_rep(J, _mm512_maskz_loadu_pd(k, J->rh + a), _mm512_maskz_loadu_pd(k, J->rl + a));
+            __m512d ci_ = _mm512_setzero_pd();
             if (J->ih)
-                vi = _mm512_scalef_pd(vcrt_rep(J, _mm512_maskz_loadu_pd(k, J->ih + a), _mm512_maskz_loadu_pd(k, J->il + a)), e);
+                ci_ = vcrt_rep(J, _mm512_maskz_loadu_pd(k, J->ih + a), _mm512_maskz_loadu_pd(k, J->il + a));
+            __m512d vr = _mm512_scalef_pd(cr_, e);
+            __m512d vi = J->ih ? _mm512_scalef_pd(ci_, e) : _mm512_setzero_pd();
+            __mmask8 bad = J->cert ? vcert_bad(J->cert, i, j, k, cr_, ci_) : 0;
+            if (bad) {
+                double br_[8], bi_[8];
+                _mm512_storeu_pd(br_, vr);
+                _mm512_storeu_pd(bi_, vi);
+                for (int q = 0; q < n; q++)
+                    if (bad >> q & 1)
+                        cert_fail(J->cert, i + q, j, &br_[q], &bi_[q]);
+                vr = _mm512_loadu_pd(br_);
+                vi = _mm512_loadu_pd(bi_);
+            }
             const int fast = n == 8 && J->rso == 1;
             __m512d cr = _mm512_setzero_pd(), ci = cr, re, im;
             if (!J->beta0) {
@@ -1018,7 +1133,8 @@ int emublas_oz_crt_finalize(int64_t m, int64_t n, const double *re_hi, const dou
                             const double *im_hi, const double *im_lo, double P_hi, double P_lo,
                             const int32_t *row_shift, const int32_t *col_shift, double alpha_re,
                             double alpha_im, double beta_re, double beta_im, int out_dtype,
-                            void *out, int64_t rso, int64_t cso, int uplo, int nthreads)
+                            void *out, int64_t rso, int64_t cso, int uplo, emublas_oz_cert *cert,
+                            int nthreads)
 {
     if (m < 0 || n < 0 || uplo < 0 || uplo > 2 || out_dtype < 0 || out_dtype > 3)
         return EMUBLAS_EINVAL;
@@ -1033,7 +1149,13 @@ int emublas_oz_crt_finalize(int64_t m, int64_t n, const double *re_hi, const dou
         .Ph = P_hi, .Pl = P_lo, .Pinv = 1.0 / P_hi, .rsh = row_shift, .csh = col_shift,
         .ar = alpha_re, .ai = cplx ? alpha_im : 0.0, .br = beta_re, .bi = cplx ? beta_im : 0.0,
         .dtype = out_dtype, .uplo = uplo, .simd = oz_simd(), .out = out, .rso = rso, .cso = cso,
+        .cert = cert,
     };
+    if (cert && (!cert->row_err || !cert->col_err ||
+                 (cert->W && (!cert->row_wsum || !cert->col_wsum || !cert->row_budget || !cert->col_budget ||
+                              cert->ldw < m)) ||
+                 (cert->fix && (!cert->Lr || !cert->Rr || (!cert->Li) != (!cert->Ri) || cert->k < 0))))
+        return EMUBLAS_EINVAL;
     J.beta0 = J.br == 0.0 && J.bi == 0.0;
     int nt = oz_threads(nthreads, (double)m * (double)n * (uplo ? 0.5 : 1.0) * (cplx ? 32 : 16));
     if (nt > n)

@@ -442,6 +442,83 @@ extern "C" __global__ void __launch_bounds__(256) oz_terms_direct(
     }
 }
 
+/* ---- the per-entry accuracy certificate (see emublas_cpu.h, emublas_oz_cert) ----
+ * The same tests in the same order as the C finalize, so that both certify
+ * (and recompute) the same entries and stay bit-identical.
+ */
+#define OZ_NEG_INF (__longlong_as_double((long long)0xfff0000000000000ULL))
+
+struct oz_cert {
+    const double *row_err, *col_err;
+    double crt_err, target;
+    const int *W;
+    long long ldw;
+    const double *row_wsum, *col_wsum;
+    const int *row_budget, *col_budget;
+    int fix, dtype; /* factors: 0 float32, 1 float64 */
+    const void *Lr, *Li, *Rr, *Ri;
+    long long rsl, csl, rsr, csr, k;
+    int conj_l, conj_r;
+    unsigned long long *uncertified;
+};
+
+__device__ __forceinline__ int floor_log2(double a) /* a > 0, finite */
+{
+    int e;
+    frexp(a, &e);
+    return e - 1;
+}
+
+__device__ bool cert_ok(const oz_cert &C, long long i, long long j, double cr, double ci)
+{
+    const double re = C.row_err[i], ce = C.col_err[j];
+    if (re == OZ_NEG_INF || ce == OZ_NEG_INF)
+        return true;
+    const double E = fmax(fmax(re, ce), C.crt_err);
+    double B = OZ_NEG_INF;
+    const double a = fmax(fabs(cr), fabs(ci));
+    if (a > 0) {
+        const double g = (double)(floor_log2(a) - 1);
+        if (g >= E)
+            B = g;
+    }
+    if (C.W) {
+        const double d = (double)C.W[i + j * C.ldw] - C.row_wsum[i] - C.col_wsum[j];
+        if (d > 0)
+            B = fmax(B, ((double)C.row_budget[i] + (double)C.col_budget[j]) + (double)(floor_log2(d) - 14));
+    }
+    return E <= __dadd_rn(C.target, B);
+}
+
+__device__ __forceinline__ double cert_load(int dtype, const void *p, long long off)
+{
+    return dtype ? ((const double *)p)[off] : (double)((const float *)p)[off];
+}
+
+__device__ void cert_dot(const oz_cert &C, long long i, long long j, double &vr, double &vi)
+{
+    double sr = 0.0, si = 0.0;
+    for (long long l = 0; l < C.k; l++) {
+        const long long ol = i * C.rsl + l * C.csl, orr = j * C.rsr + l * C.csr;
+        const double xr = cert_load(C.dtype, C.Lr, ol), yr = cert_load(C.dtype, C.Rr, orr);
+        if (!C.Li) {
+            sr = fma(xr, yr, sr);
+            continue;
+        }
+        double xi = cert_load(C.dtype, C.Li, ol), yi = cert_load(C.dtype, C.Ri, orr);
+        if (C.conj_l)
+            xi = -xi;
+        if (C.conj_r)
+            yi = -yi;
+        sr = fma(xr, yr, sr);
+        sr = fma(-xi, yi, sr);
+        si = fma(xr, yi, si);
+        si = fma(xi, yr, si);
+    }
+    vr = sr;
+    vi = si;
+}
+
 /* ---- CRT finalize ------------------------------------------------------------
  *
  * Entry (i, j) of the block (global r0 + i, j0 + j; only the uplo triangle):
@@ -474,12 +551,20 @@ __device__ __forceinline__ double crt_rep(double hi, double lo, double Ph, doubl
 
 __device__ __forceinline__ void final_entry(double rh, double rl, double ih, double il, double Ph, double Pl,
                                             double Pinv, int rsh, int csh, double ar, double ai, double br,
-                                            double bi, int beta0, int dtype, void *out, long long off)
+                                            double bi, int beta0, int dtype, void *out, long long off,
+                                            const oz_cert *cert, long long gi, long long gj)
 {
     long long e = -((long long)rsh + (long long)csh);
     int ee = e > 4000 ? 4000 : e < -4000 ? -4000 : (int)e;
-    double vr = ldexp(crt_rep(rh, rl, Ph, Pl, Pinv), ee);
-    double vi = dtype >= 2 ? ldexp(crt_rep(ih, il, Ph, Pl, Pinv), ee) : 0.0;
+    const double cr_ = crt_rep(rh, rl, Ph, Pl, Pinv);
+    const double ci_ = dtype >= 2 ? crt_rep(ih, il, Ph, Pl, Pinv) : 0.0;
+    double vr = ldexp(cr_, ee);
+    double vi = dtype >= 2 ? ldexp(ci_, ee) : 0.0;
+    if (cert && !cert_ok(*cert, gi, gj, cr_, ci_)) {
+        atomicAdd(cert->uncertified, 1ULL);
+        if (cert->fix)
+            cert_dot(*cert, gi, gj, vr, vi);
+    }
     if (dtype < 2) {
         double c = 0.0;
         if (!beta0)
@@ -521,8 +606,14 @@ extern "C" __global__ void __launch_bounds__(256) oz_crt_final(
     long long rows, long long cols, long long r0, long long j0, const signed char *terms, long long plane_stride,
     long long ldt, int nterms, const signed char *part, const double *bhi, const double *blo, double Ph,
     double Pl, double Pinv, const int *row_shift, const int *col_shift, double ar, double ai, double br,
-    double bi, int beta0, int dtype, void *out, long long rso, long long cso, int uplo)
+    double bi, int beta0, int dtype, void *out, long long rso, long long cso, int uplo, int certify,
+    const double *row_err, const double *col_err, double crt_err, double target, const int *W, long long ldw,
+    const double *row_wsum, const double *col_wsum, const int *row_budget, const int *col_budget, int fix,
+    int fdtype, const void *Lr, const void *Li, const void *Rr, const void *Ri, long long rsl, long long csl,
+    long long rsr, long long csr, long long k, int conj_l, int conj_r, unsigned long long *uncertified)
 {
+    const oz_cert C = {row_err, col_err, crt_err, target, W, ldw, row_wsum, col_wsum, row_budget, col_budget,
+                       fix, fdtype, Lr, Li, Rr, Ri, rsl, csl, rsr, csr, k, conj_l, conj_r, uncertified};
     __shared__ double sbh[OZ_MAX_TERMS], sbl[OZ_MAX_TERMS];
     __shared__ signed char spart[OZ_MAX_TERMS];
     for (int u = threadIdx.x; u < nterms; u += blockDim.x) {
@@ -559,7 +650,7 @@ extern "C" __global__ void __launch_bounds__(256) oz_crt_final(
         if (i >= rows || (uplo == 1 && gi > gj) || (uplo == 2 && gi < gj))
             continue;
         final_entry(rh[e], rl[e], ih[e], il[e], Ph, Pl, Pinv, row_shift[gi], cs_, ar, ai, br, bi, beta0, dtype,
-                    out, gi * rso + gj * cso);
+                    out, gi * rso + gj * cso, certify ? &C : nullptr, gi, gj);
     }
 }
 

@@ -1,0 +1,97 @@
+"""The per-entry accuracy certificate of Ozaki-II (see ``docs/design.md``, "Accuracy").
+
+Every output entry is checked, inside the finalize kernel, against the error
+bound native BLAS guarantees for it, ``k·u·Σ_l |x_il||y_jl|`` (u the unit
+roundoff of the output's precision).  The quantities are kept in log2 and in
+the units of ``C'``, the exact product of the scaled integer factors
+(``X' = trunc(X·2^s)``, ``Y' = trunc(Y·2^t)``), so nothing over- or underflows:
+
+* the error of ``C'_ij`` is at most ``2^{s_i}‖X_i‖₁ + 2^{t_j}‖Y_j‖₁`` (the two
+  truncations) plus the double-double reconstruction's own error, about
+  ``N²·2^-106·P`` for N accumulated terms;
+* ``Σ|x||y|`` (in C' units) is bounded below by ``|C'_ij|/2`` where the error
+  is at most half of ``|C'_ij|``, and in accurate mode by
+  ``2^{u_i+v_j}(W_ij − R_i − S_j)/127²`` with W the bound product and R, S
+  upper bounds of the bound planes' row sums (``ceil(127a)·ceil(127b) ≤
+  (127a+1)(127b+1)`` summed over k).
+
+An entry whose bound is not met is counted and, unless ``fallback="none"``,
+recomputed in the same kernel as a float64 dot product in order (which meets
+the bound); :class:`~emublas.OzakiAccuracyWarning` then says how many.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from ..errors import OzakiAccuracyWarning
+from .moduli import ModulusSet
+
+__all__ = ["certificate", "warn", "FALLBACKS"]
+
+#: What happens to an entry the certificate does not cover: recomputed as a
+#: float64 dot product (``dot``), or left as it is with a warning (``none``).
+FALLBACKS = ("dot", "none")
+
+# log2 of the slack on the sum of the three error terms (3), and for complex
+# data of the modulus of a complex truncation (√2), plus rounding in the logs
+_SLACK_REAL = math.log2(3.0) + 0.05
+_SLACK_COMPLEX = math.log2(3.0 * math.sqrt(2.0)) + 0.05
+
+
+def crt_error(mset: ModulusSet, nterms: int) -> float:
+    """log2 of the double-double reconstruction's error in C' units, for ``nterms``
+    accumulated terms per part: ``N²·2^-106·P`` with a factor 4 to spare."""
+    return mset.bits + 2.0 * math.log2(max(nterms, 1)) - 104.0
+
+
+def certificate(left, right, x_shift, y_shift, mset: ModulusSet, nterms: int, *, k: int, precision: int,
+                complex_data: bool, W=None, fallback: str = "dot", L=None, R=None, conj_l=False,
+                conj_r=False) -> dict:
+    """The certificate arguments of the finalize kernels (``emublas_oz_cert`` in ``emublas_cpu.h``).
+
+    ``left``, ``right``: the :class:`~emublas.ozaki2.scaling.Side` of the factors
+    the bounds come from; ``x_shift``, ``y_shift``: their int32 shifts; ``W``:
+    the accurate mode's bound product (int32, m × n) or None; ``L``, ``R``: the
+    factors the fallback's dot products read (``Σ_l op(L_il)·op(R_jl)``, op a
+    conjugation where flagged).
+    """
+    slack = _SLACK_COMPLEX if complex_data else _SLACK_REAL
+    xs = np.asarray(x_shift, np.int64)
+    ys = np.asarray(y_shift, np.int64)
+    cert = {
+        "row_err": xs + left.log2l1 + slack,  # −inf for all-zero rows
+        "col_err": ys + right.log2l1 + slack,
+        "crt_err": crt_error(mset, nterms) + slack,
+        "target": math.log2(max(k, 1)) - precision,
+        "W": W,
+        "fix": fallback == "dot",
+        "L": L, "R": R, "conj_l": conj_l, "conj_r": conj_r,
+    }
+    if W is not None:
+        cert["row_wsum"] = _plane_sums(left, k)
+        cert["col_wsum"] = _plane_sums(right, k)
+        cert["row_budget"] = (xs + left.ea).astype(np.int32)
+        cert["col_budget"] = (ys + right.ea).astype(np.int32)
+    return cert
+
+
+def _plane_sums(side, k: int) -> np.ndarray:
+    """Upper bounds of the row sums of the bound planes ``ceil(127·|x|/2^ea)``:
+    ``127·‖x‖₁/2^ea + k`` (a little more, for the rounding of the logs)."""
+    with np.errstate(over="ignore"):
+        scaled = np.exp2(np.minimum(side.log2l1 - side.ea, 64.0))
+    return 127.0 * scaled * (1 + 2.0**-40) + k + 1.0
+
+
+def warn(routine: str, count: int, total: int, moduli: int, bits: float, fallback: str, stacklevel: int) -> None:
+    """The accuracy warning of a call with ``count`` uncertified entries out of ``total``."""
+    what = ("recomputed as float64 dot products (native accuracy, slower)" if fallback == "dot"
+            else "left as computed (fallback='none'): their error may exceed native BLAS's bound")
+    warnings.warn(
+        f"ozaki2 {routine}: {count} of {total} entries could not be certified to native BLAS's error bound"
+        f" with {moduli} moduli ({bits:.0f} bits) and were {what}. More moduli, or mode='accurate',"
+        " certify more of them; an exponent span wider than the reconstruction carries never is.",
+        OzakiAccuracyWarning, stacklevel=stacklevel)

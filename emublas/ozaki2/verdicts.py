@@ -1,0 +1,77 @@
+"""Accuracy verdicts of GPU calls, delivered without waiting for the device.
+
+A GPU call's certificate (:mod:`.certify`) counts its uncertified entries in a
+device counter.  Reading it at once would make every call wait for the GPU,
+so the call instead queues a copy of the counter into pinned host memory and
+an event behind it on the call's stream, and returns.  :func:`check` looks at
+the queued verdicts: those whose event has completed are read, recorded in
+their call's ``last_run()`` record and, when entries failed, raised as
+:class:`~emublas.OzakiAccuracyWarning`.  It runs at the start of every ozaki2
+call and in :func:`emublas.synchronize` (which waits for all of them), so a
+verdict reaches the user no later than the next emublas call that finds it
+ready, or the next ``emublas.synchronize()``.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from . import certify
+
+__all__ = ["defer", "check", "pending"]
+
+_lock = threading.Lock()
+_queue: list = []
+
+
+def defer(counters, *, routine: str, total: int, info: dict, fallback: str) -> None:
+    """Queue the verdict of a call: ``counters`` is ``[(device, uint64 counter array)]``."""
+    import cupy
+
+    for device, counter in counters:
+        with cupy.cuda.Device(device):
+            mem = cupy.cuda.alloc_pinned_memory(8)
+            host = np.frombuffer(mem, np.uint64, 1)
+            stream = cupy.cuda.get_current_stream()
+            cupy.cuda.runtime.memcpyAsync(host.ctypes.data, counter.data.ptr, 8,
+                                          cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+            done = cupy.cuda.Event(disable_timing=True)
+            done.record(stream)
+        with _lock:
+            _queue.append((done, host, mem, routine, total, info, fallback))
+    info["uncertified"] = None  # known once check() has read it
+
+
+def check(wait: bool = False, stacklevel: int = 3) -> None:
+    """Read the queued verdicts that are ready (all of them with ``wait``), record and warn."""
+    if not _queue:
+        return
+    with _lock:
+        ready = [v for v in _queue if wait or v[0].done]
+        for v in ready:
+            _queue.remove(v)
+    for done, host, _mem, routine, total, info, fallback in ready:
+        done.synchronize()
+        count = int(host[0])
+        info["uncertified"] = (info.get("uncertified") or 0) + count
+        if count:
+            certify.warn(f"{routine} (an earlier call on the GPU)", count, total, info["moduli"], info["bits"],
+                         fallback, stacklevel)
+
+
+def pending() -> int:
+    """The number of verdicts not read yet."""
+    return len(_queue)
+
+
+def synchronize() -> None:
+    """Wait for the verdicts of every GPU call queued so far and raise their warnings.
+
+    Ozaki-II calls on cupy arrays return without waiting for the device, like
+    cuBLAS; their accuracy warnings arrive with the next emublas call that
+    finds them ready, or here.
+    """
+    from .routines import _caller_level
+
+    check(wait=True, stacklevel=_caller_level())
