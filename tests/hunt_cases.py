@@ -495,9 +495,10 @@ def check(case: Case, out: np.ndarray, warned: bool, max_bad: int = 5) -> Outcom
                 if not math.isfinite(g):
                     if abs(exact) + target > fmax and g == (math.inf if exact > 0 else -math.inf):
                         continue  # the exact value (within the target) overflows: ±Inf is right
-                    if (sre + sim >= big or raw >= big) and (cplx or s_abs != abs(exact)):
-                        # native's partial sums (or a complex product's other half) may
-                        # overflow here, to either sign or NaN
+                    if raw >= big or (sre + sim >= big and (cplx or s_abs != abs(exact))):
+                        # native's sums before alpha, its partial sums where terms cancel, or
+                        # a complex product's other half may overflow here: Inf of either sign
+                        # or NaN
                         continue
                     err = math.inf
                     res.bad.append((i, j, part, err, _float(target)))

@@ -116,9 +116,9 @@ def test_checker_flags_a_wrong_entry_and_passes_native(kind, prefix):
 
 
 def test_checker_overflow_and_untouched_triangle():
-    a = np.full((2, 2), 1e308)
-    case = H.Case("gemm", "d", "native", {}, a, np.eye(2) * 4, np.zeros((2, 2), order="F"),
-                  1.0, 0.0, (0, 0))
+    a = np.full((2, 2), 1e300)
+    case = H.Case("gemm", "d", "native", {}, a, np.eye(2), np.zeros((2, 2), order="F"),
+                  4e8, 0.0, (0, 0))
     out, _ = H.run(case)
     assert np.isinf(out).all() and H.check(case, out, False).silent == 0  # exact 4e308 overflows
     assert H.check(case, np.full((2, 2), np.finfo(float).max), False).silent == 0  # largest finite
