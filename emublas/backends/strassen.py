@@ -7,6 +7,15 @@ as the leaf, no Python per block); on cupy arrays the recursion in
 around cuBLAS leaves.  Without the extension (or where the CUDA kernels do
 not compile) the reference recursion with array expressions runs instead;
 the chaining, the peeling and the semantics are the same.
+
+Accuracy: Strassen's error bound is normwise, not per entry: an entry errs by up
+to about ``(k0² + 6·k0)·18^L·u·max|op(a)|·max|op(b)|`` (L levels, k0 = k/2^L;
+Higham, Accuracy and Stability of Numerical Algorithms, §23.2), so small
+entries beside large ones lose relative accuracy.  Special values: NaN/Inf in
+a or b, and non-finite alpha or beta, give native BLAS's pattern; finite data
+near the overflow threshold (where a block sum might overflow, by a bound on
+max|a|, max|b|, max|c|) takes a checked path whose non-finite rows are
+recomputed natively, so no NaN/Inf appears where native gives a finite result.
 """
 from __future__ import annotations
 
