@@ -307,8 +307,8 @@ def _trsm_emulated(mm: _Products, prefix: str, alpha, a, b, side: int, lower: in
 def _code(value, name: str, allowed: tuple[int, ...], routine: str) -> int:
     try:
         return flag(value, name, allowed)
-    except ValueError as exc:
-        raise ValueError(f"{routine}: {exc}") from None
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"{routine}: {exc}") from None
 
 
 def _symm(kind: str, prefix: str | None, alpha, a, b, beta, c, side, lower, overwrite_c, backend, options):
@@ -367,8 +367,8 @@ def _triangular(kind: str, prefix: str | None, alpha, a, b, side, lower, trans_a
     lower = _code(lower, "lower", (0, 1), name)
     try:
         trans_a = _trans_codes(prefix, kind, trans_a, "trans_a")
-    except ValueError as exc:
-        raise ValueError(f"{name}: {exc}") from None
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"{name}: {exc}") from None
     diag = _code(diag, "diag", (0, 1), name)
     be, opts = config.resolve(backend, options)
     with device_of(xp, a, b):

@@ -11,7 +11,7 @@ ways to switch it on:
 * :func:`install` / :func:`uninstall` from code.
 
 What is swapped: ``scipy.linalg.blas`` and ``scipy.linalg._fblas``
-``{s,d,c,z}{gemm,syrk,syr2k}`` and ``{c,z}{herk,her2k}`` (``get_blas_funcs``'s
+``{s,d,c,z}{gemm,syrk,syr2k,symm,trmm,trsm}`` and ``{c,z}{herk,her2k,hemm}`` (``get_blas_funcs``'s
 memo is cleared so its callers get the replacements), and on the GPU side
 ``cupy.matmul``, ``cupy.dot``, ``cupy.ndarray.__matmul__``/``__rmatmul__``/``dot``
 where cupy allows it, and ``cupy.cublas.gemm``/``syrk``.
@@ -48,8 +48,8 @@ ENV_VERBOSE = "EMUBLAS_VERBOSE"
 #: least about 1 ms, 50–65× native dgemm below n = 64.
 DEFAULT_MIN_DIM = 64
 
-SCIPY_NAMES = tuple(p + r for r in ("gemm", "syrk", "syr2k") for p in "sdcz") + (
-    "cherk", "zherk", "cher2k", "zher2k")
+SCIPY_NAMES = tuple(p + r for r in ("gemm", "syrk", "syr2k", "symm", "trmm", "trsm") for p in "sdcz") + (
+    "cherk", "zherk", "cher2k", "zher2k", "chemm", "zhemm")
 _FBLAS_ATTRS = ("typecode", "dtype", "prefix", "module_name", "int_dtype")
 
 _lock = threading.RLock()
@@ -192,6 +192,10 @@ def _dims_scipy(name: str, args: tuple, kwargs: dict):
     """(m, n, k, dtype) of a scipy BLAS call, or None where scipy should handle it itself."""
     from emublas import blas as front
 
+    if name[1:] in ("symm", "hemm", "trmm", "trsm"):
+        from emublas import level3
+
+        return level3.scipy_dims(name, args, kwargs)
     sig = _SIGNATURES[name[1:]]
     try:
         bound = sig.bind(*args, **kwargs)

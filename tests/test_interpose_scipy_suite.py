@@ -1,7 +1,7 @@
 """scipy's own level-3 BLAS tests, run unchanged with the shim switched on by environment.
 
 A subprocess runs the installed ``scipy/linalg/tests/test_blas.py`` (gemm,
-syrk, syr2k, herk, her2k and get_blas_funcs tests) with the same interpreter and
+syrk, syr2k, herk, her2k, symm, hemm, trmm, trsm and get_blas_funcs tests) with the same interpreter and
 
     EMUBLAS_INTERPOSE=1  EMUBLAS_BACKEND=<backend>  EMUBLAS_MIN_DIM=0
 
@@ -25,17 +25,19 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 scipy_linalg = pytest.importorskip("scipy.linalg")
 
 BACKENDS = ["ozaki2", "strassen"]
 SCIPY_TESTS = Path(scipy_linalg.__file__).parent / "tests" / "test_blas.py"
-SELECTION = "FBLAS3Simple or BLAS3Syrk or BLAS3Syr2k or SyHe or get_blas_funcs"
+SELECTION = "FBLAS3Simple or BLAS3Syrk or BLAS3Syr2k or SyHe or get_blas_funcs or BLAS3Symm or TRMM or test_trsm"
 PTH = "emublas-interpose.pth"
 HOOK_ERROR = "EMUBLAS_INTERPOSE is set but the shim was not installed"
 # Routines scipy's selected tests call with 2-D operands (all of them must be emulated).
-EMULATED = [p + r for r in ("syrk", "syr2k") for p in "sdcz"] + ["cherk", "zherk", "cher2k", "zher2k"]
+EMULATED = [p + r for r in ("syrk", "syr2k", "symm", "trmm", "trsm") for p in "sdcz"] + [
+    "cherk", "zherk", "cher2k", "zher2k", "chemm", "zhemm"]
 
 PLUGIN = """
 import json, os, sys
@@ -122,3 +124,48 @@ def test_gemm_through_get_blas_funcs_under_shim(setup, backend):
     tolerance = {"f": 1e-5, "F": 1e-5, "d": 1e-13, "D": 1e-13}
     bad = {k: v for k, v in report["errors"].items() if v > tolerance[k]}
     assert not bad, f"relative errors of emulated gemm on {backend}: {report['errors']}"
+
+
+STATS_CHECK = """
+import json
+import numpy as np
+import emublas, emublas.interpose as shim
+from scipy import stats
+
+rng = np.random.default_rng(3)
+p = 70
+g = rng.standard_normal((p, p))
+cov = g @ g.T / p + 0.1 * np.eye(p)
+x = rng.standard_normal((5, p))
+w = stats.invwishart(df=p + 5, scale=cov).rvs(size=3, random_state=np.random.default_rng(2))
+
+def run():
+    mvn = stats.multivariate_normal(mean=np.zeros(p), cov=cov)
+    iw = stats.invwishart(df=p + 5, scale=cov)
+    return {"mvn_logpdf": mvn.logpdf(x).tolist(),
+            "mvn_rvs": mvn.rvs(size=4, random_state=np.random.default_rng(5)).ravel().tolist(),
+            "iw_logpdf": np.atleast_1d(iw.logpdf(np.moveaxis(w, 0, -1))).tolist(),
+            "iw_rvs": iw.rvs(size=2, random_state=np.random.default_rng(6)).ravel().tolist()}
+
+emulated = run()
+counts = shim.stats()
+with emublas.use("native"):
+    native = run()
+print(json.dumps({"installed": shim.installed(), "stats": counts, "emulated": emulated, "native": native}))
+"""
+
+
+def test_scipy_stats_under_shim_equal_native(setup):
+    """multivariate_normal logpdf/rvs, and invwishart's (whose logpdf and rvs call trsm and
+    trmm through get_blas_funcs), under the shim with ozaki2 equal native within their accuracy."""
+    done = subprocess.run([sys.executable, "-c", STATS_CHECK], cwd=setup, env=_env("ozaki2", setup, setup / "unused"),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["installed"]
+    for name in ("dtrsm", "dtrmm"):
+        assert report["stats"].get(f"{name}:emulated", 0) > 0, report["stats"]
+    for key, ref in report["native"].items():
+        got, ref = np.asarray(report["emulated"][key]), np.asarray(ref)
+        scale = np.abs(ref).max()
+        assert np.abs(got - ref).max() <= 1e-10 * scale, (key, np.abs(got - ref).max(), scale)
