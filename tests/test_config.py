@@ -223,3 +223,93 @@ def test_ozaki2_devices_from_environment(emublas, monkeypatch):
     monkeypatch.setenv("EMUBLAS_MULTI_GPU_SPLIT", "diagonal")
     with pytest.raises(ValueError, match="moduli"):
         emublas.config.resolve("ozaki2", {})
+
+
+# ---------------------------------------------------------------------------
+# EMUBLAS_NUM_THREADS and the shared environment parsers
+# ---------------------------------------------------------------------------
+
+def test_env_parsers_live_below_backends_and_kernels():
+    import ast
+    import pathlib
+
+    from emublas import _env
+    from emublas.backends import base
+
+    for name in ("int_range", "boolean", "env_value", "env_flag", "env_int"):
+        assert getattr(base, name) is getattr(_env, name)  # the old public names still work
+    path = pathlib.Path(emublas.__file__).parent / "_kernels" / "cpu.py"
+    tree = ast.parse(path.read_text())
+    mods = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    mods += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert "_env" in mods and not [m for m in mods if "backends" in m]  # no import up the layers
+    src = (pathlib.Path(emublas.__file__).parent / "_env.py").read_text()
+    assert "from ." not in src and "import emublas" not in src
+
+
+@pytest.fixture
+def threads_env(monkeypatch):
+    from emublas._kernels import cpu
+
+    monkeypatch.delenv(cpu.ENV_THREADS, raising=False)
+    monkeypatch.setattr(cpu, "_threads_cache", None)
+    return cpu
+
+
+@pytest.mark.parametrize("raw", ["99999999999999999999", "0", "-3", "4097", "two", "1.5", "1e3"])
+def test_num_threads_out_of_range_names_variable_and_range(threads_env, monkeypatch, raw):
+    cpu = threads_env
+    monkeypatch.setenv("EMUBLAS_NUM_THREADS", raw)
+    with pytest.raises(ValueError) as info:
+        cpu.default_threads()
+    msg = str(info.value)
+    assert f"EMUBLAS_NUM_THREADS={raw!r}" in msg and f"1..{cpu.MAX_THREADS}" in msg, msg
+
+
+def test_num_threads_too_big_fails_cleanly_through_a_kernel_call(threads_env, monkeypatch):
+    cpu = threads_env
+    if not cpu.available():
+        pytest.skip(cpu.load_error())
+    monkeypatch.setenv("EMUBLAS_NUM_THREADS", "99999999999999999999")
+    a = np.ones((4, 4), np.int8)
+    with pytest.raises(ValueError, match=r"EMUBLAS_NUM_THREADS=.*outside \[1, 4096\]"):
+        cpu.i8gemm(a, a)
+    monkeypatch.setenv("EMUBLAS_NUM_THREADS", "2")
+    assert (cpu.i8gemm(a, a) == 4).all()
+
+
+def test_num_threads_empty_means_unset(threads_env, monkeypatch):
+    cpu = threads_env
+    unset = cpu.default_threads()
+    monkeypatch.setenv("EMUBLAS_NUM_THREADS", "")
+    assert cpu.default_threads() == unset
+    monkeypatch.setenv("EMUBLAS_NUM_THREADS", "  ")
+    assert cpu.default_threads() == unset
+    monkeypatch.setenv("EMUBLAS_NUM_THREADS", " 3 ")
+    assert cpu.default_threads() == 3
+
+
+def test_default_threads_is_cached_and_rereads_a_changed_variable(threads_env, monkeypatch):
+    import os
+
+    cpu = threads_env
+    calls = []
+
+    def affinity(pid):
+        calls.append(pid)
+        return {0, 1, 2, 3, 4}
+
+    monkeypatch.setattr(os, "sched_getaffinity", affinity, raising=False)
+    assert [cpu.default_threads() for _ in range(20)] == [5] * 20
+    assert len(calls) == 1  # one system call per process, not one per kernel call
+    monkeypatch.setenv("EMUBLAS_NUM_THREADS", "7")
+    assert cpu.default_threads() == 7
+    monkeypatch.setenv("EMUBLAS_NUM_THREADS", "2")
+    assert cpu.default_threads() == 2
+    monkeypatch.setenv("EMUBLAS_NUM_THREADS", "0")
+    with pytest.raises(ValueError, match="EMUBLAS_NUM_THREADS"):
+        cpu.default_threads()  # a bad value is never served from the cache
+    with pytest.raises(ValueError, match="EMUBLAS_NUM_THREADS"):
+        cpu.default_threads()
+    monkeypatch.delenv("EMUBLAS_NUM_THREADS")
+    assert cpu.default_threads() == 5 and len(calls) == 2

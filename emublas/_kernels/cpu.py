@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from .._env import env_int
 from ..errors import BackendUnavailableError
 
 __all__ = [
@@ -126,33 +127,43 @@ def features() -> dict[str, bool]:
     return dict(_features)
 
 
+#: Largest value accepted for ``EMUBLAS_NUM_THREADS`` (the C kernels cap their pools lower).
+MAX_THREADS = 4096
+
+# (raw value of EMUBLAS_NUM_THREADS, thread count): the affinity query is a system call and
+# default_threads() runs for every kernel call; a changed variable is read again
+_threads_cache: tuple[str | None, int] | None = None
+
+
 def default_threads() -> int:
     """Thread count used when a call does not give one.
 
     Returns
     -------
     int
-        ``EMUBLAS_NUM_THREADS`` when set, else the CPUs this process may run
-        on (``os.sched_getaffinity``), else ``os.cpu_count()``.
+        ``EMUBLAS_NUM_THREADS`` when set and not empty, else the CPUs this
+        process may run on (``os.sched_getaffinity``), else ``os.cpu_count()``.
+        Cached per process; the cache is keyed on the variable's raw value.
 
     Raises
     ------
     ValueError
-        If ``EMUBLAS_NUM_THREADS`` is set but is not a positive integer.
+        If ``EMUBLAS_NUM_THREADS`` is set but is not an integer in
+        ``[1, MAX_THREADS]``; the message names the variable and the range.
     """
+    global _threads_cache
     raw = os.environ.get(ENV_THREADS)
-    if raw is not None:
+    cached = _threads_cache
+    if cached is not None and cached[0] == raw:
+        return cached[1]
+    n = env_int(ENV_THREADS, 0, 1, MAX_THREADS)
+    if n == 0:  # unset or empty
         try:
-            n = int(raw.strip())
-        except ValueError:
-            n = 0
-        if n <= 0:
-            raise ValueError(f"{ENV_THREADS}={raw!r} is not a positive integer")
-        return n
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+            n = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            n = os.cpu_count() or 1
+    _threads_cache = (raw, n)
+    return n
 
 
 def _impl_code(impl: str) -> int:

@@ -25,9 +25,11 @@ library it has no special path for); the front then derives the routine from
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping
+
+# the value parsers and environment readers live in the lowest layer (the kernels read them too)
+from .._env import boolean, env_flag, env_int, env_value, int_range
 
 __all__ = ["Option", "Backend", "choice", "int_range", "boolean", "device_list", "env_value", "env_flag",
            "env_int"]
@@ -76,29 +78,6 @@ def choice(*values: str) -> Callable[[Any], str]:
     return parse
 
 
-def int_range(lo: int, hi: int, *, also: tuple[str, ...] = ()) -> Callable[[Any], int | str]:
-    """Parser accepting an integer in ``[lo, hi]`` or one of the words ``also``."""
-
-    def parse(raw: Any) -> int | str:
-        if isinstance(raw, str) and raw.strip().lower() in also:
-            return raw.strip().lower()
-        if isinstance(raw, bool):
-            raise ValueError(f"{raw!r} is not an integer in [{lo}, {hi}]")
-        try:
-            value = int(str(raw).strip()) if isinstance(raw, str) else int(raw)
-            if value != raw and not isinstance(raw, str):
-                raise ValueError
-        except (TypeError, ValueError):
-            words = f" or one of {', '.join(also)}" if also else ""
-            raise ValueError(f"{raw!r} is not an integer in [{lo}, {hi}]{words}") from None
-        if not lo <= value <= hi:
-            raise ValueError(f"{value} is outside [{lo}, {hi}]")
-        return value
-
-    parse.valid = f"integers {lo}..{hi}" + (f" or {', '.join(also)}" if also else "")  # type: ignore[attr-defined]
-    return parse
-
-
 def device_list(raw: Any) -> tuple[int, ...] | str | None:
     """Parser for a set of GPUs: ``None``/``""``/``"current"`` (the arrays' own device),
     ``"all"``, an integer, or integers separated by commas (``"0,1"``) or in a sequence."""
@@ -127,54 +106,6 @@ def device_list(raw: Any) -> tuple[int, ...] | str | None:
 
 
 device_list.valid = "current, all, or device ids like 0,1"  # type: ignore[attr-defined]
-
-
-def boolean(raw: Any) -> bool:
-    """Parser for on/off options (``1/0``, ``true/false``, ``yes/no``, ``on/off``)."""
-    if isinstance(raw, bool):
-        return raw
-    text = str(raw).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"{raw!r} is not a boolean (1/0, true/false, yes/no, on/off)")
-
-
-boolean.valid = "1/0, true/false, yes/no, on/off"  # type: ignore[attr-defined]
-
-
-# ---------------------------------------------------------------------------
-# environment variables: the one reader for every boolean and integer one
-# ---------------------------------------------------------------------------
-
-def env_value(var: str, parse: Callable[[Any], Any], default: Any) -> Any:
-    """``parse`` applied to environment variable ``var``; ``default`` when unset or empty.
-
-    Raises
-    ------
-    ValueError
-        The value does not parse; the message names the variable and the valid values.
-    """
-    text = os.environ.get(var)
-    if text is None or text.strip() == "":
-        return default
-    try:
-        return parse(text)
-    except ValueError as exc:
-        valid = getattr(parse, "valid", "")
-        hint = f"; valid values: {valid}" if valid else ""
-        raise ValueError(f"environment variable {var}={text!r}: {exc}{hint}") from None
-
-
-def env_flag(var: str, default: bool = False) -> bool:
-    """A boolean environment variable (see :func:`boolean`); empty means unset."""
-    return env_value(var, boolean, default)
-
-
-def env_int(var: str, default: int, lo: int, hi: int) -> int:
-    """An integer environment variable in ``[lo, hi]``; empty means unset."""
-    return env_value(var, int_range(lo, hi), default)
 
 
 class Backend:

@@ -1,0 +1,79 @@
+"""Value parsers and the one reader of emublas's environment variables.
+
+The lowest layer of the package: it imports nothing from emublas, so the
+kernels (:mod:`emublas._kernels`) and the backends (:mod:`emublas.backends`)
+read their variables the same way.  Empty means unset everywhere.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+__all__ = ["int_range", "boolean", "env_value", "env_flag", "env_int"]
+
+
+def int_range(lo: int, hi: int, *, also: tuple[str, ...] = ()) -> Callable[[Any], int | str]:
+    """Parser accepting an integer in ``[lo, hi]`` or one of the words ``also``."""
+
+    def parse(raw: Any) -> int | str:
+        if isinstance(raw, str) and raw.strip().lower() in also:
+            return raw.strip().lower()
+        if isinstance(raw, bool):
+            raise ValueError(f"{raw!r} is not an integer in [{lo}, {hi}]")
+        try:
+            value = int(str(raw).strip()) if isinstance(raw, str) else int(raw)
+            if value != raw and not isinstance(raw, str):
+                raise ValueError
+        except (TypeError, ValueError, OverflowError):
+            words = f" or one of {', '.join(also)}" if also else ""
+            raise ValueError(f"{raw!r} is not an integer in [{lo}, {hi}]{words}") from None
+        if not lo <= value <= hi:
+            raise ValueError(f"{value} is outside [{lo}, {hi}]")
+        return value
+
+    parse.valid = f"integers {lo}..{hi}" + (f" or {', '.join(also)}" if also else "")  # type: ignore[attr-defined]
+    return parse
+
+
+def boolean(raw: Any) -> bool:
+    """Parser for on/off options (``1/0``, ``true/false``, ``yes/no``, ``on/off``)."""
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{raw!r} is not a boolean (1/0, true/false, yes/no, on/off)")
+
+
+boolean.valid = "1/0, true/false, yes/no, on/off"  # type: ignore[attr-defined]
+
+
+def env_value(var: str, parse: Callable[[Any], Any], default: Any) -> Any:
+    """``parse`` applied to environment variable ``var``; ``default`` when unset or empty.
+
+    Raises
+    ------
+    ValueError
+        The value does not parse; the message names the variable and the valid values.
+    """
+    text = os.environ.get(var)
+    if text is None or text.strip() == "":
+        return default
+    try:
+        return parse(text)
+    except ValueError as exc:
+        valid = getattr(parse, "valid", "")
+        hint = f"; valid values: {valid}" if valid else ""
+        raise ValueError(f"environment variable {var}={text!r}: {exc}{hint}") from None
+
+
+def env_flag(var: str, default: bool = False) -> bool:
+    """A boolean environment variable (see :func:`boolean`); empty means unset."""
+    return env_value(var, boolean, default)
+
+
+def env_int(var: str, default: int, lo: int, hi: int) -> int:
+    """An integer environment variable in ``[lo, hi]``; empty means unset."""
+    return env_value(var, int_range(lo, hi), default)
