@@ -468,10 +468,11 @@ def check(case: Case, out: np.ndarray, warned: bool, max_bad: int = 5) -> Outcom
                         eu, ev = eps_x[i], eps_x[j]
                     else:
                         eu, ev = (eps_x[i], eps_rows_y[j]) if g == 0 else (eps_rows_y[i], eps_x[j])
-                    au = np.abs(np.real(uvec)) + np.abs(np.imag(uvec))
-                    av = np.abs(np.real(vvec)) + np.abs(np.imag(vvec))
-                    part = (sum(_fl(eu) * _fl(t) for t in av) + sum(_fl(t) * _fl(ev) for t in au)
-                            + len(uvec) * _fl(eu) * _fl(ev))
+                    def mags(w):  # |re| + |im|, exactly (the float sum may overflow)
+                        return [_fl(abs(np.real(t))) + _fl(abs(np.imag(t))) for t in w]
+                    fu, fv = _fl(eu), _fl(ev)
+                    part = (sum(fu * t for t in mags(vvec)) + sum(t * fv for t in mags(uvec))
+                            + len(uvec) * fu * fv)
                     q_extra += 2 * (abs(sr) + abs(si)) * part * (2 if cplx else 1)
             cv = complex(case.c[i, j])
             cr, ci = Fraction(cv.real), Fraction(cv.imag)
