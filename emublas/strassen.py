@@ -1,4 +1,4 @@
-"""Strassen–Winograd with chained accumulation (DESIGN §6), over a BLAS leaf.
+"""Strassen–Winograd with chained accumulation (docs/design.md §6), over a BLAS leaf.
 
 One level splits op(A), op(B) and C into 2×2 blocks and forms 7 block
 products.  The products are summed in three running chains, and each running

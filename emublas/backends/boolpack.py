@@ -1,4 +1,4 @@
-"""The ``boolpack`` backend: bit planes over an AND + popcount leaf (DESIGN §5).
+"""The ``boolpack`` backend: bit planes over an AND + popcount leaf (docs/design.md §6).
 
 * ``intmatmul``: exact int64 products of bool/integer arrays; 0/1 data takes
   one packed Boolean product, wider integers go through bit planes.

@@ -1,4 +1,4 @@
-"""The ``ozaki2`` backend: Ozaki scheme II on int8 products (DESIGN §3–4).
+"""The ``ozaki2`` backend: Ozaki scheme II on int8 products (docs/design.md §2–4).
 
 numpy arrays run on the C kernels of :mod:`emublas._kernels.cpu`; cupy arrays
 on cuBLAS int8 GEMMs and the CUDA kernels of ``native/cuda/ozaki2.cu``
