@@ -151,7 +151,8 @@ def gemm(alpha: complex, a: Any, b: Any, beta: complex = 0.0, c: Any = None, tra
 
         # moduli and mode shape the numbers; each block runs on the device that holds it
         return distributed.gemm(alpha, x, y, beta, c, conj_x=conj_x, conj_y=conj_y, dtype=dtype,
-                                moduli=opts.get("moduli", "default"), mode=opts.get("mode", "accurate"))
+                                moduli=opts.get("moduli", "default"), mode=opts.get("mode", "accurate"),
+                                fallback=opts.get("fallback", "dot"))
     return _blockwise(prefix, be.name, opts, alpha, x, y, beta, c, conj_x, conj_y, dtype)
 
 

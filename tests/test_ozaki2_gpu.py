@@ -181,8 +181,51 @@ def test_modes_and_warning(emublas, cp, rng):
             warnings.simplefilter("ignore")
             host, dev = _both(emublas, cp, "dgemm", (1.0, a, b), {"mode": mode})
         np.testing.assert_allclose(dev, host, rtol=1e-15, atol=0)
-    with pytest.warns(emublas.OzakiAccuracyWarning):
-        emublas.dgemm(1.0, cp.asarray(a), cp.asarray(b), backend="ozaki2", moduli=4)
+    emublas.synchronize()  # earlier calls' verdicts out of the way
+    with pytest.warns(emublas.OzakiAccuracyWarning, match="earlier call on the GPU"):
+        got = emublas.dgemm(1.0, cp.asarray(a), cp.asarray(b), backend="ozaki2", moduli=4)
+        emublas.synchronize()  # the verdict comes from the device without a wait inside the call
+    assert emublas.ozaki2.last_run()["uncertified"] > 0
+    np.testing.assert_allclose(cp.asnumpy(got), a @ b, rtol=1e-12, atol=1e-300)  # recomputed entries
+
+
+@pytest.mark.parametrize("mode", ["fast", "accurate"])
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+def test_call_is_capturable_in_a_cuda_graph(emublas, cp, rng, mode, dtype):
+    """fast and accurate modes queue everything on the current stream and never wait for
+    the device: the call can be captured into a CUDA graph, whose replay gives the result
+    of the direct call (on new data copied into the same buffers, too)."""
+    a, b = (cp.asarray(_wide(rng, s, dtype, 0.5)) for s in ((96, 80), (80, 72)))
+    ref = emublas.gemm(1.0, a, b, backend="ozaki2", mode=mode, moduli=16)
+    emublas.synchronize()
+    # stream-ordered allocations: the call's temporaries become the graph's own memory
+    old_alloc = cp.cuda.get_allocator()
+    cp.cuda.set_allocator(cp.cuda.MemoryAsyncPool().malloc)
+    try:
+        _capture_and_replay(emublas, cp, rng, a, b, ref, mode, dtype)
+    finally:
+        cp.cuda.set_allocator(old_alloc)
+
+
+def _capture_and_replay(emublas, cp, rng, a, b, ref, mode, dtype):
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        emublas.gemm(1.0, a, b, backend="ozaki2", mode=mode, moduli=16)  # warm-up: plans and constants cached
+        stream.begin_capture()
+        out = emublas.gemm(1.0, a, b, backend="ozaki2", mode=mode, moduli=16)
+        graph = stream.end_capture()
+        out.fill(0)
+        graph.launch(stream)
+    stream.synchronize()
+    cp.testing.assert_array_equal(out, ref)
+    a2, b2 = (cp.asarray(_wide(rng, s, dtype, 0.5)) for s in ((96, 80), (80, 72)))
+    a[...] = a2
+    b[...] = b2
+    with stream:
+        graph.launch(stream)
+    stream.synchronize()
+    cp.testing.assert_array_equal(out, emublas.gemm(1.0, a2, b2, backend="ozaki2", mode=mode, moduli=16))
+    emublas.synchronize()
 
 
 def test_profile_phases(emublas, cp, rng):

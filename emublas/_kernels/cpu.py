@@ -793,7 +793,7 @@ def _cert_struct(ffi, cert: dict, m: int, n: int):
         c.row_wsum, c.col_wsum = vec("row_wsum", np.float64, m), vec("col_wsum", np.float64, n)
         c.row_budget, c.col_budget = vec("row_budget", np.int32, m), vec("col_budget", np.int32, n)
     c.fix = int(bool(cert.get("fix")))
-    if c.fix:
+    if cert.get("L") is not None:  # the fallback, also for rows with NaN/Inf whatever fix says
         L, R = cert["L"], cert["R"]
         if L.shape[0] != m or R.shape[0] != n or L.shape[1] != R.shape[1]:
             raise ValueError(f"cert factors must be ({m}, k) and ({n}, k), got {L.shape} and {R.shape}")

@@ -18,7 +18,8 @@ import numpy as np
 
 from . import cuda_source
 
-__all__ = ["PAD", "pad", "row_stats_host", "bound_planes", "residues", "gemm_tn", "terms", "crt_final",
+__all__ = ["PAD", "pad", "row_stats", "row_stats_host", "bound_planes", "row_plan", "residues", "gemm_tn", "terms",
+           "crt_final",
            "int_residues", "int_accumulate", "int_garner", "device_constants"]
 
 PAD = 32
@@ -59,11 +60,9 @@ def _by_rows(rs: int, cs: int) -> bool:
     return rs == 1 or (cs != 1 and rs < cs)
 
 
-def row_stats_host(x) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-row max |x| (NaN for rows with NaN/Inf), sum |x|², sum |x| as host float64 arrays.
-
-    This is the scaling pass's one device-to-host read of per-row data.
-    """
+def row_stats(x):
+    """Per-row max |x| (NaN for rows with NaN/Inf), sum |x|², sum |x| as float64 device arrays
+    ``(3, rows)``, queued on the current stream (nothing waits for the device)."""
     import cupy
 
     rows, cols = x.shape
@@ -75,27 +74,52 @@ def row_stats_host(x) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         _fn(f"oz_stats_{suffix}")(((rows + per - 1) // per,), (256,),
                                   (_i64(rows), _i64(cols), _ptr(xr), _ptr(xi), _i64(rs), _i64(cs),
                                    _i32(by_rows), out[0], out[1], out[2]))
-    host = out.get()
-    return host[0, :rows], host[1, :rows], host[2, :rows]
+    return out[:, :rows]
+
+
+def row_stats_host(x) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`row_stats` brought to the host (this waits for the device)."""
+    host = row_stats(x).get()
+    return host[0], host[1], host[2]
 
 
 def _grid(rows_pad: int, cols_pad: int) -> tuple[int, int]:
     return cols_pad // PAD, rows_pad // PAD
 
 
-def bound_planes(x, ea) -> "cupy.ndarray":
-    """``ceil(127·|x|·2^-ea[row])`` as padded k-contiguous int8 ``(rows_pad, cols_pad)``."""
+def bound_planes(x, rowmax_d) -> "cupy.ndarray":
+    """``ceil(127·|x|·2^-ea[row])`` as padded k-contiguous int8 ``(rows_pad, cols_pad)``, with ea
+    the frexp exponent of ``rowmax_d`` (a float64 device vector); rows with NaN/Inf are zero."""
     import cupy
 
     rows, cols = x.shape
     rp, cp = pad(rows), pad(cols)
     out = cupy.empty((rp, cp), np.int8)
     xr, xi, rs, cs, suffix, _ = _views(x)
-    ea_d = cupy.asarray(np.asarray(ea, np.int32))
+    rowmax_d = cupy.ascontiguousarray(rowmax_d, dtype=np.float64)
     _fn(f"oz_bound_{suffix}")(_grid(rp, cp), (256,),
-                              (_i64(rows), _i64(cols), _ptr(xr), _ptr(xi), _i64(rs), _i64(cs), ea_d,
+                              (_i64(rows), _i64(cols), _ptr(xr), _ptr(xi), _i64(rs), _i64(cs), rowmax_d,
                                out, _i64(cp)))
     return out
+
+
+def row_plan(stats_d, wmax_d, L: float, log2_127sq: float, safety: float, log2k: float, k: int, slack: float):
+    """``(shift, err, wsum, budget)``: the plan of every row on the device (``oz_plan``)."""
+    import cupy
+
+    rows = stats_d.shape[1]
+    shift = cupy.empty(rows, np.int32)
+    err = cupy.empty(rows, np.float64)
+    wsum = cupy.empty(rows, np.float64)
+    budget = cupy.empty(rows, np.int32)
+    if rows:
+        st = cupy.ascontiguousarray(stats_d)
+        w = 0 if wmax_d is None else cupy.ascontiguousarray(wmax_d, dtype=np.int64).data.ptr
+        _fn("oz_plan")(((rows + 255) // 256,), (256,),
+                       (_i64(rows), _ptr(st[0].data.ptr), _ptr(st[1].data.ptr), _ptr(st[2].data.ptr), _ptr(w),
+                        np.float64(L), np.float64(log2_127sq), np.float64(safety), np.float64(log2k),
+                        np.float64(k), np.float64(slack), shift, err, wsum, budget))
+    return shift, err, wsum, budget
 
 
 def _mod_constants(moduli: tuple[int, ...], roots: tuple[int, ...]):

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._kernels import cpu
-from . import engine, scaling
+from . import certify, engine, scaling
 
 __all__ = ["stats", "bound_int8", "bound_product", "planes", "products", "crt", "finalize"]
 
@@ -46,20 +46,40 @@ def _k_pieces(k0: int, kl: int, k_chunk: int):
     return pieces
 
 
-def bound_int8(x: np.ndarray, ea) -> np.ndarray:
-    """``ceil(127·|x|/2^ea)`` of one block (int8): its rows' entrywise upper bounds."""
-    return cpu.oz_bound_int8(x, np.asarray(ea))
+def _dead_zeroed(x: np.ndarray, dead: np.ndarray) -> np.ndarray:
+    """``x`` with the rows flagged ``dead`` (NaN/Inf somewhere in the row) set to zero."""
+    if not dead.any():
+        return x
+    x = x.copy()
+    x[dead] = 0
+    return x
 
 
-def bound_product(a: np.ndarray, b: np.ndarray, prev: np.ndarray | None, k_chunk: int, last: bool):
-    """W of the k-blocks up to this one: ``prev + a·bᵀ`` in int64 (exact); on the
-    last k-block, the row and column maxima of W instead."""
+def bound_int8(x: np.ndarray, rowmax) -> np.ndarray:
+    """``ceil(127·|x|/2^ea)`` of one block (int8), ea from the rows' max|x| over all
+    k-blocks (NaN: a row with NaN/Inf, whose bounds are zero)."""
+    rowmax = np.asarray(rowmax, np.float64)
+    live = rowmax <= np.finfo(np.float64).max
+    ea = np.frexp(np.where(live, rowmax, 0.0))[1]
+    return cpu.oz_bound_int8(_dead_zeroed(x, ~live), ea)
+
+
+def bound_product(a: np.ndarray, b: np.ndarray, prev: np.ndarray | None, k_chunk: int, last: bool = False):
+    """W of the k-blocks up to this one: ``prev + a·bᵀ`` in int64 (exact)."""
     w = np.zeros((a.shape[0], b.shape[0]), np.int64) if prev is None else prev.copy()
     for c0 in range(0, a.shape[1], k_chunk):  # int32 stays exact within one chunk
         w += cpu.i8gemm(a[:, c0:c0 + k_chunk], b[:, c0:c0 + k_chunk].T)
-    if last:
-        return scaling._axis_max(w, 1), scaling._axis_max(w, 0)
     return w
+
+
+def bound_maxima(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The row and column maxima of a block of W (host int64)."""
+    return scaling._axis_max(w, 1), scaling._axis_max(w, 0)
+
+
+def bound_w32(w: np.ndarray) -> np.ndarray:
+    """A block of W as the certificate reads it: int32 (saturated), Fortran order."""
+    return np.asfortranarray(np.minimum(w, 2**31 - 1).astype(np.int32))
 
 
 def _runs(kinds: list[str]):
@@ -79,6 +99,7 @@ def planes(x: np.ndarray, shift, moduli, roots, recipes: list, conj: bool, k0: i
     that piece) per run of moduli with one plane kind.
     """
     shift = np.asarray(shift, np.int32)
+    x = _dead_zeroed(x, shift == scaling.DEAD)
     kinds = [r.planes for r in recipes]
     out = {}
     for c, lo, hi in _k_pieces(k0, x.shape[1], k_chunk):
@@ -162,15 +183,40 @@ def crt(acc: dict, state: dict | None, *, moduli, roots, recipes, weights, big_h
     return state
 
 
-def finalize(state: dict, c, *, P_hi, P_lo, x_shift, y_shift, alpha, beta, dtype) -> np.ndarray:
-    """``alpha·C + beta·c`` of one output block from its CRT sums over all moduli (:func:`crt`)."""
+def finalize(state: dict, c, *, P_hi, P_lo, x_shift, y_shift, alpha, beta, dtype, cert=None, w=None, xs=(),
+             ys=()) -> np.ndarray:
+    """``alpha·C + beta·c`` of one output block from its CRT sums over all moduli (:func:`crt`),
+    certified entry by entry (``cert``: the block's share, ``w`` its block of W or None,
+    ``xs``, ``ys`` the k-blocks of its row and column panels, which the fallback reads)."""
     mx, my = len(x_shift), len(y_shift)
     dtype = np.dtype(dtype)
     if c is not None and beta != 0:
         out = np.array(c, dtype=dtype, order="F", copy=True)
     else:
         out = np.zeros((mx, my), dtype=dtype, order="F")
+    if cert is not None:
+        cert = panel_cert(cert, w, xs, ys, np.concatenate)
     cpu.oz_crt_finalize(state["re_hi"], state["re_lo"], P_hi, P_lo, np.asarray(x_shift, np.int32),
                         np.asarray(y_shift, np.int32), out, im_hi=state.get("im_hi"), im_lo=state.get("im_lo"),
-                        alpha=alpha, beta=beta)
+                        alpha=alpha, beta=beta, cert=cert)
+    if cert is not None:
+        report(cert["uncertified"], out.size, cert)
     return out
+
+
+def panel_cert(cert: dict, w, xs, ys, concatenate) -> dict:
+    """A block's certificate with its W block and its factor panels attached."""
+    cert = dict(cert, W=w)
+    if w is None:
+        for key in ("row_wsum", "col_wsum", "row_budget", "col_budget"):
+            cert.pop(key, None)
+    cert["L"] = xs[0] if len(xs) == 1 else concatenate(list(xs), axis=1)
+    cert["R"] = ys[0] if len(ys) == 1 else concatenate(list(ys), axis=1)
+    return cert
+
+
+def report(count: int, total: int, cert: dict) -> None:
+    """The accuracy warning of a block (raised where the block ran: on a worker, its log)."""
+    if count:
+        certify.warn("gemm (a Dask block)", count, total, cert.get("moduli", 0), cert.get("bits", 0.0),
+                     "dot" if cert["fix"] else "none")

@@ -22,6 +22,8 @@ the bound); :class:`~emublas.OzakiAccuracyWarning` then says how many.
 from __future__ import annotations
 
 import math
+import os
+import sys
 import warnings
 
 import numpy as np
@@ -47,51 +49,54 @@ def crt_error(mset: ModulusSet, nterms: int) -> float:
     return mset.bits + 2.0 * math.log2(max(nterms, 1)) - 104.0
 
 
-def certificate(left, right, x_shift, y_shift, mset: ModulusSet, nterms: int, *, k: int, precision: int,
-                complex_data: bool, W=None, fallback: str = "dot", L=None, R=None, conj_l=False,
-                conj_r=False) -> dict:
+def slack(complex_data: bool) -> float:
+    """log2 of the slack the row plans add to their error terms."""
+    return _SLACK_COMPLEX if complex_data else _SLACK_REAL
+
+
+def certificate(px, py, mset: ModulusSet, nterms: int, *, k: int, precision: int, W=None, fallback: str = "dot",
+                L=None, R=None, conj_l=False, conj_r=False) -> dict:
     """The certificate arguments of the finalize kernels (``emublas_oz_cert`` in ``emublas_cpu.h``).
 
-    ``left``, ``right``: the :class:`~emublas.ozaki2.scaling.Side` of the factors
-    the bounds come from; ``x_shift``, ``y_shift``: their int32 shifts; ``W``:
-    the accurate mode's bound product (int32, m × n) or None; ``L``, ``R``: the
-    factors the fallback's dot products read (``Σ_l op(L_il)·op(R_jl)``, op a
-    conjugation where flagged).
+    ``px``, ``py``: the :class:`~emublas.ozaki2.scaling.RowPlan` of the rows and
+    columns (their ``err``, ``wsum`` and ``budget`` already carry the slack, see
+    :func:`slack`); ``W``: the accurate mode's bound product (int32, m × n) or
+    None; ``L``, ``R``: the factors the fallback's dot products read
+    (``Σ_l op(L_il)·op(R_jl)``, op a conjugation where flagged).
     """
-    slack = _SLACK_COMPLEX if complex_data else _SLACK_REAL
-    xs = np.asarray(x_shift, np.int64)
-    ys = np.asarray(y_shift, np.int64)
+    cplx = L is not None and L.dtype.kind == "c"
     cert = {
-        "row_err": xs + left.log2l1 + slack,  # −inf for all-zero rows
-        "col_err": ys + right.log2l1 + slack,
-        "crt_err": crt_error(mset, nterms) + slack,
+        "row_err": px.err, "col_err": py.err,
+        "crt_err": crt_error(mset, nterms) + slack(cplx),
         "target": math.log2(max(k, 1)) - precision,
         "W": W,
         "fix": fallback == "dot",
         "L": L, "R": R, "conj_l": conj_l, "conj_r": conj_r,
     }
     if W is not None:
-        cert["row_wsum"] = _plane_sums(left, k)
-        cert["col_wsum"] = _plane_sums(right, k)
-        cert["row_budget"] = (xs + left.ea).astype(np.int32)
-        cert["col_budget"] = (ys + right.ea).astype(np.int32)
+        cert.update(row_wsum=px.wsum, col_wsum=py.wsum, row_budget=px.budget, col_budget=py.budget)
     return cert
 
 
-def _plane_sums(side, k: int) -> np.ndarray:
-    """Upper bounds of the row sums of the bound planes ``ceil(127·|x|/2^ea)``:
-    ``127·‖x‖₁/2^ea + k`` (a little more, for the rounding of the logs)."""
-    with np.errstate(over="ignore"):
-        scaled = np.exp2(np.minimum(side.log2l1 - side.ea, 64.0))
-    return 127.0 * scaled * (1 + 2.0**-40) + k + 1.0
-
-
-def warn(routine: str, count: int, total: int, moduli: int, bits: float, fallback: str, stacklevel: int) -> None:
-    """The accuracy warning of a call with ``count`` uncertified entries out of ``total``."""
+def warn(routine: str, count: int, total: int, moduli: int, bits: float, fallback: str) -> None:
+    """The accuracy warning of a call with ``count`` uncertified entries out of ``total``,
+    attributed to the first frame outside emublas (the user's call, or the interposed program's)."""
     what = ("recomputed as float64 dot products (native accuracy, slower)" if fallback == "dot"
             else "left as computed (fallback='none'): their error may exceed native BLAS's bound")
     warnings.warn(
         f"ozaki2 {routine}: {count} of {total} entries could not be certified to native BLAS's error bound"
         f" with {moduli} moduli ({bits:.0f} bits) and were {what}. More moduli, or mode='accurate',"
         " certify more of them; an exponent span wider than the reconstruction carries never is.",
-        OzakiAccuracyWarning, stacklevel=stacklevel)
+        OzakiAccuracyWarning, stacklevel=_caller_level())
+
+
+def _caller_level() -> int:
+    """stacklevel, seen from :func:`warn`'s call of ``warnings.warn``, of the first frame outside
+    the emublas package and its interpose shim."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    shim = os.path.join(os.path.dirname(here), "interpose")
+    level, frame = 2, sys._getframe(2)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith((here, shim)):
+        frame = frame.f_back
+        level += 1
+    return level

@@ -35,7 +35,7 @@ from dask import delayed
 from dask.base import tokenize
 
 from .._arrays import is_cupy, namespace
-from . import blocks, routines, scaling
+from . import blocks, certify, routines, scaling
 
 __all__ = ["gemm"]
 
@@ -50,27 +50,10 @@ class _DaskSide(scaling.Side):
     single-process GPU call computes them.
     """
 
-    _redo: dict | None = None
-
-    def scaled_mag(self, rows):
-        rows = np.asarray(rows)
-        if rows.size == 1 and hasattr(self, "log2l1"):
-            # Side.__init__ redoes the rows whose plain sums over/underflowed one at a
-            # time: gather them all on the first call instead of one round trip each
-            if self._redo is None:
-                redo = np.flatnonzero(self.finite & ~self.zero
-                                      & ~(np.isfinite(self.log2norm) & np.isfinite(self.log2l1)))
-                self._redo = dict(zip(redo.tolist(), self._fetch(redo))) if redo.size else {}
-            hit = self._redo.get(int(rows.reshape(-1)[0]))
-            if hit is not None:
-                return hit[None, :].copy()
-        return self._fetch(rows)
-
-    def _fetch(self, rows):
-        sub = self.x[rows].compute()
-        xp = namespace(sub=sub)  # cupy chunks: on the device, as the single-process GPU Side computes it
-        mag = xp.abs(xp.ascontiguousarray(sub)).astype(np.float64, copy=False)
-        return xp.ldexp(mag, xp.asarray(-self.ea[rows], dtype=np.int32)[:, None])
+    def fetch_rows(self, rows):
+        sub = self.x[np.asarray(rows)].compute()
+        xp = namespace(sub=sub)  # cupy chunks: on the device, as the single-process GPU Side reads them
+        return xp.ascontiguousarray(sub)
 
 
 def _offsets(chunks) -> list[int]:
@@ -108,31 +91,33 @@ def _sides(x, y):
 
 
 def _bound_accurate(x, y, left, right):
-    """:func:`emublas.ozaki2.scaling.bound_accurate` with W summed over k-blocks exactly
-    (a chain of tasks over l per output block, ending in W's row and column maxima)."""
+    """:func:`emublas.ozaki2.scaling.bound_product` with W summed over k-blocks exactly (a
+    chain of tasks over l per output block): W's row and column maxima (computed now) and
+    the delayed W block of every output block (i, j), which its finalize certifies against."""
     ops = _ops(x)
     xb, yb = x.to_delayed(), y.to_delayed()
     ox, oy = _offsets(x.chunks[0]), _offsets(y.chunks[0])
     nl = xb.shape[1]
-    ea_x, ea_y = left.ea.astype(np.int32), right.ea.astype(np.int32)
-    token = tokenize(x.name, y.name, ea_x, ea_y, scaling.K_CHUNK)
-    bx = [[delayed(ops.bound_int8)(xb[i, l], ea_x[ox[i]:ox[i + 1]], dask_key_name=("oz-bound-x-" + token, i, l))
+    rm_x, rm_y = left.host()[0], right.host()[0]  # max|x| per row (NaN: a row with NaN/Inf, whose bounds are 0)
+    token = tokenize(x.name, y.name, rm_x, rm_y, scaling.K_CHUNK)
+    bx = [[delayed(ops.bound_int8)(xb[i, l], rm_x[ox[i]:ox[i + 1]], dask_key_name=("oz-bound-x-" + token, i, l))
            for l in range(nl)] for i in range(xb.shape[0])]
-    by = [[delayed(ops.bound_int8)(yb[j, l], ea_y[oy[j]:oy[j + 1]], dask_key_name=("oz-bound-y-" + token, j, l))
+    by = [[delayed(ops.bound_int8)(yb[j, l], rm_y[oy[j]:oy[j + 1]], dask_key_name=("oz-bound-y-" + token, j, l))
            for l in range(nl)] for j in range(yb.shape[0])]
-    jobs = []
+    jobs, blocks_w = [], {}
     for i in range(xb.shape[0]):
         for j in range(yb.shape[0]):
             w = None
             for l in range(nl):
-                w = delayed(ops.bound_product)(bx[i][l], by[j][l], w, scaling.K_CHUNK, l == nl - 1,
-                                                  dask_key_name=("oz-w-" + token, i, j, l))
-            jobs.append(w)
+                w = delayed(ops.bound_product)(bx[i][l], by[j][l], w, scaling.K_CHUNK, False,
+                                               dask_key_name=("oz-w-" + token, i, j, l))
+            blocks_w[i, j] = delayed(ops.bound_w32)(w, dask_key_name=("oz-w32-" + token, i, j))
+            jobs.append(delayed(ops.bound_maxima)(w, dask_key_name=("oz-wmax-" + token, i, j)))
     got = dask.compute(*jobs)
     nj = yb.shape[0]
     rowmax = np.concatenate([np.max([got[i * nj + j][0] for j in range(nj)], axis=0) for i in range(xb.shape[0])])
     colmax = np.concatenate([np.max([got[i * nj + j][1] for i in range(xb.shape[0])], axis=0) for j in range(nj)])
-    return scaling.bound_from_maxima(rowmax, colmax)
+    return rowmax.astype(np.int64), colmax.astype(np.int64), blocks_w
 
 
 def _meta(x, dtype):
@@ -140,12 +125,8 @@ def _meta(x, dtype):
     return x._meta.astype(dtype)[:0, :0] if x._meta is not None else np.empty((0, 0), dtype)
 
 
-def _zero_nonfinite(block):
-    xp = namespace(block=block)
-    return xp.where(xp.isfinite(block), block, 0).astype(block.dtype, copy=False)
-
-
-def gemm(alpha, x, y, beta, c, *, conj_x: bool, conj_y: bool, dtype, moduli="default", mode="accurate"):
+def gemm(alpha, x, y, beta, c, *, conj_x: bool, conj_y: bool, dtype, moduli="default", mode="accurate",
+         fallback="dot"):
     """``alpha·op(X)·Yᵀ + beta·c`` (conjugates as flagged) as a lazy Dask array.
 
     ``x`` (m × k) and ``y`` (n × k) are Dask arrays of ``dtype`` with the same
@@ -153,18 +134,23 @@ def gemm(alpha, x, y, beta, c, *, conj_x: bool, conj_y: bool, dtype, moduli="def
     ``alpha != 0`` and ``k > 0`` (the caller settles those cases).
     """
     left, right = _sides(x, y)
-    if not (left.finite.all() and right.finite.all()):
-        return _nonfinite(alpha, x, y, beta, c, left, right, conj_x=conj_x, conj_y=conj_y, dtype=dtype,
-                          moduli=moduli, mode=mode)
     cplx = np.dtype(dtype).kind == "c"
     family = routines._Family("2m", routines.MAX_HYBRID) if cplx else routines._Family("real", routines.MAX_REAL)
-    if mode == "fast":
-        g_r, g_c = scaling.bound_fast(left, right)
-    else:
-        g_r, g_c = _bound_accurate(x, y, left, right)
-    p = routines.plan("gemm", family, routines._precision(dtype), left, right, g_r, g_c, moduli=moduli, mode=mode)
+    wrow = wcol = None
+    blocks_w = {}
+    if mode != "fast":
+        wrow, wcol, blocks_w = _bound_accurate(x, y, left, right)
+    precision = routines._precision(dtype)
+    p = routines.plan("gemm", family, precision, left, right, wrow, wcol, moduli=moduli, mode=mode,
+                      complex_data=cplx)
     recipes = routines.recipes_for("2m" if cplx else "real", p.roots)
-    return _products(alpha, x, y, beta, c, p, recipes, conj_x=conj_x, conj_y=conj_y, dtype=dtype)
+    chunks = max(1, -(-x.shape[1] // scaling.K_CHUNK))
+    cert = certify.certificate(p.px, p.py, p.mset, routines._nterms(recipes, x.shape[1]), k=x.shape[1],
+                               precision=precision, W=None, fallback=fallback, conj_l=conj_x, conj_r=conj_y)
+    del chunks
+    out = _products(alpha, x, y, beta, c, p, recipes, conj_x=conj_x, conj_y=conj_y, dtype=dtype, cert=cert,
+                    blocks_w=blocks_w)
+    return out
 
 
 #: Moduli per product task: a call's int8 GEMMs are cut into this many
@@ -173,7 +159,7 @@ def gemm(alpha, x, y, beta, c, *, conj_x: bool, conj_y: bool, dtype, moduli="def
 MODULI_PER_TASK = 4
 
 
-def _products(alpha, x, y, beta, c, p, recipes, *, conj_x, conj_y, dtype):
+def _products(alpha, x, y, beta, c, p, recipes, *, conj_x, conj_y, dtype, cert, blocks_w):
     ops = _ops(x)
     meta = _meta(x, dtype)
     xb, yb = x.to_delayed(), y.to_delayed()
@@ -213,44 +199,22 @@ def _products(alpha, x, y, beta, c, p, recipes, *, conj_x, conj_y, dtype):
     for i in range(ni):
         row = []
         for j in range(nj):
+            # the block's share of the certificate; the fallback reads its row and column panels
+            bc = _cert_block(cert, p, ox[i], ox[i + 1], oy[j], oy[j + 1])
             blk = delayed(finalize)(state[i, j], None if cb is None else cb[i, j], x_shift=p.x_shift[ox[i]:ox[i + 1]],
-                                    y_shift=p.y_shift[oy[j]:oy[j + 1]], dask_key_name=(f"oz-out-{token}", i, j))
+                                    y_shift=p.y_shift[oy[j]:oy[j + 1]], cert=bc, w=blocks_w.get((i, j)),
+                                    xs=list(xb[i]), ys=list(yb[j]), dask_key_name=(f"oz-out-{token}", i, j))
             row.append(da.from_delayed(blk, (ox[i + 1] - ox[i], oy[j + 1] - oy[j]), dtype=dtype, meta=meta))
         rows.append(row)
     return da.block(rows)
 
 
-def _nonfinite(alpha, x, y, beta, c, left, right, *, conj_x, conj_y, dtype, moduli, mode):
-    """NaN/Inf, as :func:`emublas.ozaki2.routines.gemm` treats them: the product of the
-    inputs with non-finite entries set to zero everywhere, and the rows and columns those
-    entries touch (entirely non-finite) from a float product of the original blocks."""
-    emu = gemm(alpha, x.map_blocks(_zero_nonfinite, dtype=x.dtype), y.map_blocks(_zero_nonfinite, dtype=y.dtype),
-               beta, c, conj_x=conj_x, conj_y=conj_y, dtype=dtype, moduli=moduli, mode=mode)
-    bad_r, bad_c = ~left.finite, ~right.finite
-    xb, yb, eb = x.to_delayed(), y.to_delayed(), emu.to_delayed()
-    cb = None if c is None else c.to_delayed()
-    ox, oy = _offsets(x.chunks[0]), _offsets(y.chunks[0])
-    rows = []
-    for i in range(xb.shape[0]):
-        row = []
-        for j in range(yb.shape[0]):
-            r, q = bad_r[ox[i]:ox[i + 1]], bad_c[oy[j]:oy[j + 1]]
-            blk = eb[i, j]
-            if r.any() or q.any():
-                blk = delayed(_patch, pure=True)(blk, list(xb[i]), list(yb[j]), None if cb is None else cb[i, j],
-                                                 r, q, alpha, beta, conj_x, conj_y)
-            row.append(da.from_delayed(blk, (len(r), len(q)), dtype=dtype, meta=_meta(x, dtype)))
-        rows.append(row)
-    return da.block(rows)
-
-
-def _patch(emu, xs, ys, c, bad_r, bad_c, alpha, beta, conj_x, conj_y):
-    """``emu`` with the rows ``bad_r`` and columns ``bad_c`` taken from the float product."""
-    xp = namespace(emu=emu)
-    with np.errstate(all="ignore"):  # NaN and Inf are the point here
-        acc = sum((xp.conj(xl) if conj_x else xl) @ (xp.conj(yl) if conj_y else yl).T for xl, yl in zip(xs, ys))
-        native = alpha * acc
-        if c is not None and beta != 0:
-            native = native + beta * c
-    mask = xp.asarray(bad_r[:, None] | bad_c[None, :])
-    return xp.where(mask, native.astype(emu.dtype), emu)
+def _cert_block(cert: dict, p, r0: int, r1: int, c0: int, c1: int) -> dict:
+    """The certificate of output block rows [r0, r1) × columns [c0, c1) (W and the factor
+    panels are attached in the block's finalize task)."""
+    out = {key: cert[key] for key in ("crt_err", "target", "fix", "conj_l", "conj_r")}
+    out["moduli"], out["bits"] = len(p.moduli), p.mset.bits
+    out["row_err"], out["col_err"] = p.px.err[r0:r1], p.py.err[c0:c1]
+    out["row_wsum"], out["col_wsum"] = p.px.wsum[r0:r1], p.py.wsum[c0:c1]
+    out["row_budget"], out["col_budget"] = p.px.budget[r0:r1], p.py.budget[c0:c1]
+    return out

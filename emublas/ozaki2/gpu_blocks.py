@@ -44,31 +44,50 @@ def stats(x, carry=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.maximum(pm, rowmax), ps + sumsq, pl + l1  # maximum propagates the NaN marks
 
 
-def bound_int8(x, ea):
-    """``(planes, rows)``: ``ceil(127·|x|/2^ea)`` of one block as padded int8 planes, and its row count."""
+def bound_int8(x, rowmax):
+    """``(planes, rows)``: ``ceil(127·|x|/2^ea)`` of one block as padded int8 planes (ea from
+    the rows' max|x| over all k-blocks; rows with NaN/Inf zero), and its row count."""
+    import cupy
+
     with x.device:
-        return kg.bound_planes(x, np.asarray(ea)), x.shape[0]
+        return kg.bound_planes(x, cupy.asarray(np.asarray(rowmax, np.float64))), x.shape[0]
 
 
-def bound_product(a, b, prev, k_chunk: int, last: bool):
-    """W of the k-blocks up to this one (``prev + a·bᵀ``, int64 on the device, exact);
-    on the last k-block, W's row and column maxima instead (host int64)."""
+def bound_product(a, b, prev, k_chunk: int, last: bool = False):
+    """W of the k-blocks up to this one (``prev + a·bᵀ``, int64 on the device, exact),
+    stored transposed: ``(rows_b_pad, rows_a_pad)`` C order, with the row counts."""
     import cupy
 
     (pa, rows_a), (pb, rows_b) = a, b
     with pa.device:
         rp, kp = pa.shape
         w = cupy.empty((pb.shape[0], rp), np.int32)  # column-major rp × bp: W transposed, row-major
-        acc = cupy.zeros((pb.shape[0], rp), np.int64) if prev is None else prev.copy()
+        acc = cupy.zeros((pb.shape[0], rp), np.int64) if prev is None else prev[0].copy()
         step = max(kg.PAD, min(k_chunk, K_CHUNK) // kg.PAD * kg.PAD)  # int32 stays exact within one step
         for c0 in range(0, kp, step):
             kg.gemm_tn(pa.data.ptr + c0, pb.data.ptr + c0, rp, pb.shape[0], min(kp, c0 + step) - c0, kp, kp, w, rp)
             acc += w
-        if not last:
-            return acc
+        return acc, rows_a, rows_b
+
+
+def bound_maxima(w):
+    """The row and column maxima of a block of W (host int64)."""
+    import cupy
+
+    acc, rows_a, rows_b = w
+    with acc.device:
         rowmax = acc[:rows_b, :rows_a].max(axis=0) if rows_b else cupy.zeros(rows_a, np.int64)
         colmax = acc[:rows_b, :rows_a].max(axis=1) if rows_a else cupy.zeros(rows_b, np.int64)
         return rowmax.get(), colmax.get()
+
+
+def bound_w32(w):
+    """A block of W as the certificate reads it: int32 (saturated), Fortran order, on the device."""
+    import cupy
+
+    acc, rows_a, rows_b = w
+    with acc.device:
+        return cupy.minimum(acc[:rows_b, :rows_a], 2**31 - 1).astype(np.int32).T
 
 
 def planes(x, shift, moduli, roots, recipes: list, conj: bool, k0: int, k_chunk: int) -> dict:
@@ -154,8 +173,9 @@ def crt(acc: dict, state: dict | None, *, moduli, roots, recipes, weights, big_h
             "blo": before["blo"] + blo}
 
 
-def finalize(state: dict, c, *, P_hi, P_lo, x_shift, y_shift, alpha, beta, dtype):
-    """``alpha·C + beta·c`` of one output block from the term planes of all moduli (:func:`crt`)."""
+def finalize(state: dict, c, *, P_hi, P_lo, x_shift, y_shift, alpha, beta, dtype, cert=None, w=None, xs=(), ys=()):
+    """``alpha·C + beta·c`` of one output block from the term planes of all moduli (:func:`crt`),
+    certified entry by entry as :func:`.blocks.finalize` does (the verdict is read here)."""
     import cupy
 
     mx, my = len(x_shift), len(y_shift)
@@ -170,5 +190,14 @@ def finalize(state: dict, c, *, P_hi, P_lo, x_shift, y_shift, alpha, beta, dtype
         consts = [cupy.asarray(np.array(state[key], t)) for key, t in
                   (("part", np.int8), ("bhi", np.float64), ("blo", np.float64))]
         shifts = [cupy.asarray(np.asarray(sh, np.int32)) for sh in (x_shift, y_shift)]
-        kg.crt_final(T, T.shape[0], my * rp, rp, *consts, P_hi, P_lo, *shifts, mx, my, 0, 0, alpha, beta, out, 0)
+        dev_cert = None
+        if cert is not None:
+            cert = blocks.panel_cert(cert, w, xs, ys, cupy.concatenate)
+            dev_cert = {key: (cupy.asarray(np.asarray(v)) if isinstance(v, np.ndarray) else v)
+                        for key, v in cert.items()}
+            dev_cert["counter"] = cupy.zeros(1, np.uint64)
+        kg.crt_final(T, T.shape[0], my * rp, rp, *consts, P_hi, P_lo, *shifts, mx, my, 0, 0, alpha, beta, out, 0,
+                     cert=dev_cert)
+        if dev_cert is not None:
+            blocks.report(int(dev_cert["counter"].get()[0]), out.size, cert)
     return out

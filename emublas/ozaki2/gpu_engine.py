@@ -167,8 +167,8 @@ class _On:
         with cupy.cuda.Device(device):
             self.x = x if device == home else _to_device(x, device, home)
             self.y = self.x if (pb.same and y is x) else (y if device == home else _to_device(y, device, home))
-            self.xs = cupy.asarray(np.asarray(x_shift, np.int32))
-            self.ys = self.xs if pb.same else cupy.asarray(np.asarray(y_shift, np.int32))
+            self.xs = _here(x_shift, np.int32, device, home)
+            self.ys = self.xs if pb.same else _here(y_shift, np.int32, device, home)
             self.cert = None if cert is None else self._cert(cert, x, y, home)
             self.part = kg.device_constants(("part",) + pb.key, lambda: cupy.asarray(np.array(pb.part, np.int8)))
             self.bhi = kg.device_constants(("bhi",) + pb.key, lambda: cupy.asarray(np.array(pb.bhi, np.float64)))
@@ -183,7 +183,7 @@ class _On:
         for key, t in (("row_err", np.float64), ("col_err", np.float64), ("row_wsum", np.float64),
                        ("col_wsum", np.float64), ("row_budget", np.int32), ("col_budget", np.int32)):
             if key in cert:
-                mine[key] = cupy.asarray(np.ascontiguousarray(cert[key], t))
+                mine[key] = _here(cert[key], t, self.device, home)
         here = self.device == home
 
         def factor(f):
@@ -208,6 +208,16 @@ class _On:
         with cupy.cuda.Device(home):
             block = cupy.asfortranarray(self.W[:, j0:j1])
         return {**self.cert, "W": _to_device(block, self.device, home)}
+
+
+def _here(v, dtype, device, home):
+    """A small per-row vector (host array, or device array on ``home``) on ``device``."""
+    import cupy
+
+    if isinstance(v, cupy.ndarray):
+        v = v.astype(dtype, copy=False)
+        return v if device == home else _to_device(cupy.ascontiguousarray(v), device, home)
+    return cupy.asarray(np.ascontiguousarray(v, dtype))
 
 
 _peers: set = set()

@@ -79,28 +79,6 @@ def _choose(family: _Family, precision: int, moduli, mode: str, left, right, g_r
     return count, None, False
 
 
-def _caller_level() -> int:
-    """stacklevel of the first frame outside emublas (the user's call, or the interposed program's)."""
-    import os
-    import sys
-
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    shim = os.path.join(os.path.dirname(here), "interpose")
-    level, frame = 1, sys._getframe(1)
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith((here, shim)):
-        frame = frame.f_back
-        level += 1
-    return level
-
-
-def _bounds(mode: str, left, right):
-    """``(g_rows, g_cols, W)``: the growth factors of the scaling and, in accurate mode,
-    the bound product W that the certificate reads (None in fast mode)."""
-    if mode == "fast":
-        return (*scaling.bound_fast(left, right), None)
-    return scaling.bound_accurate(left, right, keep=True)
-
-
 def _nterms(recipes, k_planes: int) -> int:
     """Accumulated CRT terms per part of the output (the reconstruction's error grows with it)."""
     chunks = max(1, -(-k_planes // scaling.K_CHUNK))
@@ -109,33 +87,45 @@ def _nterms(recipes, k_planes: int) -> int:
 
 @dataclass
 class Plan:
-    """The moduli and shifts of one call (what the engine needs besides the data)."""
+    """The moduli and the row plans of one call (what the engine needs besides the data)."""
 
     moduli: list[int]
     roots: list[int | None]
     mset: ModulusSet
-    x_shift: np.ndarray  # int32 per row of the left factor
-    y_shift: np.ndarray  # int32 per row of the right factor
+    px: scaling.RowPlan  # rows of the left factor
+    py: scaling.RowPlan  # rows of the right factor (``px`` itself when both sides share rows)
     info: dict           # the part of last_run() fixed by the scaling
 
+    @property
+    def x_shift(self):
+        return self.px.shift
 
-def plan(routine: str, family: _Family, precision: int, left, right, g_r, g_c, *, moduli="default",
-         mode="accurate", symmetric=False) -> Plan:
-    """Moduli count, moduli and row/column shifts from the sides' statistics and bounds.
+    @property
+    def y_shift(self):
+        return self.py.shift
+
+
+def plan(routine: str, family: _Family, precision: int, left, right, wrow, wcol, *, moduli="default",
+         mode="accurate", shared=False, complex_data=False) -> Plan:
+    """Moduli count, moduli and row plans from the sides' statistics and, in accurate
+    mode, the bound product's row and column maxima ``wrow``, ``wcol`` (None: fast mode).
 
     Shared by :func:`_execute` and the distributed path (:mod:`emublas.ozaki2.distributed`),
-    which reduces ``left``, ``right``, ``g_r``, ``g_c`` over k-blocks exactly: the same
-    inputs give the same plan, hence the same products.
+    which reduces the statistics and W over k-blocks exactly: the same inputs give the
+    same plan, hence the same products.  Only ``auto`` mode reads anything on the host.
     """
+    g_r = g_c = None
+    if mode == "auto":
+        g_r, g_c = scaling.growth(left, wrow), scaling.growth(right, wcol)
     count, L_exact, chose = _choose(family, precision, moduli, mode, left, right, g_r, g_c)
     ms, roots = family.modulus_list(count)
     mset = ModulusSet.from_moduli(ms)
-    u, v = scaling.budgets(mset.bits - 2, g_r, g_c)
-    x_shift = (u - left.ea).astype(np.int32)
-    y_shift = x_shift if symmetric else (v - right.ea).astype(np.int32)
+    slack = certify.slack(complex_data)
+    px = scaling.row_plan(left, mset.bits - 2, slack, wrow)
+    py = px if shared else scaling.row_plan(right, mset.bits - 2, slack, wcol)
     info = {"routine": routine, "moduli": count, "mode": mode, "auto_chose": chose, "bits": mset.bits,
             "needed_bits": None if L_exact is None else L_exact + 2}
-    return Plan(ms, roots, mset, x_shift, y_shift, info)
+    return Plan(ms, roots, mset, px, py, info)
 
 
 def recipes_for(recipe_name: str, roots) -> list:
@@ -153,27 +143,33 @@ def _execute(routine: str, recipe_name: str, family: _Family, x, y, out, alpha, 
     ``x, y`` (syr2k: ``[X|Y]`` and ``[Y|X]``, so that both terms share shifts).
     The finalize certifies every entry (:mod:`.certify`) against those factors.
     """
-    verdicts.check(stacklevel=_caller_level())  # earlier GPU calls' warnings, where ready
+    verdicts.check()  # earlier GPU calls' warnings, where ready
     timer = engine.Timer()
     t0 = time.perf_counter()
     precision = _precision(out.dtype)
-    symmetric = y is x
     bx, by = bounds_from or (x, y)
+    shared = bounds_from is not None or y is x  # rank-k: one set of rows (and shifts) for both sides
     if sides is not None:
         left, right = sides
     else:
         left = scaling.side(bx)
         right = left if by is bx else scaling.side(by)
-    g_r, g_c, W = _bounds("fast" if mode == "fast" else "accurate", left, right)
-    p = plan(routine, family, precision, left, right, g_r, g_c, moduli=moduli, mode=mode, symmetric=symmetric)
+    wrow = wcol = W = None
+    if mode != "fast":
+        wrow, wcol, W = scaling.bound_product(left, right)
+    cplx_data = x.dtype.kind == "c"
+    p = plan(routine, family, precision, left, right, wrow, wcol, moduli=moduli, mode=mode, shared=shared,
+             complex_data=cplx_data)
     ms, roots, mset, x_shift, y_shift, info = p.moduli, p.roots, p.mset, p.x_shift, p.y_shift, p.info
     recipe = engine.RECIPES[recipe_name]
     recipes = recipes_for(recipe_name, roots)
     split_k = recipe.planes in ("split", "split2m")
     cert = certify.certificate(
-        left, right, x_shift, y_shift, mset, _nterms(recipes, x.shape[1] // 2 if split_k else x.shape[1]),
-        k=bx.shape[1], precision=precision, complex_data=x.dtype.kind == "c", W=W, fallback=fallback,
-        L=bx, R=by, conj_l=conj_x, conj_r=(not conj_y) if recipe_name == "herk" else conj_y)
+        p.px, p.py, mset, _nterms(recipes, x.shape[1] // 2 if split_k else x.shape[1]), k=bx.shape[1],
+        precision=precision, W=W, fallback=fallback, L=bx, R=by, conj_l=conj_x,
+        conj_r=(not conj_y) if recipe_name == "herk" else conj_y)
+    if not is_cupy(out):  # the C kernels read rows with NaN/Inf as zeros (the GPU kernels skip them)
+        x, y = _dead_rows_zeroed(x, y, x_shift, y_shift)
     del left, right
     t0 = timer.add("scaling", t0)
     if is_cupy(out):
@@ -206,13 +202,27 @@ def _execute(routine: str, recipe_name: str, family: _Family, x, y, out, alpha, 
     _last.info = {**info, "phases": dict(timer.phases)}
 
 
+def _dead_rows_zeroed(x, y, x_shift, y_shift):
+    """``x``, ``y`` with the rows the plan marked dead (NaN/Inf) set to zero (copies, only if any)."""
+    def clean(f, shift):
+        dead = shift == scaling.DEAD
+        if not dead.any():
+            return f
+        f = f.copy()
+        f[dead] = 0
+        return f
+
+    cx = clean(x, x_shift)
+    return cx, (cx if y is x else clean(y, y_shift))
+
+
 def _report(routine, cert, info, shape, uplo, fallback) -> None:
     """Record the certificate's verdict in ``last_run()`` and warn when entries failed it."""
     count = cert.get("uncertified", 0)
     info["uncertified"] = count
     info["fallback"] = fallback
     if count:
-        certify.warn(routine, count, _entries(shape, uplo), info["moduli"], info["bits"], fallback, _caller_level())
+        certify.warn(routine, count, _entries(shape, uplo), info["moduli"], info["bits"], fallback)
 
 
 def _entries(shape, uplo) -> int:
@@ -267,17 +277,6 @@ def _batch(x, y, out, recipe) -> int:
 
 
 # ---------------------------------------------------------------------------
-# non-finite inputs: the rows/columns they touch are computed natively
-# ---------------------------------------------------------------------------
-
-def _zeroed(x):
-    xp = namespace(x=x)
-    y = x.copy()
-    y[~xp.isfinite(y)] = 0
-    return y
-
-
-# ---------------------------------------------------------------------------
 # public routines (called by the backend with the front's conventions)
 # ---------------------------------------------------------------------------
 
@@ -290,45 +289,22 @@ def gemm(alpha, a, b, beta, c, trans_a, trans_b, *, moduli="default", mode="accu
     cplx = c.dtype.kind == "c"
     family = _Family("2m", MAX_HYBRID) if cplx else _Family("real", MAX_REAL)
     recipe = "2m" if cplx else "real"
-    left, right = scaling.side(x), scaling.side(y)
-    fx, fy = left.finite, right.finite
-    if fx.all() and fy.all():
-        _execute("gemm", recipe, family, x, y, c, alpha, beta, conj_x=conj_x, conj_y=conj_y,
-                 sides=(left, right), moduli=moduli, mode=mode, fallback=fallback, devices=devices, split=split)
-        return
-    # NaN/Inf: every entry in an affected row or column is non-finite; take those from
-    # the platform BLAS so the pattern is exactly native's, the rest from emulation.
-    xp = namespace(c=c)
-    xo = xp.conj(x) if conj_x else x
-    yo = xp.conj(y) if conj_y else y
-    rows, cols = xp.asarray(np.flatnonzero(~fx)), xp.asarray(np.flatnonzero(~fy))
-    keep_r = c[rows, :].copy()
-    keep_c = c[:, cols].copy()
-    _execute("gemm", recipe, family, _zeroed(x), _zeroed(y), c, alpha, beta,
-             conj_x=conj_x, conj_y=conj_y, moduli=moduli, mode=mode, fallback=fallback, devices=devices, split=split)
-    with np.errstate(all="ignore"):
-        r_part = alpha * (xo[rows] @ yo.T)
-        c_part = alpha * (xo @ yo[cols].T)
-        if beta != 0:
-            r_part = r_part + beta * keep_r
-            c_part = c_part + beta * keep_c
-    c[rows, :] = r_part
-    c[:, cols] = c_part
+    # NaN/Inf need no path of their own: their rows are dead in the plan and the final
+    # pass takes their entries from a float64 dot product, native BLAS's pattern
+    _execute("gemm", recipe, family, x, y, c, alpha, beta, conj_x=conj_x, conj_y=conj_y, moduli=moduli,
+             mode=mode, fallback=fallback, devices=devices, split=split)
 
 
 def rank_k(kind: str, alpha, a, b, beta, c, trans, lower, *, moduli="default", mode="accurate", fallback="dot",
            devices=None, split="auto"):
     """syrk/herk/syr2k/her2k with their own Ozaki-II paths; NotImplemented where the
-    front should derive the routine from gemm (non-finite inputs, more moduli than
-    the 2M list has)."""
+    front should derive the routine from gemm (more moduli than the 2M list has)."""
     cplx = c.dtype.kind == "c"
     herm = kind in ("herk", "her2k")
     x = a if trans == 0 else a.T
     conj = herm and trans == 2
     y = None if b is None else (b if trans == 0 else b.T)
     xp = namespace(c=c)
-    if not (xp.isfinite(x).all() and (y is None or xp.isfinite(y).all())):
-        return NotImplemented  # the front derives it from gemm, which patches NaN/Inf rows natively
     limit = MAX_2M if (cplx or kind == "syrk") else MAX_REAL
     if moduli != "default" and int(moduli) > limit:
         return NotImplemented

@@ -27,81 +27,120 @@ import numpy as np
 from .._arrays import is_cupy, namespace
 from .._kernels import cpu
 
-__all__ = ["Side", "side", "bound_fast", "bound_accurate", "bound_from_maxima", "budgets", "needed_bits",
-           "K_CHUNK"]
+__all__ = ["Side", "side", "RowPlan", "row_plan", "bound_product", "growth", "needed_bits", "K_CHUNK", "DEAD"]
 
 #: Longest inner dimension of one int8 product whose int32 sum cannot overflow:
 #: residues are in [-128, 127], so each term is at most 2^14 in size.
 K_CHUNK = 2**17 - 32  # a multiple of the GPU planes' padding, so that chunks start aligned
 _SAFETY = 2.0**-20  # slack against rounding in the floating-point norms
+LOG2_127SQ = float(np.log2(127.0 * 127.0))
+#: The shift of a row holding NaN or Inf: its residues are zero and its entries come
+#: from a float64 dot product of the original data (the certificate's fallback).
+DEAD = -2**31
+_BIG = float(np.finfo(np.float64).max)
 
 
 class Side:
-    """Per-row data of one factor, rows being the rows of ``op(A)`` or the columns of ``op(B)``.
+    """Per-row statistics of one factor, rows being the rows of ``op(A)`` or the columns of ``op(B)``.
 
-    Computed in one pass by the C kernel ``oz_row_stats``, or from ``stats``
-    given by the caller (the distributed path reduces them over k-blocks).
+    ``stats`` is a (3, rows) float64 array on the factor's device: max|x| (NaN
+    for a row holding NaN/Inf), Σ|x|², Σ|x| (one pass of ``oz_row_stats``, or
+    given by the caller: the distributed path reduces them over k-blocks).
+    Computing them queues work and waits for nothing; the host attributes
+    below (``auto`` mode's estimate, the Dask planner) copy them to the host on
+    first use.
 
     Attributes
     ----------
     x : ndarray, shape (rows, k)
         The factor itself (real or complex, any strides).
-    finite : ndarray of bool
-        Rows without NaN/Inf.
+    clean : ndarray
+        What the residues and bounds read: ``x``, or on the CPU a copy with the
+        NaN/Inf rows zeroed (the GPU kernels skip such rows themselves).
+    finite, zero : ndarray of bool
+        Rows without NaN/Inf; all-zero rows.
     ea : ndarray of int64
         ``max|x_row| < 2^ea``; 0 for an all-zero row.
-    zero : ndarray of bool
-        All-zero rows.
-    log2norm : ndarray of float64
-        ``log2 ‖x_row / 2^ea‖₂`` (−inf for zero rows).
-    log2l1 : ndarray of float64
-        ``log2 ‖x_row‖₁``.
+    log2norm, log2l1 : ndarray of float64
+        ``log2 ‖x_row / 2^ea‖₂`` (−inf for zero rows) and ``log2 ‖x_row‖₁``.
     """
 
     def __init__(self, x, stats=None):
         self.x = x
         self.gpu = is_cupy(x)
         if stats is not None:
-            rowmax, sumsq, l1 = stats  # per-row max|x|, sum|x|^2, sum|x|, as oz_row_stats gives them
+            xp = namespace(x=x) if self.gpu else np
+            self.stats = xp.stack([xp.asarray(v, dtype=np.float64) for v in stats])
         elif self.gpu:
             from .._kernels import ozaki_gpu
 
-            rowmax, sumsq, l1 = ozaki_gpu.row_stats_host(x)  # the per-row data comes to the host here
+            self.stats = ozaki_gpu.row_stats(x)
         else:
-            rowmax, sumsq, l1 = cpu.oz_row_stats(x)
-        self.finite = np.isfinite(rowmax)
-        rowmax = np.where(self.finite, rowmax, 0.0)
-        self.zero = rowmax == 0
-        _, ea = np.frexp(rowmax)
-        self.ea = ea.astype(np.int64)
+            self.stats = np.stack(cpu.oz_row_stats(x))
+        self._host = None
+        self._clean = None
+
+    @property
+    def rows(self) -> int:
+        return self.stats.shape[1]
+
+    def host(self) -> np.ndarray:
+        """The statistics on the host (a copy from the device, made once)."""
+        if self._host is None:
+            self._host = _host(self.stats)
+        return self._host
+
+    @property
+    def clean(self):
+        if self._clean is None:
+            self._clean = self.x
+            if not self.gpu and not self.finite.all():
+                self._clean = self.x.copy()
+                self._clean[~self.finite] = 0
+        return self._clean
+
+    @property
+    def finite(self) -> np.ndarray:
+        return self.host()[0] <= _BIG
+
+    @property
+    def zero(self) -> np.ndarray:
+        return self.host()[0] == 0
+
+    @property
+    def ea(self) -> np.ndarray:
+        rm = np.where(self.finite, self.host()[0], 0.0)
+        return np.frexp(rm)[1].astype(np.int64)
+
+    @property
+    def log2l1(self) -> np.ndarray:
+        l1 = self.host()[2]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(l1 <= _BIG, np.log2(np.where(l1 <= _BIG, l1, 1.0)),
+                            self.ea + math.log2(max(self.x.shape[1], 1)))
+
+    @property
+    def log2norm(self) -> np.ndarray:
+        s = self.host()[1]
+        ok = (s > 0) & (s <= _BIG)
         with np.errstate(divide="ignore"):
-            self.log2norm = 0.5 * np.log2(sumsq) - self.ea
-            self.log2l1 = np.log2(l1)
-        # rows of extreme magnitude whose plain sums over- or underflowed: redo them scaled
-        redo = self.finite & ~self.zero & ~(np.isfinite(self.log2norm) & np.isfinite(self.log2l1))
-        for i in np.flatnonzero(redo):
-            row = _host(self.scaled_mag(np.array([i]))[0])
-            self.log2norm[i] = 0.5 * np.log2(np.dot(row, row))
-            self.log2l1[i] = np.log2(row.sum()) + self.ea[i]
+            v = np.where(ok, 0.5 * np.log2(np.where(ok, s, 1.0)) - self.ea, 0.5 * math.log2(max(self.x.shape[1], 1)))
+        return np.where(self.zero, -np.inf, v)
 
     def int8_bound(self):
-        """``ceil(127·|x|/2^ea)`` as int8: entrywise upper bounds with 7 bits.
-
-        numpy: a (rows, k) array; cupy: padded k-contiguous planes for cuBLAS
-        (see :mod:`emublas._kernels.ozaki_gpu`).
-        """
+        """``ceil(127·|x|/2^ea)`` as int8: entrywise upper bounds with 7 bits, zero for rows
+        with NaN/Inf.  numpy: a (rows, k) array; cupy: padded k-contiguous planes for
+        cuBLAS (see :mod:`emublas._kernels.ozaki_gpu`)."""
         if self.gpu:
             from .._kernels import ozaki_gpu
 
-            return ozaki_gpu.bound_planes(self.x, self.ea)
-        return cpu.oz_bound_int8(self.x, self.ea)
+            return ozaki_gpu.bound_planes(self.x, self.stats[0])
+        return cpu.oz_bound_int8(self.clean, self.ea)
 
-    def scaled_mag(self, rows):
-        """``|x|/2^ea`` of the given rows (host index array), float64, on x's device."""
+    def fetch_rows(self, rows):
+        """The given rows (host index array) of the factor, on its device."""
         xp = namespace(x=self.x)
-        idx = xp.asarray(rows)
-        mag = xp.abs(self.x[idx]).astype(np.float64, copy=False)
-        return xp.ldexp(mag, xp.asarray(-self.ea[rows], dtype=np.int32)[:, None])
+        return self.x[xp.asarray(rows)]
 
 
 def _host(a) -> np.ndarray:
@@ -113,19 +152,13 @@ def side(x) -> Side:
     return Side(x)
 
 
-def bound_fast(left: Side, right: Side) -> tuple[np.ndarray, np.ndarray]:
-    """log2 of per-row and per-column growth factors for the Cauchy–Schwarz bound."""
-    return 2 * left.log2norm + _SAFETY, 2 * right.log2norm + _SAFETY
-
-
-def bound_accurate(left: Side, right: Side, *, threads=None, keep: bool = False):
-    """log2 of the row and column maxima of the int8 bound product W/127².
-
-    ``keep``: also return W itself, saturated to int32 (a lower bound where it
-    saturates), for the per-entry accuracy certificate: ``(g_rows, g_cols, W)``.
-    """
+def bound_product(left: Side, right: Side, *, threads=None):
+    """``(wrow, wcol, W)``: the accurate mode's bound product ``W = ceil(127·Ā)·ceil(127·B̄)ᵀ``
+    (exact integers; k chunks summed in int64), its row and column maxima (int64) and W
+    itself saturated to int32 (a lower bound where it saturates: the certificate reads it),
+    on the factors' device; nothing waits for it."""
     if left.gpu:
-        return _bound_accurate_gpu(left, right, keep)
+        return _bound_product_gpu(left, right)
     a = left.int8_bound()
     b = a if right is left else right.int8_bound()
     k = a.shape[1]
@@ -133,12 +166,10 @@ def bound_accurate(left: Side, right: Side, *, threads=None, keep: bool = False)
     for start in range(0, max(k, 1), K_CHUNK):
         part = cpu.i8gemm(a[:, start:start + K_CHUNK], b[:, start:start + K_CHUNK].T, threads=threads)
         w = part if w is None else w.astype(np.int64) + part
-    g = bound_from_maxima(_axis_max(w, 1), _axis_max(w, 0))
-    if not keep:
-        return g
+    wrow, wcol = _axis_max(w, 1).astype(np.int64), _axis_max(w, 0).astype(np.int64)
     if w.dtype != np.int32:
         w = np.minimum(w, np.iinfo(np.int32).max).astype(np.int32)
-    return g[0], g[1], np.asfortranarray(w)
+    return wrow, wcol, np.asfortranarray(w)
 
 
 def _axis_max(w: np.ndarray, axis: int) -> np.ndarray:
@@ -146,20 +177,9 @@ def _axis_max(w: np.ndarray, axis: int) -> np.ndarray:
     return w.max(axis=axis) if w.shape[axis] else np.zeros(w.shape[1 - axis], np.int64)
 
 
-def bound_from_maxima(w_rowmax: np.ndarray, w_colmax: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The accurate mode's growth factors from the row and column maxima of the
-    int8 bound product W (exact integers; 0 for an all-zero row or column)."""
-    scale = np.log2(127.0 * 127.0)
-    with np.errstate(divide="ignore"):
-        rows = np.log2(np.asarray(w_rowmax).astype(np.float64)) - scale
-        cols = np.log2(np.asarray(w_colmax).astype(np.float64)) - scale
-    return rows + _SAFETY, cols + _SAFETY
-
-
-def _bound_accurate_gpu(left: Side, right: Side, keep: bool = False):
-    """The GPU form: W on cuBLAS int8 (k chunks summed exactly in int64, columns
-    in blocks of bounded memory), its row and column maxima brought to the host;
-    with ``keep`` also W (m × n, Fortran, int32 saturated) on the device."""
+def _bound_product_gpu(left: Side, right: Side):
+    """The GPU form: W on cuBLAS int8 (k chunks summed exactly in int64, columns in
+    blocks of bounded memory), kept as int32 m × n (Fortran) for the certificate."""
     import cupy
 
     from .._kernels import ozaki_gpu as kg
@@ -172,39 +192,89 @@ def _bound_accurate_gpu(left: Side, right: Side, keep: bool = False):
     rowmax = cupy.zeros(rp, np.int64)
     colmax = []
     w = cupy.empty((block, rp), np.int32)
-    kept = cupy.empty((n, m), np.int32) if keep else None  # W transposed, C order: W in Fortran order
+    kept = cupy.empty((n, m), np.int32)  # W transposed, C order: W in Fortran order
+    chunks = list(range(0, kp, K_CHUNK))
     for j0 in range(0, b.shape[0], block):
         nb = min(block, b.shape[0] - j0)
         acc = None
-        for c0 in range(0, kp, K_CHUNK):
+        for c0 in chunks:
             ck = min(kp, c0 + K_CHUNK) - c0
             kg.gemm_tn(a.data.ptr + c0, b.data.ptr + j0 * kp + c0, rp, nb, ck, kp, kp, w, rp)
-            part = w[:nb].astype(np.int64)
-            acc = part if acc is None else acc + part
+            if len(chunks) == 1:
+                acc = w[:nb]
+            else:
+                part = w[:nb].astype(np.int64)
+                acc = part if acc is None else acc + part
         rowmax = cupy.maximum(rowmax, acc.max(axis=0))
         colmax.append(acc.max(axis=1))
-        if keep and j0 < n:
+        if j0 < n:
             j1 = min(n, j0 + nb)
-            kept[j0:j1] = cupy.minimum(acc[:j1 - j0, :m], np.iinfo(np.int32).max)
-    rows = rowmax[:m].get().astype(np.float64)
-    cols = cupy.concatenate(colmax)[:n].get().astype(np.float64)
-    scale = np.log2(127.0 * 127.0)
-    with np.errstate(divide="ignore"):
-        g = np.log2(rows) - scale + _SAFETY, np.log2(cols) - scale + _SAFETY
-    return (*g, kept.T) if keep else g
+            kept[j0:j1] = acc[:j1 - j0, :m] if len(chunks) == 1 else cupy.minimum(acc[:j1 - j0, :m], 2**31 - 1)
+    return rowmax[:m].astype(np.int64), cupy.concatenate(colmax)[:n].astype(np.int64), kept.T
 
 
-def budgets(L: float, g_rows: np.ndarray, g_cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Bit budgets u (rows), v (columns) with ``u_i + v_j + (g_i + g_j)/2 ≤ L``.
+def growth(side: Side, wmax=None) -> np.ndarray:
+    """log2 of each row's growth factor g on the host: from the bound product's row maxima
+    (accurate) or the row's 2-norm (fast, Cauchy–Schwarz); −inf for zero rows.  The
+    formula of :func:`row_plan`, for ``auto`` mode's estimate."""
+    rowmax, sumsq, _ = side.host()
+    return _growth(np.where(rowmax <= _BIG, rowmax, 0.0), sumsq, None if wmax is None else _host(wmax),
+                   side.ea, math.log2(max(side.x.shape[1], 1)))
 
-    ``g`` are the log2 growth factors from :func:`bound_fast` or
-    :func:`bound_accurate`; rows with ``g = −inf`` (all zero) get budget 0.
+
+def _growth(rm, sumsq, wmax, ea, log2k):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if wmax is not None:
+            w = np.asarray(wmax, np.float64)
+            g = np.where(w > 0, (np.log2(np.where(w > 0, w, 1.0)) - LOG2_127SQ) + _SAFETY, -np.inf)
+        else:
+            ok = (sumsq > 0) & (sumsq <= _BIG)
+            g = np.where(ok, (np.log2(np.where(ok, sumsq, 1.0)) - 2.0 * ea) + _SAFETY, log2k + _SAFETY)
+    return np.where(rm == 0, -np.inf, g)
+
+
+class RowPlan:
+    """The plan of each row of one factor (on the factor's device): ``shift`` (int32;
+    :data:`DEAD` for rows with NaN/Inf), and for the certificate ``err`` (float64: log2 of
+    the row's truncation error term in C' units plus the slack; +inf for NaN/Inf rows,
+    −inf for zero rows), ``wsum`` (float64: upper bound of the row's bound-plane sum) and
+    ``budget`` (int32: shift + ea)."""
+
+    __slots__ = ("shift", "err", "wsum", "budget")
+
+    def __init__(self, shift, err, wsum, budget):
+        self.shift, self.err, self.wsum, self.budget = shift, err, wsum, budget
+
+
+def row_plan(side: Side, L: float, slack: float, wmax=None) -> RowPlan:
+    """The :class:`RowPlan` of a factor for the product bound 2^L: ``u = floor((L − g)/2)``,
+    ``shift = u − ea`` with g from :func:`growth`'s formula.
+
+    On cupy arrays the ``oz_plan`` kernel computes it on the device (no wait for the
+    host); on numpy the same formulas in the same order run here.
     """
-    def one(g):
-        u = np.floor((L - g) / 2.0)
-        return np.where(np.isfinite(u), u, 0).astype(np.int64)
+    k = side.x.shape[1]
+    log2k = math.log2(max(k, 1))
+    if side.gpu:
+        from .._kernels import ozaki_gpu
 
-    return one(g_rows), one(g_cols)
+        return RowPlan(*ozaki_gpu.row_plan(side.stats, wmax, L, LOG2_127SQ, _SAFETY, log2k, k, slack))
+    rowmax, sumsq, l1 = side.stats
+    live = rowmax <= _BIG
+    rm = np.where(live, rowmax, 0.0)
+    ea = np.frexp(rm)[1].astype(np.int64)
+    g = _growth(rm, sumsq, wmax, ea, log2k)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        uu = np.floor((L - g) * 0.5)
+        u = np.where(np.isfinite(uu), uu, 0).astype(np.int64)
+        ok1 = l1 <= _BIG
+        lg = np.where(rm == 0, -np.inf, np.where(ok1, np.log2(np.where(ok1, l1, 1.0)), ea + log2k))
+        shift = u - ea
+        err = (shift + lg) + slack
+        wsum = np.where(ok1, (127.0 * np.ldexp(np.where(ok1, l1, 0.0), -ea.astype(np.int32))) * (1.0 + 2.0**-40)
+                        + float(k) + 1.0, (127.0 * k + k) + 1.0)
+    return RowPlan(np.where(live, shift, DEAD).astype(np.int32), np.where(live, err, np.inf),
+                   np.where(live, wsum, 0.0), np.where(live, u, 0).astype(np.int32))
 
 
 def needed_bits(left: Side, right: Side, g_rows, g_cols, precision: int, *, terms: int = 1,
@@ -223,8 +293,8 @@ def needed_bits(left: Side, right: Side, g_rows, g_cols, precision: int, *, term
     k = left.x.shape[1]
     if m == 0 or n == 0 or k == 0:
         return 0.0
-    live_r = np.flatnonzero(~left.zero)
-    live_c = np.flatnonzero(~right.zero)
+    live_r = np.flatnonzero(~left.zero & left.finite)
+    live_c = np.flatnonzero(~right.zero & right.finite)
     if live_r.size == 0 or live_c.size == 0:
         return 0.0
     rng = np.random.default_rng(rng_seed)
@@ -235,7 +305,7 @@ def needed_bits(left: Side, right: Side, g_rows, g_cols, precision: int, *, term
                          spread_r, rng.choice(live_r, len(spread_c))])
     ci = np.concatenate([rng.choice(live_c, samples), np.tile(spread_c, len(spread_r)),
                          rng.choice(live_c, len(spread_r)), spread_c])
-    log2dot = _log2_abs_dots(left.x, right.x, ri, ci)
+    log2dot = _log2_abs_dots(left.fetch_rows(ri), right.fetch_rows(ci))
     ok = np.isfinite(log2dot)
     if not ok.any():
         return 0.0
@@ -248,12 +318,12 @@ def needed_bits(left: Side, right: Side, g_rows, g_cols, precision: int, *, term
     return float(max(need_r.max(), need_c.max()))
 
 
-def _log2_abs_dots(x, y, ri, ci) -> np.ndarray:
-    """``log2 Σ_l |x[ri]||y[ci]|`` per sampled pair, in log2 throughout (−inf for 0)."""
-    xp = namespace(x=x)
-    with np.errstate(divide="ignore"):
-        lx = xp.log2(xp.abs(x[xp.asarray(ri)]).astype(np.float64))
-        ly = xp.log2(xp.abs(y[xp.asarray(ci)]).astype(np.float64))
+def _log2_abs_dots(xr, yr) -> np.ndarray:
+    """``log2 Σ_l |xr_l||yr_l|`` per pair of rows, in log2 throughout (−inf for 0)."""
+    xp = namespace(x=xr)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lx = xp.log2(xp.abs(xr).astype(np.float64))
+        ly = xp.log2(xp.abs(yr).astype(np.float64))
         t = lx + ly
         top = t.max(axis=1)
         safe = xp.where(xp.isfinite(top), top, 0.0)

@@ -29,6 +29,11 @@ def defer(counters, *, routine: str, total: int, info: dict, fallback: str) -> N
     """Queue the verdict of a call: ``counters`` is ``[(device, uint64 counter array)]``."""
     import cupy
 
+    if counters and cupy.cuda.get_current_stream().is_capturing():
+        # inside a CUDA graph capture the counter is counted on every replay, but no host
+        # read can follow it: such calls deliver no verdict (docs/design.md §5.8)
+        info["uncertified"] = "not delivered: captured in a CUDA graph"
+        return
     for device, counter in counters:
         with cupy.cuda.Device(device):
             mem = cupy.cuda.alloc_pinned_memory(8)
@@ -43,7 +48,7 @@ def defer(counters, *, routine: str, total: int, info: dict, fallback: str) -> N
     info["uncertified"] = None  # known once check() has read it
 
 
-def check(wait: bool = False, stacklevel: int = 3) -> None:
+def check(wait: bool = False) -> None:
     """Read the queued verdicts that are ready (all of them with ``wait``), record and warn."""
     if not _queue:
         return
@@ -57,7 +62,7 @@ def check(wait: bool = False, stacklevel: int = 3) -> None:
         info["uncertified"] = (info.get("uncertified") or 0) + count
         if count:
             certify.warn(f"{routine} (an earlier call on the GPU)", count, total, info["moduli"], info["bits"],
-                         fallback, stacklevel)
+                         fallback)
 
 
 def pending() -> int:
@@ -72,6 +77,4 @@ def synchronize() -> None:
     cuBLAS; their accuracy warnings arrive with the next emublas call that
     finds them ready, or here.
     """
-    from .routines import _caller_level
-
-    check(wait=True, stacklevel=_caller_level())
+    check(wait=True)

@@ -831,6 +831,8 @@ static inline int floor_log2(double a) /* a > 0, finite */
 static int cert_ok(const emublas_oz_cert *C, int64_t i, int64_t j, double cr, double ci)
 {
     const double re = C->row_err[i], ce = C->col_err[j];
+    if (re == INFINITY || ce == INFINITY)
+        return 0; /* NaN/Inf in the row or column */
     if (re == -INFINITY || ce == -INFINITY)
         return 1; /* an all-zero row or column: its entries are exact */
     const double E = fmax(fmax(re, ce), C->crt_err);
@@ -879,9 +881,15 @@ static void cert_dot(const emublas_oz_cert *C, int64_t i, int64_t j, double *vr,
     *vi = si;
 }
 
-/* Counts an uncertified entry and, when asked, replaces its value by the fallback's. */
+/* An entry cert_ok rejected: a row or column holding NaN/Inf (error term +inf) takes the
+ * dot product of the original data, native BLAS's pattern; any other is counted and, when
+ * asked, replaced by the dot product. */
 static void cert_fail(emublas_oz_cert *C, int64_t i, int64_t j, double *vr, double *vi)
 {
+    if (C->row_err[i] == INFINITY || C->col_err[j] == INFINITY) {
+        cert_dot(C, i, j, vr, vi);
+        return;
+    }
     __atomic_fetch_add(&C->uncertified, 1, __ATOMIC_RELAXED);
     if (C->fix)
         cert_dot(C, i, j, vr, vi);
@@ -984,10 +992,13 @@ OZ_TARGET OZ_INLINE __mmask8 vcert_bad(const emublas_oz_cert *C, int64_t i, int6
                                         __m512d ci)
 {
     const double ce = C->col_err[j];
-    if (ce == -INFINITY)
-        return 0;
+    if (ce == INFINITY)
+        return k;
     const __m512d ninf = _mm512_set1_pd(-INFINITY);
     const __m512d re = _mm512_mask_loadu_pd(ninf, k, C->row_err + i);
+    const __mmask8 dead = _mm512_cmp_pd_mask(re, _mm512_set1_pd(INFINITY), _CMP_EQ_OQ);
+    if (ce == -INFINITY)
+        return (__mmask8)(k & dead);
     const __mmask8 zero = _mm512_cmp_pd_mask(re, ninf, _CMP_EQ_OQ);
     const __m512d E = _mm512_max_pd(_mm512_max_pd(re, _mm512_set1_pd(ce)), _mm512_set1_pd(C->crt_err));
     const __m512d a = _mm512_max_pd(_mm512_abs_pd(cr), _mm512_abs_pd(ci));
@@ -1154,7 +1165,7 @@ int emublas_oz_crt_finalize(int64_t m, int64_t n, const double *re_hi, const dou
     if (cert && (!cert->row_err || !cert->col_err ||
                  (cert->W && (!cert->row_wsum || !cert->col_wsum || !cert->row_budget || !cert->col_budget ||
                               cert->ldw < m)) ||
-                 (cert->fix && (!cert->Lr || !cert->Rr || (!cert->Li) != (!cert->Ri) || cert->k < 0))))
+                 !cert->Lr || !cert->Rr || (!cert->Li) != (!cert->Ri) || cert->k < 0))
         return EMUBLAS_EINVAL;
     J.beta0 = J.br == 0.0 && J.bi == 0.0;
     int nt = oz_threads(nthreads, (double)m * (double)n * (uplo ? 0.5 : 1.0) * (cplx ? 32 : 16));

@@ -105,6 +105,10 @@ __device__ __forceinline__ double trunc_scaled(double x, int shift)
 
 /* ---- tile loader: TILE rows x TILE cols of up to NS real sources ---------- */
 
+/* The shift of a row holding NaN or Inf (oz_plan): its residues are zero, and the
+ * final pass takes its entries from a float64 dot product of the original data. */
+#define OZ_DEAD (-2147483647 - 1)
+
 template <typename T, int NS>
 __device__ void load_tile(double (*tile)[TILE][TILE + 1], const T *const *src, long long rows, long long cols,
                           long long rs, long long cs, long long r0, long long c0, const int *shift, int conj_mask)
@@ -120,7 +124,7 @@ __device__ void load_tile(double (*tile)[TILE][TILE + 1], const T *const *src, l
         int sh = in ? shift[gr] : 0;
 #pragma unroll
         for (int s = 0; s < NS; s++) {
-            double v = in ? (double)src[s][gr * rs + gc * cs] : 0.0;
+            double v = in && sh != OZ_DEAD ? (double)src[s][gr * rs + gc * cs] : 0.0;
             v = trunc_scaled(v, sh);
             tile[s][r][c] = ((conj_mask >> s) & 1) ? -v : v;
         }
@@ -310,18 +314,22 @@ extern "C" __global__ void __launch_bounds__(256) oz_stats_f64(long long rows, l
  * k-contiguous int8 like the residue planes.  Grid as for the residues. */
 template <typename T>
 __device__ void bound_int8(long long rows, long long cols, const T *xr, const T *xi, long long rs, long long cs,
-                           const int *ea, signed char *out, long long ld)
+                           const double *rowmax, signed char *out, long long ld)
 {
     const long long r0 = (long long)blockIdx.y * TILE, c0 = (long long)blockIdx.x * TILE;
     const int r = threadIdx.x / 8, q = threadIdx.x % 8;
     const long long gr = r0 + r;
     double w[4];
-    int e = gr < rows ? ea[gr] : 0;
+    /* ea from the row's maximum (frexp, as the host computes it); a row with NaN/Inf is all zero */
+    const double rm = gr < rows ? rowmax[gr] : 0.0;
+    const bool live = rm <= 1.7976931348623157e308;
+    int e = 0;
+    frexp(live ? rm : 0.0, &e);
     double f = e < -1000 ? 0.0 : ldexp(127.0, -e);
 #pragma unroll
     for (int k = 0; k < 4; k++) {
         long long gc = c0 + 4 * q + k;
-        double v = (gr < rows && gc < cols) ? mag_of(xr, xi, gr * rs + gc * cs) : 0.0;
+        double v = (live && gr < rows && gc < cols) ? mag_of(xr, xi, gr * rs + gc * cs) : 0.0;
         w[k] = ceil(e < -1000 ? ldexp(v, -e) * 127.0 : v * f);
     }
     *(int *)(out + gr * ld + c0 + 4 * q) = pack4(w[0], w[1], w[2], w[3]);
@@ -329,16 +337,70 @@ __device__ void bound_int8(long long rows, long long cols, const T *xr, const T 
 
 extern "C" __global__ void __launch_bounds__(256) oz_bound_f32(long long rows, long long cols, const float *xr,
                                                               const float *xi, long long rs, long long cs,
-                                                              const int *ea, signed char *out, long long ld)
+                                                              const double *rowmax, signed char *out, long long ld)
 {
-    bound_int8<float>(rows, cols, xr, xi, rs, cs, ea, out, ld);
+    bound_int8<float>(rows, cols, xr, xi, rs, cs, rowmax, out, ld);
 }
 
 extern "C" __global__ void __launch_bounds__(256) oz_bound_f64(long long rows, long long cols, const double *xr,
                                                               const double *xi, long long rs, long long cs,
-                                                              const int *ea, signed char *out, long long ld)
+                                                              const double *rowmax, signed char *out, long long ld)
 {
-    bound_int8<double>(rows, cols, xr, xi, rs, cs, ea, out, ld);
+    bound_int8<double>(rows, cols, xr, xi, rs, cs, rowmax, out, ld);
+}
+
+/*
+ * The plan of each row of a factor, on the device so that no call waits for the host:
+ * from max|x| (NaN for a row with NaN/Inf), sum|x|^2, sum|x| and, in accurate mode, the
+ * bound product's row maxima wmax, with L the log2 bound of the product:
+ *   ea = frexp exponent of max|x| (0 for a zero row),
+ *   g  = log2(wmax) - log2_127sq + safety (accurate) or (log2(sumsq) - 2 ea) + safety
+ *        (fast; log2(k) + safety where the sum over/underflowed), -inf for a zero row,
+ *   u  = floor((L - g) / 2) (0 where not finite), shift = u - ea,
+ *   err = (shift + lg) + slack with lg = log2(sum|x|) (ea + log2 k where it overflowed),
+ *   wsum = (127 ldexp(sum|x|, -ea)) (1 + 2^-40) + k + 1 (127 k + k + 1 where it overflowed),
+ *   budget = u;
+ * a row with NaN/Inf gets shift OZ_DEAD and err = +inf.  emublas/ozaki2/scaling.py
+ * (row_plan) computes the same on the host, in the same order.
+ */
+extern "C" __global__ void __launch_bounds__(256) oz_plan(long long rows, const double *rowmax, const double *sumsq,
+                                                         const double *l1, const long long *wmax, double L,
+                                                         double log2_127sq, double safety, double log2k,
+                                                         double kd, double slack, int *shift, double *err,
+                                                         double *wsum, int *budget)
+{
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows)
+        return;
+    const double inf = __longlong_as_double(0x7ff0000000000000LL), big = 1.7976931348623157e308;
+    const double rm = rowmax[i];
+    if (!(rm <= big)) {
+        shift[i] = OZ_DEAD;
+        err[i] = inf;
+        wsum[i] = 0.0;
+        budget[i] = 0;
+        return;
+    }
+    int ea = 0;
+    frexp(rm, &ea);
+    double g;
+    if (rm == 0.0)
+        g = -inf;
+    else if (wmax)
+        g = wmax[i] > 0 ? (log2((double)wmax[i]) - log2_127sq) + safety : -inf;
+    else {
+        const double s = sumsq[i];
+        g = s > 0.0 && s <= big ? (log2(s) - 2.0 * (double)ea) + safety : log2k + safety;
+    }
+    const double uu = floor((L - g) * 0.5);
+    const long long u = uu <= big && uu >= -big ? (long long)uu : 0;
+    const double s1 = l1[i];
+    const bool ok1 = s1 <= big;
+    const double lg = rm == 0.0 ? -inf : ok1 ? log2(s1) : (double)ea + log2k;
+    shift[i] = (int)(u - ea);
+    err[i] = ((double)(u - ea) + lg) + slack;
+    wsum[i] = ok1 ? (127.0 * ldexp(s1, -ea)) * (1.0 + 0x1p-40) + kd + 1.0 : (127.0 * kd + kd) + 1.0;
+    budget[i] = (int)u;
 }
 
 /* ---- products -> CRT terms ---------------------------------------------------
@@ -560,10 +622,15 @@ __device__ __forceinline__ void final_entry(double rh, double rl, double ih, dou
     const double ci_ = dtype >= 2 ? crt_rep(ih, il, Ph, Pl, Pinv) : 0.0;
     double vr = ldexp(cr_, ee);
     double vi = dtype >= 2 ? ldexp(ci_, ee) : 0.0;
-    if (cert && !cert_ok(*cert, gi, gj, cr_, ci_)) {
-        atomicAdd(cert->uncertified, 1ULL);
-        if (cert->fix)
-            cert_dot(*cert, gi, gj, vr, vi);
+    if (cert) {
+        const double inf = __longlong_as_double(0x7ff0000000000000LL);
+        if (cert->row_err[gi] == inf || cert->col_err[gj] == inf) {
+            cert_dot(*cert, gi, gj, vr, vi); /* NaN/Inf in the row or column: native's pattern */
+        } else if (!cert_ok(*cert, gi, gj, cr_, ci_)) {
+            atomicAdd(cert->uncertified, 1ULL);
+            if (cert->fix)
+                cert_dot(*cert, gi, gj, vr, vi);
+        }
     }
     if (dtype < 2) {
         double c = 0.0;
