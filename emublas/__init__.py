@@ -12,6 +12,7 @@ from .blas import ROUTINES as _ROUTINES
 from .blas import gemm, hemm, her2k, herk, symm, syr2k, syrk, trmm, trsm
 from .config import Selection, get_backend, set_backend, use
 from .errors import BackendUnavailableError, OzakiAccuracyWarning
+from .explain import auto_last, explain
 from .info import info
 from .integer import intmatmul
 from .ozaki2.verdicts import synchronize
@@ -47,6 +48,6 @@ __all__ = [
     "symm", "hemm", "trmm", "trsm",
     "ssymm", "dsymm", "csymm", "zsymm", "chemm", "zhemm",
     "strmm", "dtrmm", "ctrmm", "ztrmm", "strsm", "dtrsm", "ctrsm", "ztrsm",
-    "use", "set_backend", "get_backend", "Selection", "info", "intmatmul",
+    "use", "set_backend", "get_backend", "Selection", "info", "intmatmul", "explain", "auto_last",
     "BackendUnavailableError", "OzakiAccuracyWarning",
 ]

@@ -1,4 +1,4 @@
-"""The ``emublas`` command line: ``emublas info``, ``demo``, ``sweep`` and ``plot``."""
+"""The ``emublas`` command line: ``emublas info``, ``demo``, ``sweep``, ``plot`` and ``calibrate``."""
 from __future__ import annotations
 
 import argparse
@@ -92,13 +92,19 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     return sweep.replot(args.results, args.out)
 
 
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from . import calibrate
+
+    return calibrate.command(args)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``emublas`` command."""
     from ._version import __version__
 
     parser = argparse.ArgumentParser(prog="emublas", description="BLAS-3 emulation layer")
     parser.add_argument("--version", action="version", version=f"emublas {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{info,demo,sweep,plot}")
+    sub = parser.add_subparsers(dest="command", metavar="{info,demo,sweep,plot,calibrate}")
     p_info = sub.add_parser("info", help="version, backends, hardware, active selection")
     p_info.add_argument("--json", action="store_true", help="machine-readable output")
     p_info.set_defaults(func=_cmd_info)
@@ -118,6 +124,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_plot.add_argument("results", help="results.json written by emublas sweep")
     p_plot.add_argument("--out", default=None, help="folder for plots/ (default: the folder of results.json)")
     p_plot.set_defaults(func=_cmd_plot)
+    p_cal = sub.add_parser("calibrate", help="time the backends on a short grid: the cost table of backend='auto'")
+    from .calibrate import add_arguments as calibrate_arguments
+
+    calibrate_arguments(p_cal)
+    p_cal.set_defaults(func=_cmd_calibrate)
     args = parser.parse_args(argv)
     if args.command is None:  # a bare ``emublas``: say what there is
         parser.print_help()

@@ -92,6 +92,7 @@ def info() -> dict[str, Any]:
             "cpu": {"usable": ready["cpu"][0], "detail": ready["cpu"][1]},
             "gpu": {"usable": ready["gpu"][0], "detail": ready["gpu"][1]},
         }
+    report["auto_tables"] = _auto_tables()
     try:
         sel = get_backend()
         resolve()  # validates the chosen backend's option variables too (EMUBLAS_MODULI=abc)
@@ -99,6 +100,19 @@ def info() -> dict[str, Any]:
     except ValueError as exc:
         report["selection_error"] = str(exc)
     return report
+
+
+def _auto_tables() -> dict[str, str]:
+    """The cost table backend='auto' uses per device (path, or "shipped default for ...")."""
+    from . import costmodel
+
+    out = {}
+    for device in ("cpu", "gpu"):
+        try:
+            out[device] = costmodel.table_for(device).label
+        except ValueError as exc:
+            out[device] = f"unusable: {exc}"
+    return out
 
 
 def _shown(value: Any) -> str:
@@ -140,6 +154,8 @@ def format_info(report: dict[str, Any] | None = None) -> str:
                 lines.append(f"  {'':9s} {side}: {b[side]['detail']}")
         for opt, o in b["options"].items():
             lines.append(f"  {'':9s} option {opt} = {_shown(o['default'])} by default, ${o['env']}: {o['doc']}")
+    if "auto_tables" in r:
+        lines.append("auto cost tables: " + "; ".join(f"{d}: {t}" for d, t in r["auto_tables"].items()))
     if "selection" in r:
         s = r["selection"]
         opts = ", ".join(f"{k}={v}" for k, v in s["options"].items())

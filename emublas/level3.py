@@ -345,6 +345,8 @@ def _symm(kind: str, prefix: str | None, alpha, a, b, beta, c, side, lower, over
         target = out.copy(order="F") if alias else out
         if beta == 0 and c is not None:
             target.fill(0)
+        if hasattr(be, "route"):  # backend auto: one concrete backend for the whole routine
+            be, backend, options = be.route(kind, prefix, m, n, k, target, opts)
         if be.name == "native":
             _native_symm(kind, prefix, alpha, a, b, beta, target, side, lower)
         else:
@@ -396,6 +398,8 @@ def _triangular(kind: str, prefix: str | None, alpha, a, b, side, lower, trans_a
         out, alias = _prepare_out(src, (m, n), dtype, xp, bool(overwrite_b), a)
         if m and n:
             target = out.copy(order="F") if alias else out
+            if hasattr(be, "route"):  # backend auto: one concrete backend for the whole routine
+                be, backend, options = be.route(kind, prefix, m, n, k, target, opts)
             if alpha == 0:
                 target.fill(0)  # reference BLAS: b is not read
             elif be.name == "native":

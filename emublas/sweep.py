@@ -60,6 +60,7 @@ GRIDS: dict[str, dict[str, list]] = {
     "ozaki2": {"moduli": list(range(6, 23, 2)), "mode": ["accurate"]},
     "boolpack": {"bits": [4, 8, 12, 16, 20, 24]},
     "strassen": {"levels": [1, 2, 3]},
+    "auto": {"accuracy": ["native"]},  # what auto picks per size, against the others
 }
 #: Knob grid of the ``--quick`` sweep.
 QUICK_GRIDS: dict[str, dict[str, list]] = {
@@ -67,6 +68,7 @@ QUICK_GRIDS: dict[str, dict[str, list]] = {
     "ozaki2": {"moduli": list(range(8, 23, 2)), "mode": ["accurate"]},
     "boolpack": {"bits": [4, 8, 12, 16]},
     "strassen": {"levels": [1, 2]},
+    "auto": {"accuracy": ["native"]},
 }
 
 #: Blocks of the ``--quick`` sweep.  ``grid`` replaces a backend's quick grid

@@ -113,6 +113,17 @@ def _record(routine: str, shape: tuple, dtype, emulated: bool, why: str, seconds
 def _used_options(backend: str, options: dict) -> dict:
     """The options as the last call used them: ozaki2's moduli count instead of ``default``."""
     shown = {k: ("current" if v is None else v) for k, v in options.items()}
+    if backend == "auto":  # what auto chose, and the cost table it chose from
+        try:
+            from emublas import auto_last
+
+            info = auto_last()
+            if info:
+                picked = info["options"].get("moduli", info["options"].get("levels"))
+                shown = {"chose": info["backend"] + ("" if picked is None else f":{picked}"),
+                         "table": info["table"]}
+        except Exception:  # a report must not break the call
+            pass
     if backend == "ozaki2":
         try:
             from emublas.ozaki2 import last_run

@@ -15,6 +15,7 @@ from .base import Backend, Option
 __all__ = ["Backend", "Option", "names", "get", "register", "unregister"]
 
 _MODULES: dict[str, str] = {
+    "auto": "emublas.backends.auto",
     "boolpack": "emublas.backends.boolpack",
     "native": "emublas.backends.native",
     "ozaki2": "emublas.backends.ozaki2",

@@ -1,0 +1,203 @@
+"""The ``auto`` backend: per call, native, ozaki2 (with its moduli count) or strassen
+(with its levels), whichever the measured cost model (:mod:`emublas.costmodel`)
+predicts fastest among those that meet the accuracy asked for.
+
+``accuracy="native"`` (the default) asks for native BLAS's accuracy: native, or
+ozaki2 with the default moduli in accurate mode, whose certificate checks every
+entry against native's error bound and recomputes the entries it cannot
+certify.  Strassen never qualifies there (its normwise error is 2.3x the
+classical product's at one level, and it has no per-entry bound).  ``bits=N``
+asks for N correct bits per entry relative to ``sum|a||b|`` instead; with
+``accuracy="normwise"`` a normwise bound of N bits (relative to
+``k*max|a|*max|b|``) is enough, which lets strassen in.
+
+:func:`emublas.auto_last` says what the last call of this thread chose and why;
+:func:`emublas.explain` says it for a call without running it.
+"""
+from __future__ import annotations
+
+import threading
+import warnings
+from contextlib import contextmanager
+from typing import Any
+
+from .. import costmodel
+from .._arrays import is_cupy
+from .base import Backend, Option, choice
+
+__all__ = ["AutoBackend", "BACKEND", "last_run", "parse_bits"]
+
+_PREFIX = {("f", 4): "s", ("f", 8): "d", ("c", 8): "c", ("c", 16): "z"}
+_last = threading.local()
+
+
+def parse_bits(raw: Any) -> int | None:
+    """Parser of the ``bits`` option: an integer 1..53 (checked against the call's
+    precision when it runs), or none/native for native BLAS's accuracy."""
+    if raw is None or (isinstance(raw, str) and raw.strip().lower() in ("", "none", "native")):
+        return None
+    if isinstance(raw, bool):
+        raise ValueError(f"{raw!r} is not a number of bits")
+    try:
+        value = int(raw.strip()) if isinstance(raw, str) else int(raw)
+        if not isinstance(raw, str) and value != raw:
+            raise ValueError
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{raw!r} is not a number of bits (1..53) or none") from None
+    if not 1 <= value <= 53:
+        raise ValueError(f"bits={value} is outside 1..53")
+    return value
+
+
+parse_bits.valid = "integers 1..53 (24 for float32 data) or none"  # type: ignore[attr-defined]
+
+
+def _text(raw: Any) -> str | None:
+    if raw is None or str(raw).strip() == "":
+        return None
+    return str(raw).strip()
+
+
+_text.valid = "a path to a cost table JSON file"  # type: ignore[attr-defined]
+
+
+@contextmanager
+def _quiet(options: dict):
+    """ozaki2 run for bits=N below native's bound (fallback none): its certificate checks the
+    stricter native bound, so its warning about uncertified entries does not apply."""
+    if options.get("fallback") != "none":
+        yield
+        return
+    from ..errors import OzakiAccuracyWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OzakiAccuracyWarning)
+        yield
+
+
+def last_run() -> dict | None:
+    """What the last ``auto`` call of this thread chose: the decision's record."""
+    return getattr(_last, "info", None)
+
+
+class AutoBackend(Backend):
+    """Chooses native, ozaki2 or strassen per call from the measured cost table."""
+
+    name = "auto"
+    description = "per call: native, ozaki2 or strassen, the fastest meeting the accuracy asked (measured cost table)"
+    options = {
+        "accuracy": Option("accuracy", "native", choice("native", "normwise"),
+                           "native: each entry within native BLAS's error bound (or bits per entry);"
+                           " normwise: a normwise bound of `bits` is enough (lets strassen in)",
+                           env="EMUBLAS_AUTO_ACCURACY"),
+        "bits": Option("bits", None, parse_bits,
+                       "correct bits required (relative to sum|a||b| per entry, or normwise); none: native's"
+                       " accuracy", env="EMUBLAS_AUTO_BITS"),
+        "table": Option("table", None, _text,
+                        "cost table file (default: emublas calibrate's in the user cache, else the shipped one)",
+                        env=costmodel.ENV_TABLE),
+    }
+
+    def __init__(self):
+        self._usable: dict[str, tuple[str, ...]] = {}
+
+    # -- readiness -----------------------------------------------------------
+    def readiness(self):
+        from .native import BACKEND as NATIVE
+
+        out = {}
+        for device, (ok, detail) in NATIVE.readiness().items():
+            if ok:
+                try:
+                    detail = f"cost table: {self.table(device).label}"
+                except ValueError as exc:
+                    ok, detail = False, str(exc)
+            out[device] = (ok, detail)
+        return out
+
+    def check(self, device: str) -> None:
+        from .native import BACKEND as NATIVE
+
+        NATIVE.check(device)
+
+    def table(self, device: str, path: str | None = None) -> costmodel.Table:
+        """The cost table used on ``device``."""
+        return costmodel.table_for(device, path)
+
+    def usable(self, device: str) -> tuple[str, ...]:
+        """Emulating backends that can run on ``device`` (checked once per process)."""
+        if device not in self._usable:
+            from . import get
+
+            names = []
+            for name in ("ozaki2", "strassen"):
+                try:
+                    if get(name).readiness()[device][0]:
+                        names.append(name)
+                except Exception:  # a backend that cannot even report is not a candidate
+                    pass
+            self._usable[device] = tuple(names)
+        return self._usable[device]
+
+    # -- the choice ------------------------------------------------------------
+    def decide(self, routine: str, prefix: str, m: int, n: int, k: int, device: str, *, accuracy="native",
+               bits=None, table=None) -> costmodel.Decision:
+        """The decision for one call (see :func:`emublas.costmodel.decide`)."""
+        return costmodel.decide(self.table(device, table), routine, prefix, m, n, k, accuracy=accuracy,
+                                bits=bits, usable=self.usable(device))
+
+    def _choose(self, routine: str, c, m: int, n: int, k: int, opts: dict):
+        from . import get
+
+        device = "gpu" if is_cupy(c) else "cpu"
+        prefix = _PREFIX[(c.dtype.kind, c.dtype.itemsize)]
+        decision = self.decide(routine, prefix, m, n, k, device, accuracy=opts.get("accuracy", "native"),
+                               bits=opts.get("bits"), table=opts.get("table"))
+        _last.info = decision.as_dict()
+        if not decision.chosen.qualifies:
+            warnings.warn(f"emublas auto: no backend here meets {decision.requirement} for {prefix}{routine}"
+                          f" {m}x{n}x{k}; computed natively (emublas.auto_last() has the reasoning)",
+                          UserWarning, stacklevel=4)
+        return get(decision.backend), decision.options
+
+    def route(self, kind: str, prefix: str, m: int, n: int, k: int, out, opts: dict):
+        """``(backend, name, options)`` that run a whole symm/hemm/trmm/trsm call (the front
+        of :mod:`emublas.level3` asks, so the recursion runs on one concrete backend)."""
+        be, options = self._choose(kind, out, m, n, k, opts)
+        return be, be.name, options
+
+    # -- compute ---------------------------------------------------------------
+    def gemm(self, alpha, a, b, beta, c, trans_a, trans_b, **opts) -> None:
+        m, n = c.shape
+        k = a.shape[0] if trans_a else a.shape[1]
+        be, options = self._choose("gemm", c, m, n, k, opts)
+        with _quiet(options):
+            be.gemm(alpha, a, b, beta, c, trans_a, trans_b, **options)
+
+    def _rank(self, kind, args, beta, c, trans, lower, opts):
+        a = args[1]
+        n = c.shape[0]
+        k = a.shape[0] if trans else a.shape[1]
+        be, options = self._choose(kind, c, n, n, k, opts)
+        # NotImplemented: the front derives the routine from this backend's gemm (decided anew)
+        with _quiet(options):
+            return getattr(be, kind)(*args, beta, c, trans, lower, **options)
+
+    def syrk(self, alpha, a, beta, c, trans, lower, **opts):
+        return self._rank("syrk", (alpha, a), beta, c, trans, lower, opts)
+
+    def herk(self, alpha, a, beta, c, trans, lower, **opts):
+        return self._rank("herk", (alpha, a), beta, c, trans, lower, opts)
+
+    def syr2k(self, alpha, a, b, beta, c, trans, lower, **opts):
+        return self._rank("syr2k", (alpha, a, b), beta, c, trans, lower, opts)
+
+    def her2k(self, alpha, a, b, beta, c, trans, lower, **opts):
+        return self._rank("her2k", (alpha, a, b), beta, c, trans, lower, opts)
+
+    def last_run(self) -> dict | None:
+        """The sweep's hook: the last decision of this thread."""
+        return last_run()
+
+
+BACKEND = AutoBackend()

@@ -1,0 +1,256 @@
+"""``emublas calibrate``: time the backends on a short grid and store the cost table.
+
+For each prefix (d, z by default), routine (gemm, herk: dsyrk for real data)
+and size n (n x n x n), native and each emulated configuration (ozaki2 at a
+few moduli counts, strassen at one or two levels) run ``reps`` times,
+interleaved per repetition so that a drift of the machine hits all of them
+alike.  Each entry of the table keeps the median, minimum and maximum time and
+the ratio of its median to native's median of the same run.  On the CPU a
+pause precedes each emulated timing (OpenBLAS's idle threads spin for about
+0.1 s after each call and would take a core); on the GPU every call is timed
+between device synchronisations.
+
+The table goes to the user cache (:func:`emublas.costmodel.cache_path`) or to
+``--out``; ``backend="auto"`` reads it from there (``emublas info`` says which
+table is in use).
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from . import costmodel
+
+__all__ = ["GRID", "QUICK_GRID", "calibrate", "add_arguments", "command"]
+
+#: Sizes, repetitions and configurations per device (the grid is short on purpose:
+#: a few minutes on a 2-core CPU, about one on an H200).
+GRID = {
+    "cpu": {"sizes": [128, 256, 512, 1024, 2048], "reps": 5, "moduli": [8, 16, 20], "levels": [1, 2]},
+    "gpu": {"sizes": [1024, 2048, 4096, 8192, 16384], "reps": 5, "moduli": [8, 16, 20], "levels": [1, 2]},
+}
+QUICK_GRID = {
+    "cpu": {"sizes": [64, 128], "reps": 3, "moduli": [8, 16], "levels": [1]},
+    "gpu": {"sizes": [1024, 4096], "reps": 3, "moduli": [8, 16], "levels": [1]},
+}
+ROUTINES = ("gemm", "herk")
+PAUSE_S = 0.3
+QUICK_PAUSE_S = 0.05
+
+
+def _inputs(xp, prefix: str, n: int, seed: int):
+    """(rand - 0.5) * exp(0.5 * randn): the benchmarks' ordinary data."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+
+    def one():
+        x = (rng.random((n, n)) - 0.5) * np.exp(0.5 * rng.standard_normal((n, n)))
+        if prefix in "cz":
+            x = x + 1j * (rng.random((n, n)) - 0.5) * np.exp(0.5 * rng.standard_normal((n, n)))
+        return xp.asarray(np.asfortranarray(x.astype(costmodel_dtype(prefix))))
+
+    return one(), one()
+
+
+def costmodel_dtype(prefix: str):
+    import numpy as np
+
+    return {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}[prefix]
+
+
+def _call(routine: str, prefix: str, a, b, out, backend: str, options: dict) -> Callable[[], Any]:
+    import emublas
+
+    if routine == "gemm":
+        fn = getattr(emublas, prefix + "gemm")
+        return lambda: fn(1.0, a, b, c=out, overwrite_c=1, backend=backend, **options)
+    fn = getattr(emublas, prefix + ("herk" if prefix in "cz" else "syrk"))
+    return lambda: fn(1.0, a, c=out, overwrite_c=1, lower=1, backend=backend, **options)
+
+
+def _configs(routine: str, prefix: str, grid: dict, device: str) -> list[tuple[str, Any, dict]]:
+    """(backend, knob, options) of every timed configuration, native first."""
+    from . import backends
+
+    out = [("native", None, {})]
+    if backends.get("ozaki2").readiness()[device][0]:
+        # counts below the native default serve bits=N calls, which auto runs without recomputation
+        native = costmodel.OZAKI2_NATIVE[prefix]
+        out += [("ozaki2", c, {"moduli": c, "mode": "accurate", "fallback": "dot" if c >= native else "none"})
+                for c in grid["moduli"]]
+    if routine == "gemm":  # strassen has no rank-k path of its own
+        out += [("strassen", lv, {"levels": lv}) for lv in grid["levels"]]
+    return out
+
+
+def _timer(device: str, xp, pause: float):
+    if device == "cpu":
+        def run(fn, backend):
+            if backend != "native":
+                time.sleep(pause)
+            t0 = time.perf_counter()
+            fn()
+            return time.perf_counter() - t0
+    else:
+        import emublas
+
+        def run(fn, backend):
+            xp.cuda.Device().synchronize()
+            t0 = time.perf_counter()
+            fn()
+            emublas.synchronize()
+            xp.cuda.Device().synchronize()
+            return time.perf_counter() - t0
+    return run
+
+
+def calibrate(device: str = "cpu", *, quick: bool = False, prefixes: tuple[str, ...] = ("d", "z"),
+              sizes: list[int] | None = None, reps: int | None = None, seed: int = 0,
+              log: Callable[[str], None] | None = None) -> dict:
+    """Measure the grid and return the table as a dict (see :mod:`emublas.costmodel`).
+
+    Parameters
+    ----------
+    device : {"cpu", "gpu"}
+        gpu times cupy arrays on the current GPU.
+    quick : bool
+        The short grid (seconds on a CPU): enough to run, too coarse to trust.
+    prefixes : tuple of str
+        BLAS prefixes to measure.
+    sizes, reps : optional
+        Override the grid's sizes and repetitions.
+    """
+    import warnings
+
+    import numpy as np
+
+    import emublas
+    from .errors import OzakiAccuracyWarning
+
+    if device not in ("cpu", "gpu"):
+        raise ValueError(f"--device must be cpu or gpu, got {device!r}")
+    for p in prefixes:
+        if p not in costmodel.PRECISION:
+            raise ValueError(f"unknown prefix {p!r}; valid: s, d, c, z")
+    grid = dict((QUICK_GRID if quick else GRID)[device])
+    if sizes:
+        if any(int(n) < 1 for n in sizes):
+            raise ValueError(f"--sizes must be positive, got {sizes}")
+        grid["sizes"] = sorted(int(n) for n in sizes)
+    if reps is not None:
+        if reps < 1:
+            raise ValueError(f"--reps must be positive, got {reps}")
+        grid["reps"] = int(reps)
+    xp = np
+    if device == "gpu":
+        import cupy as xp  # noqa: F811
+    from . import backends
+
+    backends.get("native").check(device)
+    timer = _timer(device, xp, QUICK_PAUSE_S if quick else PAUSE_S)
+    say = log or (lambda s: None)
+    entries = []
+    t_start = time.perf_counter()
+    for prefix in prefixes:
+        for routine in ROUTINES:
+            for n in grid["sizes"]:
+                a, b = _inputs(xp, prefix, n, seed)
+                out = xp.zeros((n, n), dtype=costmodel_dtype(prefix), order="F")
+                cfgs = _configs(routine, prefix, grid, device)
+                calls = [(be, knob, _call(routine, prefix, a, b, out, be, opts)) for be, knob, opts in cfgs]
+                times: list[list[float]] = [[] for _ in calls]
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", OzakiAccuracyWarning)
+                    for _, _, fn in calls:
+                        fn()  # warm-up (and first-use compilation on the GPU)
+                    for _ in range(grid["reps"]):
+                        for i, (be, _, fn) in enumerate(calls):
+                            times[i].append(timer(fn, be))
+                nat = statistics.median(times[0])
+                for (be, knob, _), ts in zip(calls, times):
+                    med = statistics.median(ts)
+                    entries.append({"routine": routine, "prefix": prefix, "n": n, "backend": be, "knob": knob,
+                                    "median_s": med, "min_s": min(ts), "max_s": max(ts), "reps": len(ts),
+                                    "ratio": med / nat})
+                    label = prefix + ("syrk" if routine == "herk" and prefix in "sd" else routine)
+                    say(f"{label:6s} n={n:6d} {be:8s} {'' if knob is None else knob!s:>3s}"
+                        f" median {med * 1e3:10.3f} ms  [{min(ts) * 1e3:.3f}, {max(ts) * 1e3:.3f}]"
+                        f"  {med / nat:6.2f}x native time")
+                del a, b, out
+    from .info import cpu_model
+
+    hardware = cpu_model() if device == "cpu" else _gpu_name(xp)
+    table = {
+        "format": costmodel.FORMAT, "device": device, "hardware": hardware,
+        "source": f"emublas calibrate{' --quick' if quick else ''} on {hardware}",
+        "created": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "emublas": emublas.__version__, "commit": _commit(), "threads": _threads(device),
+        "grid": grid, "elapsed_s": round(time.perf_counter() - t_start, 1),
+        "notes": "ratio = median time / native's median time in the same run, interleaved",
+        "entries": entries,
+    }
+    table["min_dim"] = costmodel.from_dict(table, "<new>", False).min_dim
+    return table
+
+
+def _gpu_name(cp) -> str:
+    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+    name = props["name"]
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def _threads(device: str) -> int | None:
+    if device != "cpu":
+        return None
+    try:
+        from ._kernels import cpu
+
+        return cpu.default_threads() if cpu.available() else os.cpu_count()
+    except Exception:
+        return os.cpu_count()
+
+
+def _commit() -> str | None:
+    """The git commit of the checkout emublas runs from, when it is one."""
+    try:
+        here = Path(__file__).resolve().parent
+        out = subprocess.run(["git", "-C", str(here), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=5)
+        return out.stdout.strip() or None if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="what to time (default cpu)")
+    p.add_argument("--quick", action="store_true", help="a short grid (seconds): to try it, not to trust it")
+    p.add_argument("--out", default=None,
+                   help="table file (default: the user cache, where backend='auto' looks first)")
+    p.add_argument("--dtypes", default="d,z", help="BLAS prefixes, comma-separated (default d,z)")
+    p.add_argument("--sizes", default=None, help="sizes n, comma-separated (default: the device's grid)")
+    p.add_argument("--reps", type=int, default=None, help="timed repetitions per configuration")
+
+
+def command(args) -> int:
+    prefixes = tuple(p.strip().lower() for p in args.dtypes.split(",") if p.strip())
+    try:
+        sizes = [int(s) for s in args.sizes.split(",") if s.strip()] if args.sizes else None
+    except ValueError:
+        raise ValueError(f"--sizes must be integers separated by commas, got {args.sizes!r}") from None
+    path = Path(args.out) if args.out else costmodel.cache_path(args.device)
+    table = calibrate(args.device, quick=args.quick, prefixes=prefixes, sizes=sizes, reps=args.reps,
+                      log=lambda s: print(s, flush=True))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(table, indent=1) + "\n")
+    os.replace(tmp, path)
+    print(f"cost table written to {path} (min_dim {table['min_dim']}, {table['elapsed_s']} s)", file=sys.stderr)
+    return 0

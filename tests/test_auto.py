@@ -1,0 +1,346 @@
+"""backend="auto": the choice against synthetic cost tables, explain()/auto_last(), the
+calibrate command, EMUBLAS_BACKEND=auto, and auto's results against native's."""
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.linalg.blas as fblas
+
+import emublas
+from emublas import costmodel as cm
+from emublas.backends.auto import parse_bits
+from emublas.explain import format_decision
+from emublas.ozaki2.moduli import real_set, two_m_set
+
+SIZES = [64, 256, 1024, 4096]
+
+
+def _table(ratios, *, min_dim=None, prefixes="dz", strassen=None):
+    """A table dict: native n^3 * 1 ns; ozaki2 ratios per (prefix, routine) -> {count: f(n)}."""
+    entries = []
+    for p in prefixes:
+        for routine in ("gemm", "herk"):
+            for n in SIZES:
+                nat = 1e-9 * n ** 3
+                entries.append({"routine": routine, "prefix": p, "n": n, "backend": "native", "knob": None,
+                                "median_s": nat, "ratio": 1.0})
+                for count, f in ratios.get((p, routine), {}).items():
+                    r = f(n)
+                    entries.append({"routine": routine, "prefix": p, "n": n, "backend": "ozaki2", "knob": count,
+                                    "median_s": r * nat, "ratio": r})
+                if routine == "gemm" and strassen:
+                    for lv, f in strassen.items():
+                        entries.append({"routine": "gemm", "prefix": p, "n": n, "backend": "strassen",
+                                        "knob": lv, "median_s": f(n) * nat, "ratio": f(n)})
+    t = {"format": 1, "device": "cpu", "hardware": "synthetic", "source": "test", "entries": entries}
+    if min_dim is not None:
+        t["min_dim"] = min_dim
+    return t
+
+
+def _load(tmp_path, table, name="t.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(table))
+    return cm.load(path), path
+
+
+# ozaki2 2x faster than native on large complex products, 3x slower on everything real
+FAST_Z = {("z", "gemm"): {8: lambda n: 0.3 if n >= 1024 else 4.0, 16: lambda n: 0.5 if n >= 1024 else 5.0},
+          ("z", "herk"): {8: lambda n: 0.3 if n >= 1024 else 4.0, 16: lambda n: 0.5 if n >= 1024 else 5.0},
+          ("d", "gemm"): {8: lambda n: 2.0, 16: lambda n: 3.0},
+          ("d", "herk"): {8: lambda n: 2.0, 16: lambda n: 3.0}}
+
+
+def test_small_sizes_native(tmp_path):
+    t, _ = _load(tmp_path, _table(FAST_Z))
+    assert t.min_dim == 1024  # the smallest size where an emulated entry beat native
+    for n in (8, 64, 256, 1000):
+        d = cm.decide(t, "gemm", "z", n, n, n)
+        assert d.backend == "native" and d.options == {}
+        assert "min(m, n, k)" in d.reason
+    # a skinny product is judged by its smallest dimension
+    assert cm.decide(t, "gemm", "z", 4096, 4096, 64).backend == "native"
+
+
+def test_large_complex_picks_ozaki2_with_native_accuracy(tmp_path):
+    t, _ = _load(tmp_path, _table(FAST_Z))
+    for routine in ("gemm", "herk", "her2k"):
+        d = cm.decide(t, routine, "z", 2048, 2048, 2048)
+        assert d.backend == "ozaki2"
+        # native accuracy: the default count, accurate mode, uncertified entries recomputed
+        assert d.options == {"moduli": 16, "mode": "accurate", "fallback": "dot"}
+        assert math.isclose(d.chosen.ratio, 0.5)
+    # real data: ozaki2 slower, native
+    d = cm.decide(t, "gemm", "d", 2048, 2048, 2048)
+    assert d.backend == "native" and "0.33x" in d.reason
+
+
+def test_margin_keeps_native_when_gain_is_small(tmp_path):
+    t, _ = _load(tmp_path, _table({("z", "gemm"): {16: lambda n: 0.97}}))
+    d = cm.decide(t, "gemm", "z", 4096, 4096, 4096)
+    assert d.backend == "native"  # 0.97 > MARGIN: a 3% predicted gain does not pay for the model's error
+    t, _ = _load(tmp_path, _table({("z", "gemm"): {16: lambda n: 0.9}}), "t2.json")
+    assert cm.decide(t, "gemm", "z", 4096, 4096, 4096).backend == "ozaki2"
+
+
+def test_bits_respected(tmp_path):
+    t, _ = _load(tmp_path, _table(FAST_Z))
+    k = 2048
+    d = cm.decide(t, "gemm", "z", k, k, k, bits=20)
+    assert d.backend == "ozaki2"
+    count = d.options["moduli"]
+    assert count < 16
+    assert two_m_set(count).bits >= 2 * 20 + math.log2(k) + cm.OZAKI2_SLACK_BITS
+    assert two_m_set(count - 1).bits < 2 * 20 + math.log2(k) + cm.OZAKI2_SLACK_BITS
+    assert d.options["fallback"] == "none"  # native's bound is stricter than 20 bits
+    # more bits than native's bound guarantees at this k: native does not qualify, ozaki2 is
+    # chosen even though it is predicted slower
+    d = cm.decide(t, "gemm", "d", k, k, k, bits=50)
+    nat = d.candidates[0]
+    assert not nat.qualifies and d.backend == "ozaki2"
+    assert real_set(d.options["moduli"]).bits >= 2 * 50 + math.log2(k) + cm.OZAKI2_SLACK_BITS
+    assert d.options["fallback"] == "dot"
+    # bits within native's bound on a real product where ozaki2 is slower: native
+    assert cm.decide(t, "gemm", "d", k, k, k, bits=30).backend == "native"
+    with pytest.raises(ValueError, match="bits=54"):
+        cm.decide(t, "gemm", "d", k, k, k, bits=54)
+    with pytest.raises(ValueError, match="bits=25"):
+        cm.decide(t, "gemm", "s", k, k, k, bits=25)
+    assert parse_bits("none") is None and parse_bits("12") == 12
+    with pytest.raises(ValueError):
+        parse_bits(0)
+    with pytest.raises(ValueError):
+        parse_bits("x")
+
+
+def test_ozaki2_count_for_bits_monotone():
+    counts = [cm.ozaki2_count_for_bits(b, 1024, False) for b in range(1, 54)]
+    assert counts == sorted(counts) and counts[-1] <= 22
+    assert cm.ozaki2_count_for_bits(53, 256, False) == 16  # the documented native default at k = 256
+
+
+def test_strassen_only_normwise_with_bits(tmp_path):
+    t, _ = _load(tmp_path, _table(FAST_Z, strassen={1: lambda n: 0.8, 2: lambda n: 0.7}))
+    n = 4096
+    d = cm.decide(t, "gemm", "d", n, n, n)
+    assert d.backend == "native"
+    assert all(not c.qualifies for c in d.candidates if c.backend == "strassen")
+    assert cm.decide(t, "gemm", "d", n, n, n, bits=20).backend == "native"  # per entry: no strassen
+    d = cm.decide(t, "gemm", "d", n, n, n, bits=20, accuracy="normwise")
+    assert d.backend == "strassen" and d.options == {"levels": 2}
+    # a requirement two levels cannot meet but one can
+    bits = int(53 - 12 - 1.5 * cm.STRASSEN_BITS_PER_LEVEL)
+    d = cm.decide(t, "gemm", "d", n, n, n, bits=bits, accuracy="normwise")
+    assert d.backend == "strassen" and d.options == {"levels": 1}
+    # rank-k routines never go to strassen
+    assert cm.decide(t, "herk", "d", n, n, n, bits=20, accuracy="normwise").backend == "native"
+
+
+def test_unmeasured_prefix_and_unusable_backend(tmp_path):
+    t, _ = _load(tmp_path, _table(FAST_Z))
+    d = cm.decide(t, "gemm", "c", 4096, 4096, 4096)
+    assert d.backend == "native" and "no cgemm measurements" in d.reason
+    d = cm.decide(t, "gemm", "z", 4096, 4096, 4096, usable=())
+    assert d.backend == "native"
+
+
+def test_interpolation_between_sizes_and_counts(tmp_path):
+    t, _ = _load(tmp_path, _table({("z", "gemm"): {8: lambda n: 1.0 + 8 / n ** 0.5, 16: lambda n: 2.0}}))
+    # between measured sizes: between their ratios
+    r = t.ratio("ozaki2", 8, "gemm", "z", 512.0 ** 3)
+    assert 1.0 + 8 / 1024 ** 0.5 < r < 1.0 + 8 / 256 ** 0.5
+    # a count between measured counts: linear in the count
+    r12 = t.ratio("ozaki2", 12, "gemm", "z", 4096.0 ** 3)
+    assert math.isclose(r12, (t.ratio("ozaki2", 8, "gemm", "z", 4096.0 ** 3) + 2.0) / 2)
+    assert t.ratio("strassen", 1, "gemm", "z", 1e9) is None
+    # native seconds scale with the work outside the grid
+    assert math.isclose(t.native_seconds("gemm", "z", 8192.0 ** 3), 1e-9 * 8192 ** 3, rel_tol=1e-9)
+
+
+def test_bad_tables(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    with pytest.raises(ValueError, match="not an emublas cost table"):
+        cm.load(bad)
+    with pytest.raises(ValueError, match="does not exist"):
+        cm.table_for("cpu", str(tmp_path / "missing.json"))
+    gpu = _table(FAST_Z)
+    gpu["device"] = "gpu"
+    _, path = _load(tmp_path, gpu, "gpu.json")
+    with pytest.raises(ValueError, match="for the GPU"):
+        cm.table_for("cpu", str(path))
+
+
+@pytest.fixture
+def forced(tmp_path, monkeypatch):
+    """A table under which auto emulates every d/z product from n = 16 (ozaki2 predicted 2x faster)."""
+    ratios = {(p, r): {8: lambda n: 0.5, 16: lambda n: 0.5} for p in "dz" for r in ("gemm", "herk")}
+    table = _table(ratios, min_dim=16)
+    table["entries"] = [dict(e, n=e["n"] // 64 or 1) for e in table["entries"]]  # sizes 1..64
+    path = tmp_path / "forced.json"
+    path.write_text(json.dumps(table))
+    monkeypatch.setenv(cm.ENV_TABLE, str(path))
+    return path
+
+
+def test_explain_and_auto_last(forced):
+    a = np.ones((40, 30)) + 1j
+    d = emublas.explain("zgemm", 1.0, a, a, trans_b=2)
+    assert (d["m"], d["n"], d["k"]) == (40, 40, 30)
+    assert d["backend"] == "ozaki2" and d["options"]["moduli"] == 16
+    assert d["table"] == str(forced) and "native accuracy" in d["requirement"]
+    names = [c["backend"] for c in d["candidates"]]
+    assert names[:2] == ["native", "ozaki2"]
+    nat, oz = d["candidates"][:2]
+    assert nat["predicted_s"] > 0 and math.isclose(oz["predicted_s"] / nat["predicted_s"], 0.5)
+    text = format_decision(d)
+    assert "zgemm 40x40x30" in text and "ozaki2(moduli=16" in text and "reason:" in text
+    # bits through explain; rank-k shapes
+    d = emublas.explain("dsyrk", 1.0, np.ones((20, 50)), trans=1, bits=10)
+    assert (d["m"], d["n"], d["k"]) == (50, 50, 20) and d["options"]["moduli"] < 16
+    d = emublas.explain("ztrsm", 1.0, np.eye(24), np.ones((24, 5)))
+    assert d["routine"] == "ztrsm" and d["k"] == 24
+    with pytest.raises(ValueError, match="unknown routine"):
+        emublas.explain("xgemm", 1.0, a, a)
+    # the record of a call that ran
+    emublas.zgemm(1.0, a, a, trans_b=2, backend="auto")
+    last = emublas.auto_last()
+    assert last["backend"] == "ozaki2" and last["routine"] == "zgemm" and last["candidates"]
+    emublas.zgemm(1.0, a[:8, :8], a[:8, :8], backend="auto")
+    assert emublas.auto_last()["backend"] == "native"  # below the table's min_dim
+
+
+def test_env_backend_auto(forced, monkeypatch, rng):
+    monkeypatch.setenv("EMUBLAS_BACKEND", "auto")
+    a, b = rng.standard_normal((64, 48)), rng.standard_normal((48, 32))
+    c = emublas.dgemm(1.0, a, b)
+    assert emublas.get_backend().backend == "auto"
+    assert emublas.auto_last()["backend"] == "ozaki2"
+    np.testing.assert_allclose(c, a @ b, rtol=0, atol=48 * 2 ** -52 * np.abs(a) .max() * np.abs(b).max() * 48)
+    monkeypatch.setenv("EMUBLAS_AUTO_BITS", "12")
+    emublas.dgemm(1.0, a, b)
+    assert emublas.auto_last()["options"]["moduli"] < 16
+    monkeypatch.setenv("EMUBLAS_AUTO_BITS", "77")
+    with pytest.raises(ValueError, match="EMUBLAS_AUTO_BITS"):
+        emublas.dgemm(1.0, a, b)
+
+
+def _bound(kind, a, b, k, u):
+    """native's entrywise bound k*u*|a||b| (with a factor 4 for complex arithmetic)."""
+    return 4 * k * u * (np.abs(a) @ np.abs(b))
+
+
+FAMILIES = ["gemm", "syrk", "herk", "syr2k", "her2k", "symm", "hemm", "trmm", "trsm"]
+
+
+@pytest.mark.parametrize("prefix", ["d", "z"])
+@pytest.mark.parametrize("kind", FAMILIES)
+def test_auto_equals_native_within_accuracy(forced, rng, prefix, kind):
+    if kind in ("herk", "her2k", "hemm") and prefix == "d":
+        pytest.skip("complex-only routine")
+    dt = np.float64 if prefix == "d" else np.complex128
+    u = 2.0 ** -53
+
+    def rand(*shape):
+        x = rng.standard_normal(shape) * np.exp(0.5 * rng.standard_normal(shape))
+        if prefix == "z":
+            x = x + 1j * rng.standard_normal(shape)
+        return np.asfortranarray(x.astype(dt))
+
+    n, k = 40, 36
+    name = prefix + kind
+    ours, ref = getattr(emublas, name), getattr(fblas, name)
+    if kind == "gemm":
+        a, b = rand(n, k), rand(k, n)
+        args, bound = (1.0, a, b), _bound(kind, a, b, k, u)
+    elif kind in ("syrk", "herk"):
+        a = rand(n, k)
+        args, bound = (1.0, a), _bound(kind, a, a.conj().T, k, u)
+    elif kind in ("syr2k", "her2k"):
+        a, b = rand(n, k), rand(n, k)
+        args, bound = (1.0, a, b), 2 * (_bound(kind, a, b.conj().T, k, u) + _bound(kind, b, a.conj().T, k, u))
+    elif kind in ("symm", "hemm"):
+        a, b = rand(n, n), rand(n, k)
+        full = np.triu(a) + np.triu(a, 1).conj().T if kind == "hemm" else np.triu(a) + np.triu(a, 1).T
+        args, bound = (1.0, a, b), _bound(kind, full, b, n, u)
+    else:
+        a = rand(n, n) + 8 * n * np.eye(n)  # well conditioned for trsm
+        b = rand(n, k)
+        args, bound = (1.0, a, b), _bound(kind, np.triu(a), b, n, u)
+    got = ours(*args, backend="auto")
+    assert emublas.auto_last()["backend"] == "ozaki2", "the table forces the emulated path"
+    want = ref(*args)
+    if kind in ("syrk", "herk", "syr2k", "her2k"):
+        got, want, bound = np.triu(got), np.triu(want), np.triu(bound)
+    if kind == "trsm":
+        # backward error: a_upper @ x reproduces b as well as native's solution does
+        res_got = np.abs(np.triu(a) @ got - b).max()
+        res_want = np.abs(np.triu(a) @ want - b).max()
+        assert res_got <= 8 * max(res_want, n * u * np.abs(b).max())
+    else:
+        assert np.all(np.abs(got - want) <= 2 * bound)  # each within native's bound of the exact value
+
+
+def test_s_and_c_stay_native_without_measurements(forced, rng):
+    a = rng.standard_normal((64, 64)).astype(np.float32)
+    np.testing.assert_array_equal(emublas.sgemm(1.0, a, a, backend="auto"), fblas.sgemm(1.0, a, a))
+    assert emublas.auto_last()["backend"] == "native"
+
+
+def test_interpose_verbose_names_table(forced):
+    from emublas.interpose import _used_options
+
+    a = np.ones((32, 32))
+    emublas.dgemm(1.0, a, a, backend="auto")
+    shown = _used_options("auto", {"accuracy": "native", "bits": None, "table": None})
+    assert shown == {"chose": "ozaki2:16", "table": str(forced)}
+
+
+def test_info_names_table(forced):
+    r = emublas.info()
+    assert r["auto_tables"]["cpu"] == str(forced)
+    assert r["backends"]["auto"]["cpu"]["usable"]
+
+
+def test_sweep_declares_auto():
+    from emublas import backends
+    from emublas.sweep import GRIDS, QUICK_GRIDS, validate_grid
+
+    for table in (GRIDS, QUICK_GRIDS):
+        assert validate_grid(backends.get("auto"), table["auto"], "test") == {"accuracy": ["native"]}
+
+
+def _run(args, env):
+    return subprocess.run([sys.executable, "-m", "emublas", *args], capture_output=True, text=True, env=env,
+                          timeout=600)
+
+
+def test_calibrate_quick_subprocess(tmp_path):
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    env.pop(cm.ENV_TABLE, None)
+    r = _run(["calibrate", "--quick", "--dtypes", "d", "--sizes", "16,32", "--reps", "1"], env)
+    assert r.returncode == 0, r.stderr
+    path = tmp_path / "cache" / "emublas" / "costs-cpu.json"
+    assert path.is_file() and str(path) in r.stderr
+    raw = json.loads(path.read_text())
+    assert raw["device"] == "cpu" and raw["format"] == cm.FORMAT
+    got = {(e["routine"], e["n"], e["backend"], e["knob"]) for e in raw["entries"]}
+    assert ("gemm", 32, "native", None) in got and ("herk", 16, "ozaki2", 16) in got
+    assert ("gemm", 16, "strassen", 1) in got
+    for e in raw["entries"]:
+        assert e["min_s"] <= e["median_s"] <= e["max_s"] and e["ratio"] > 0
+    table = cm.load(path)
+    assert table.label == str(path)
+    # emublas info names the table calibrate wrote
+    r = _run(["info"], env)
+    assert r.returncode == 0 and f"cpu: {path}" in r.stdout
+    # --out elsewhere; bad arguments are one-line errors
+    out = tmp_path / "elsewhere.json"
+    r = _run(["calibrate", "--quick", "--dtypes", "z", "--sizes", "16", "--reps", "1", "--out", str(out)], env)
+    assert r.returncode == 0 and json.loads(out.read_text())["entries"]
+    r = _run(["calibrate", "--quick", "--dtypes", "q"], env)
+    assert r.returncode == 2 and "unknown prefix 'q'" in r.stderr
