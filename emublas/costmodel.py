@@ -17,10 +17,12 @@ Which table is used, first match wins:
 3. the table shipped in ``emublas/data`` for the device.
 
 The choice (:func:`decide`) keeps to the accuracy the caller asked for and to
-two rules that bound the damage of a wrong prediction: below the table's
-``min_dim`` (the smallest measured size where some emulated backend beat
-native) every call is native, and an emulated backend is chosen over native
-only where it is predicted at least :data:`MARGIN` faster.
+two rules that bound the damage of a wrong prediction: a call is native when
+its smallest dimension is below the measured threshold of its routine and
+prefix (the smallest size from which some emulated backend beat native at every
+larger measured size, so a single noisy point does not count), and an
+emulated backend is chosen over native only where it is predicted at least
+:data:`MARGIN` faster.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ import json
 import math
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -82,6 +85,7 @@ class Table:
     path: str
     shipped: bool
     meta: dict = field(default_factory=dict)
+    fixed_min_dim: int | None = None   # the table's "min_dim_override", replacing the measured thresholds
 
     def __post_init__(self):
         # (backend, knob, routine, prefix) -> sorted [(log work, ratio, native seconds)]
@@ -98,11 +102,28 @@ class Table:
             self._series.setdefault(key, []).append((3 * math.log(int(e["n"])), float(e["ratio"]), nat))
         for s in self._series.values():
             s.sort()
+        # per (routine, prefix): the smallest size from which every larger measured size has an
+        # emulated entry that beat native (an isolated noisy win below does not count)
+        self._min_dims: dict[tuple[str, str], int] = {}
+        for routine, prefix in natives:
+            sizes = sorted(natives[(routine, prefix)])
+            wins = {int(e["n"]) for e in self.entries if e["routine"] == routine and e["prefix"] == prefix
+                    and e["backend"] != "native" and float(e["ratio"]) < 1.0}
+            edge = 2 * sizes[-1] + 1
+            for n in reversed(sizes):
+                if n not in wins:
+                    break
+                edge = n
+            self._min_dims[(routine, prefix)] = edge if self.fixed_min_dim is None else self.fixed_min_dim
 
     @property
     def label(self) -> str:
         """What ``emublas info`` and the shim's verbose lines say about the table."""
         return f"shipped default for {self.hardware}" if self.shipped else self.path
+
+    def min_dim_for(self, routine: str, prefix: str) -> int:
+        """Below this smallest dimension a call of ``prefix``+``routine`` (as measured) is native."""
+        return self._min_dims.get((routine, prefix), 2**62)
 
     def knobs(self, backend: str, routine: str, prefix: str) -> list:
         """The knob values measured for ``backend`` (moduli counts, levels), sorted."""
@@ -157,13 +178,6 @@ def _interp(points: list[tuple[float, float]], x: float) -> float:
     return points[-1][1]
 
 
-def _min_dim(entries: list[dict]) -> int:
-    """Smallest measured n where some emulated backend ran faster than native (a size past
-    every measurement when none did: then nothing is emulated)."""
-    wins = [int(e["n"]) for e in entries if e["backend"] != "native" and float(e["ratio"]) < 1.0]
-    if wins:
-        return min(wins)
-    return 2 * max([int(e["n"]) for e in entries] or [1]) + 1
 
 
 def from_dict(raw: dict, path: str, shipped: bool) -> Table:
@@ -179,9 +193,12 @@ def from_dict(raw: dict, path: str, shipped: bool) -> Table:
         if missing:
             raise ValueError(f"{where}: an entry lacks {', '.join(sorted(missing))}: {e}")
     meta = {k: v for k, v in raw.items() if k != "entries"}
-    min_dim = int(raw["min_dim"]) if raw.get("min_dim") is not None else _min_dim(entries)
-    return Table(raw["device"], str(raw.get("hardware", "unknown hardware")), str(raw.get("source", "")),
-                 entries, min_dim, path, shipped, meta)
+    # "min_dim_override" (hand-made tables, tests) replaces the measured thresholds
+    fixed = int(raw["min_dim_override"]) if raw.get("min_dim_override") is not None else None
+    table = Table(raw["device"], str(raw.get("hardware", "unknown hardware")), str(raw.get("source", "")),
+                  entries, 0, path, shipped, meta, fixed)
+    table.min_dim = min(table._min_dims.values(), default=2**62)
+    return table
 
 
 _lock = threading.Lock()
@@ -218,11 +235,11 @@ def shipped_path(device: str) -> Path:
     return _DATA / _SHIPPED[device]
 
 
-def table_source(device: str, explicit: str | None = None) -> tuple[Path, bool]:
+def table_source(device: str, explicit: str | None = None, *, read_env: bool = True) -> tuple[Path, bool]:
     """``(path, shipped)`` of the table a call on ``device`` uses (see the module docstring)."""
     if explicit:
         return Path(explicit), False
-    env = os.environ.get(ENV_TABLE, "").strip()
+    env = os.environ.get(ENV_TABLE, "").strip() if read_env else ""
     if env:
         return Path(env), False
     cached = cache_path(device)
@@ -231,9 +248,30 @@ def table_source(device: str, explicit: str | None = None) -> tuple[Path, bool]:
     return shipped_path(device), True
 
 
-def table_for(device: str, explicit: str | None = None) -> Table:
-    """The table a call on ``device`` uses; a named file that is missing or bad raises ValueError."""
-    path, shipped = table_source(device, explicit)
+#: How long a resolved table is reused before the files are looked at again (a call
+#: must not pay for path lookups and stat calls; a new calibration is seen within this).
+RECHECK_S = 2.0
+_resolved: dict[tuple, tuple[float, Table]] = {}
+
+
+def table_for(device: str, explicit: str | None = None, *, read_env: bool = True) -> Table:
+    """The table a call on ``device`` uses; a named file that is missing or bad raises ValueError.
+
+    ``read_env=False``: ``explicit`` already reflects ``EMUBLAS_COST_TABLE`` (the auto
+    backend's ``table`` option reads that variable), so it is not read again.
+    """
+    key = (device, explicit, os.environ.get(ENV_TABLE, "") if read_env else None)
+    hit = _resolved.get(key)
+    now = time.monotonic()
+    if hit is not None and now - hit[0] < RECHECK_S:
+        return hit[1]
+    table = _table_for(device, explicit, read_env)
+    _resolved[key] = (now, table)
+    return table
+
+
+def _table_for(device: str, explicit: str | None, read_env: bool) -> Table:
+    path, shipped = table_source(device, explicit, read_env=read_env)
     try:
         table = load(path, shipped=shipped)
     except FileNotFoundError:
@@ -401,8 +439,9 @@ def _decide(table: Table, routine: str, prefix: str, m: int, n: int, k: int, acc
         else:
             chosen = min(timed, key=lambda c: c.seconds) if timed else emulated[0]
             reason = "native does not meet the requirement: the fastest predicted qualifying backend"
-    elif small < table.min_dim:
-        chosen, reason = native, f"min(m, n, k) = {small} < {table.min_dim} (the table's smallest winning size)"
+    elif small < table.min_dim_for(mr, prefix):
+        chosen, reason = native, (f"min(m, n, k) = {small} < {table.min_dim_for(mr, prefix)} (from this size up"
+                                  f" an emulated {prefix}{mr} beat native at every measured size)")
     else:
         timed = [c for c in emulated if c.ratio is not None]
         best = min(timed, key=lambda c: c.ratio) if timed else None

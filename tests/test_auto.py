@@ -38,7 +38,7 @@ def _table(ratios, *, min_dim=None, prefixes="dz", strassen=None):
                                         "knob": lv, "median_s": f(n) * nat, "ratio": f(n)})
     t = {"format": 1, "device": "cpu", "hardware": "synthetic", "source": "test", "entries": entries}
     if min_dim is not None:
-        t["min_dim"] = min_dim
+        t["min_dim_override"] = min_dim
     return t
 
 
@@ -57,7 +57,9 @@ FAST_Z = {("z", "gemm"): {8: lambda n: 0.3 if n >= 1024 else 4.0, 16: lambda n: 
 
 def test_small_sizes_native(tmp_path):
     t, _ = _load(tmp_path, _table(FAST_Z))
-    assert t.min_dim == 1024  # the smallest size where an emulated entry beat native
+    assert t.min_dim_for("gemm", "z") == 1024  # from here up an emulated entry beat native at every size
+    assert t.min_dim_for("gemm", "d") > 4096  # never
+
     for n in (8, 64, 256, 1000):
         d = cm.decide(t, "gemm", "z", n, n, n)
         assert d.backend == "native" and d.options == {}
@@ -76,7 +78,7 @@ def test_large_complex_picks_ozaki2_with_native_accuracy(tmp_path):
         assert math.isclose(d.chosen.ratio, 0.5)
     # real data: ozaki2 slower, native
     d = cm.decide(t, "gemm", "d", 2048, 2048, 2048)
-    assert d.backend == "native" and "0.33x" in d.reason
+    assert d.backend == "native" and "< 8193" in d.reason  # no size where ozaki2 wins: never emulated
 
 
 def test_margin_keeps_native_when_gain_is_small(tmp_path):
@@ -344,3 +346,14 @@ def test_calibrate_quick_subprocess(tmp_path):
     assert r.returncode == 0 and json.loads(out.read_text())["entries"]
     r = _run(["calibrate", "--quick", "--dtypes", "q"], env)
     assert r.returncode == 2 and "unknown prefix 'q'" in r.stderr
+
+
+def test_tiny_sweep_with_auto(forced, tmp_path, monkeypatch):
+    from emublas import sweep
+
+    monkeypatch.setattr(sweep, "OPENBLAS_SPIN_S", 0.0)
+    p = sweep.plan(sizes="32", backends="native,auto", samples=8, families="phi0.5")
+    assert [c.backend for c in p.configs] == ["native", "auto"]
+    rows = sweep.run_sweep(p, str(tmp_path / "sw"), reps=1, progress=None)
+    assert [r["status"] for r in rows] == ["ok", "ok"]
+    assert rows[1]["knobs"] == "accuracy=native" and rows[1]["bits"] > 40

@@ -77,7 +77,23 @@ def _quiet(options: dict):
 
 def last_run() -> dict | None:
     """What the last ``auto`` call of this thread chose: the decision's record."""
-    return getattr(_last, "info", None)
+    call = getattr(_last, "call", None)
+    if call is None:
+        return None
+    table, routine, prefix, m, n, k, accuracy, bits, usable = call
+    return costmodel.decide(table, routine, prefix, m, n, k, accuracy=accuracy, bits=bits,
+                            usable=usable).as_dict()
+
+
+_NATIVE = []
+
+
+def _native():
+    if not _NATIVE:
+        from .native import BACKEND
+
+        _NATIVE.append(BACKEND)
+    return _NATIVE[0]
 
 
 class AutoBackend(Backend):
@@ -116,9 +132,7 @@ class AutoBackend(Backend):
         return out
 
     def check(self, device: str) -> None:
-        from .native import BACKEND as NATIVE
-
-        NATIVE.check(device)
+        _native().check(device)
 
     def table(self, device: str, path: str | None = None) -> costmodel.Table:
         """The cost table used on ``device``."""
@@ -147,17 +161,22 @@ class AutoBackend(Backend):
                                 bits=bits, usable=self.usable(device))
 
     def _choose(self, routine: str, c, m: int, n: int, k: int, opts: dict):
-        from . import get
-
         device = "gpu" if is_cupy(c) else "cpu"
         prefix = _PREFIX[(c.dtype.kind, c.dtype.itemsize)]
-        decision = self.decide(routine, prefix, m, n, k, device, accuracy=opts.get("accuracy", "native"),
-                               bits=opts.get("bits"), table=opts.get("table"))
-        _last.info = decision.as_dict()
+        accuracy, bits = opts.get("accuracy", "native"), opts.get("bits")
+        table = costmodel.table_for(device, opts.get("table"), read_env="table" not in opts)
+        usable = self.usable(device)
+        # the record is the call's facts; last_run() turns them into the decision when asked
+        _last.call = (table, routine, prefix, m, n, k, accuracy, bits, usable)
+        if bits is None and min(m, n, k) < table.min_dim_for(costmodel.MODEL_ROUTINE[routine], prefix):
+            return _native(), {}  # the common small call: no model lookup at all
+        decision = costmodel.decide(table, routine, prefix, m, n, k, accuracy=accuracy, bits=bits, usable=usable)
         if not decision.chosen.qualifies:
             warnings.warn(f"emublas auto: no backend here meets {decision.requirement} for {prefix}{routine}"
                           f" {m}x{n}x{k}; computed natively (emublas.auto_last() has the reasoning)",
                           UserWarning, stacklevel=4)
+        from . import get
+
         return get(decision.backend), decision.options
 
     def route(self, kind: str, prefix: str, m: int, n: int, k: int, out, opts: dict):

@@ -1,0 +1,109 @@
+"""backend="auto" against native and against the fastest backend that meets the same accuracy.
+
+For d and z gemm and herk (dsyrk for real data) at each size, times native, auto
+and every configuration that meets native accuracy (native; ozaki2 with the
+default moduli in accurate mode; strassen never qualifies under accuracy="native",
+see emublas/costmodel.py), interleaved per repetition, with a 0.3 s pause before
+every timed call (OpenBLAS's idle threads spin for about 0.1 s after a call; the
+same pause before native and auto keeps their comparison fair).
+Reports medians with min/max, auto's choice, auto/native and auto/fastest, and
+whether the targets hold: auto <= 1.05x the fastest qualifying backend and never
+more than 5% slower than native, at every size.
+
+    python3 benchmarks/bench_auto.py --sizes 64 128 256 512 1024 2048 --reps 5 --json auto.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+import warnings
+
+import numpy as np
+
+import emublas
+from emublas import costmodel
+from emublas.errors import OzakiAccuracyWarning
+
+PAUSE = 0.3
+
+
+def inputs(prefix, n, rng):
+    def one():
+        x = (rng.random((n, n)) - 0.5) * np.exp(0.5 * rng.standard_normal((n, n)))
+        if prefix == "z":
+            x = x + 1j * (rng.random((n, n)) - 0.5) * np.exp(0.5 * rng.standard_normal((n, n)))
+        return np.asfortranarray(x)
+    return one(), one()
+
+
+def call(routine, prefix, a, b, out, backend, opts):
+    if routine == "gemm":
+        fn = getattr(emublas, prefix + "gemm")
+        return lambda: fn(1.0, a, b, c=out, overwrite_c=1, backend=backend, **opts)
+    fn = getattr(emublas, prefix + ("herk" if prefix == "z" else "syrk"))
+    return lambda: fn(1.0, a, c=out, overwrite_c=1, lower=1, backend=backend, **opts)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[64, 128, 256, 512, 1024, 2048])
+    ap.add_argument("--dtypes", nargs="+", default=["d", "z"])
+    ap.add_argument("--routines", nargs="+", default=["gemm", "herk"])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    rng = np.random.default_rng(0)
+    table = costmodel.table_for("cpu")
+    print(f"cost table: {table.label} (min_dim {table.min_dim}; source: {table.source})")
+    rows = []
+    for prefix in args.dtypes:
+        for routine in args.routines:
+            for n in args.sizes:
+                a, b = inputs(prefix, n, rng)
+                out = np.zeros((n, n), dtype=a.dtype, order="F")
+                cfgs = [("native", {}), ("auto", {}),
+                        ("ozaki2", {"moduli": costmodel.OZAKI2_NATIVE[prefix], "mode": "accurate"})]
+                fns = [call(routine, prefix, a, b, out, be, o) for be, o in cfgs]
+                times = [[] for _ in cfgs]
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", OzakiAccuracyWarning)
+                    for fn in fns:
+                        fn()
+                    choice = emublas.auto_last()
+                    for _ in range(args.reps):
+                        for i, ((be, _), fn) in enumerate(zip(cfgs, fns)):
+                            time.sleep(PAUSE)  # before every call alike: auto often runs native
+                            t0 = time.perf_counter()
+                            fn()
+                            times[i].append(time.perf_counter() - t0)
+                med = {be: statistics.median(t) for (be, _), t in zip(cfgs, times)}
+                spread = {be: (min(t), max(t)) for (be, _), t in zip(cfgs, times)}
+                fastest = min(("native", "ozaki2"), key=lambda be: med[be])
+                chosen = choice["backend"] + (f":{choice['options']['moduli']}" if "moduli" in choice["options"] else "")
+                row = {"routine": prefix + ("syrk" if routine == "herk" and prefix == "d" else routine), "n": n,
+                       "auto_chose": chosen, "median_s": med, "min_max_s": spread, "fastest": fastest,
+                       "auto_vs_native": med["auto"] / med["native"], "auto_vs_fastest": med["auto"] / med[fastest]}
+                row["ok"] = row["auto_vs_fastest"] <= 1.05 and row["auto_vs_native"] <= 1.05
+                rows.append(row)
+                print(f"{row['routine']:6s} {n:5d} auto->{chosen:10s} native {med['native'] * 1e3:9.2f} ms"
+                      f" [{spread['native'][0] * 1e3:.2f}, {spread['native'][1] * 1e3:.2f}]"
+                      f"  auto {med['auto'] * 1e3:9.2f} [{spread['auto'][0] * 1e3:.2f}, {spread['auto'][1] * 1e3:.2f}]"
+                      f"  ozaki2 {med['ozaki2'] * 1e3:9.2f} [{spread['ozaki2'][0] * 1e3:.2f},"
+                      f" {spread['ozaki2'][1] * 1e3:.2f}]  auto/native {row['auto_vs_native']:.3f}"
+                      f"  auto/fastest({fastest}) {row['auto_vs_fastest']:.3f}  {'ok' if row['ok'] else 'MISSED'}",
+                      flush=True)
+    held = all(r["ok"] for r in rows)
+    missed = ", ".join(f"{r['routine']} {r['n']}" for r in rows if not r["ok"])
+    print("targets (auto <= 1.05x the fastest qualifying backend and <= 1.05x native at every size): "
+          + ("held" if held else f"MISSED at {missed}"))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"table": table.label, "table_source": table.source, "rows": rows}, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
