@@ -160,7 +160,7 @@ class _Problem:
 class _On:
     """The inputs and constants of a problem on one device (copied there when it is not theirs)."""
 
-    def __init__(self, pb, device, x, y, x_shift, y_shift, home, cert=None):
+    def __init__(self, pb, device, x, y, x_shift, y_shift, home, cert=None, final_y_shift=None):
         import cupy
 
         self.device = device
@@ -169,6 +169,9 @@ class _On:
             self.y = self.x if (pb.same and y is x) else (y if device == home else _to_device(y, device, home))
             self.xs = _here(x_shift, np.int32, device, home)
             self.ys = self.xs if pb.same else _here(y_shift, np.int32, device, home)
+            # the final pass's column shifts (syr2k/her2k fold their balancing into them)
+            self.yf = self.ys if final_y_shift is None or final_y_shift is y_shift else _here(
+                final_y_shift, np.int32, device, home)
             self.cert = None if cert is None else self._cert(cert, x, y, home)
             self.part = kg.device_constants(("part",) + pb.key, lambda: cupy.asarray(np.array(pb.part, np.int8)))
             self.bhi = kg.device_constants(("bhi",) + pb.key, lambda: cupy.asarray(np.array(pb.bhi, np.float64)))
@@ -314,7 +317,7 @@ def _block_terms(pb, on, T, slot0, lo, hi, r0, r1, j0, j1, blocked, batch, ev):
 def _final(pb, on, T, r0, r1, j0, j1, alpha, beta, out, out_j0=0, cert=None):
     rp = kg.pad(r1 - r0)
     kg.crt_final(T, pb.nterms, (j1 - j0) * rp, rp, on.part, on.bhi, on.blo, pb.mset.P_hi, pb.mset.P_lo, on.xs,
-                 on.ys, r1 - r0, j1 - j0, r0, j0, alpha, beta, out, pb.uplo, out_j0, cert=cert or on.cert)
+                 on.yf, r1 - r0, j1 - j0, r0, j0, alpha, beta, out, pb.uplo, out_j0, cert=cert or on.cert)
 
 
 def _peer_copy(dst, dst_dev, src, src_dev, nbytes, after):
@@ -350,7 +353,7 @@ def choose_split(pb, devices, itemsize_in, itemsize_out) -> str:
 
 
 def run(recipes, moduli, roots, mset, x, y, x_shift, y_shift, out, alpha, beta, *, conj_x=False, conj_y=False,
-        uplo=0, timer, budget: int, devices=None, split="auto", cert=None) -> list:
+        uplo=0, timer, budget: int, devices=None, split="auto", cert=None, final_y_shift=None) -> list:
     """``out = alpha·(x·yᵀ) + beta·out`` (or the recipe's rank-k form) through the moduli.
 
     ``devices``: GPU ids to spread the work over (None: the arrays' own device).
@@ -383,7 +386,7 @@ def run(recipes, moduli, roots, mset, x, y, x_shift, y_shift, out, alpha, beta, 
     if ndev > 1:
         nb = min(nb, -(-n // ndev))
     peer = all(_enable_peer(home, d) for d in devices[1:])
-    ons = {home: _On(pb, home, x, y, x_shift, y_shift, home, cert)}
+    ons = {home: _On(pb, home, x, y, x_shift, y_shift, home, cert, final_y_shift)}
     ev.mark("crt")
     blocks = [(j0, min(n, j0 + nb)) for j0 in range(0, n, nb)]
     blocked = nb < n
@@ -397,7 +400,7 @@ def run(recipes, moduli, roots, mset, x, y, x_shift, y_shift, out, alpha, beta, 
             if r1 <= r0:
                 continue
             with cupy.cuda.Device(dev):
-                on = ons.get(dev) or ons.setdefault(dev, _On(pb, dev, x, y, x_shift, y_shift, home, cert))
+                on = ons.get(dev) or ons.setdefault(dev, _On(pb, dev, x, y, x_shift, y_shift, home, cert, final_y_shift))
                 T = cupy.empty((pb.nterms, j1 - j0, kg.pad(r1 - r0)), np.int8)
                 _block_terms(pb, on, T, 0, 0, pb.nmod, r0, r1, j0, j1, blocked, batch, ev)
                 if dev == home:

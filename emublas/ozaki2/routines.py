@@ -135,13 +135,16 @@ def recipes_for(recipe_name: str, roots) -> list:
 
 
 def _execute(routine: str, recipe_name: str, family: _Family, x, y, out, alpha, beta, *,
-             conj_x=False, conj_y=False, uplo=0, bounds_from=None, sides=None, moduli="default",
-             mode="accurate", fallback="dot", devices=None, split="auto"):
+             conj_x=False, conj_y=False, uplo=0, bounds_from=None, sides=None, fallback_factors=None, unscale=0,
+             moduli="default", mode="accurate", fallback="dot", devices=None, split="auto"):
     """Scale, choose moduli, run the engine and finalize into ``out`` (updated in place).
 
     ``bounds_from``: factors whose row shifts and product bound to use instead of
     ``x, y`` (syr2k: ``[X|Y]`` and ``[Y|X]``, so that both terms share shifts).
-    The finalize certifies every entry (:mod:`.certify`) against those factors.
+    The finalize certifies every entry (:mod:`.certify`) against those factors; its
+    fallback reads ``fallback_factors`` (default: those factors).  ``unscale``: the
+    product of the scaled integers is ``2^unscale`` times the result (syr2k/her2k's
+    balancing), taken back in the final unscaling.
     """
     verdicts.check()  # earlier GPU calls' warnings, where ready
     timer = engine.Timer()
@@ -164,10 +167,16 @@ def _execute(routine: str, recipe_name: str, family: _Family, x, y, out, alpha, 
     recipe = engine.RECIPES[recipe_name]
     recipes = recipes_for(recipe_name, roots)
     split_k = recipe.planes in ("split", "split2m")
+    fl, fr = fallback_factors or (bx, by)
     cert = certify.certificate(
         p.px, p.py, mset, _nterms(recipes, x.shape[1] // 2 if split_k else x.shape[1]), k=bx.shape[1],
-        precision=precision, W=W, fallback=fallback, L=bx, R=by, conj_l=conj_x,
+        precision=precision, W=W, fallback=fallback, L=fl, R=fr, conj_l=conj_x,
         conj_r=(not conj_y) if recipe_name == "herk" else conj_y)
+    # the final pass unscales by 2^-(x_shift + final_y_shift)
+    final_y_shift = y_shift
+    if unscale:
+        xp = namespace(out=out)
+        final_y_shift = xp.where(y_shift == scaling.DEAD, y_shift, y_shift + unscale).astype(np.int32)
     if not is_cupy(out):  # the C kernels read rows with NaN/Inf as zeros (the GPU kernels skip them)
         x, y = _dead_rows_zeroed(x, y, x_shift, y_shift)
     del left, right
@@ -178,7 +187,8 @@ def _execute(routine: str, recipe_name: str, family: _Family, x, y, out, alpha, 
         timer.gpu_profile = PROFILE_GPU
         counters = gpu_engine.run(recipes, ms, roots, mset, x, y, x_shift, y_shift, out, alpha, beta, conj_x=conj_x,
                                   conj_y=conj_y, uplo=uplo, timer=timer, budget=_gpu_budget(x, y, out),
-                                  devices=_resolve_devices(devices), split=split, cert=cert)
+                                  devices=_resolve_devices(devices), split=split, cert=cert,
+                                  final_y_shift=final_y_shift)
         _last.info = info = {**info, "phases": dict(timer.phases), "gpu_plan": timer.gpu_plan,
                              "fallback": fallback}
         verdicts.defer(counters, routine=routine, total=_entries(out.shape, uplo), info=info, fallback=fallback)
@@ -194,7 +204,7 @@ def _execute(routine: str, recipe_name: str, family: _Family, x, y, out, alpha, 
                conj_x=conj_x, conj_y=conj_y, acc=acc, uplo=uplo, batch=_batch(x, y, out, recipe),
                timer=timer)
     t0 = time.perf_counter()
-    cpu.oz_crt_finalize(acc["re_hi"], acc["re_lo"], mset.P_hi, mset.P_lo, x_shift, y_shift, out,
+    cpu.oz_crt_finalize(acc["re_hi"], acc["re_lo"], mset.P_hi, mset.P_lo, x_shift, final_y_shift, out,
                         im_hi=acc.get("im_hi"), im_lo=acc.get("im_lo"), alpha=alpha, beta=beta, uplo=uplo,
                         cert=cert)
     timer.add("crt", t0)
@@ -325,48 +335,53 @@ def rank_k(kind: str, alpha, a, b, beta, c, trans, lower, *, moduli="default", m
     elif kind == "her2k":
         if conj:
             x, y = xp.conj(x), xp.conj(y)
-        x, y, gain = _balanced(x, y)
-        alpha = alpha * gain
         if alpha != alpha.real:
             # α X Yᴴ + conj(α) Y Xᴴ = |α| ((uX) Yᴴ + Y (uX)ᴴ) with u = α/|α|: a unit factor
             # keeps X's magnitude, so the shared row shifts lose nothing
             unit = alpha / abs(alpha)
             x, alpha = unit * x, abs(alpha)
-        left = xp.concatenate([x, y], axis=1)
-        right = xp.concatenate([y, x], axis=1)
+        xb, yb, t = _balanced(x, y)
+        left = xp.concatenate([xb, yb], axis=1)
+        right = xp.concatenate([yb, xb], axis=1)
+        orig = (xp.concatenate([x, y], axis=1), xp.concatenate([y, x], axis=1)) if t else (left, right)
         _execute("her2k", "herk", _Family("2m", MAX_2M), left, right, c, alpha.real, beta, uplo=uplo,
-                 moduli=moduli, mode=mode, fallback=fallback, devices=devices, split=split)
+                 fallback_factors=orig, unscale=t, moduli=moduli, mode=mode, fallback=fallback, devices=devices,
+                 split=split)
     else:  # syr2k
         fam = _Family("2m", MAX_2M) if cplx else _Family("real", MAX_REAL)
-        x, y, gain = _balanced(x, y)
-        both = (xp.concatenate([x, y], axis=1), xp.concatenate([y, x], axis=1))  # shared row shifts
-        _execute("syr2k", "csyr2k" if cplx else "syr2k", fam, x, y, c, alpha * gain, beta, uplo=uplo,
-                 bounds_from=both, moduli=moduli, mode=mode, fallback=fallback, devices=devices, split=split)
+        xb, yb, t = _balanced(x, y)
+        both = (xp.concatenate([xb, yb], axis=1), xp.concatenate([yb, xb], axis=1))  # shared row shifts
+        orig = (xp.concatenate([x, y], axis=1), xp.concatenate([y, x], axis=1)) if t else both
+        _execute("syr2k", "csyr2k" if cplx else "syr2k", fam, xb, yb, c, alpha, beta, uplo=uplo,
+                 bounds_from=both, fallback_factors=orig, unscale=t, moduli=moduli, mode=mode, fallback=fallback,
+                 devices=devices, split=split)
     return None
 
 
 def _balanced(x, y):
-    """``(x, y·2^t, 2^-t)`` with the power of two t that brings y's magnitude to x's.
+    """``(x, y·2^t, t)`` with the power of two t that brings y's magnitude to x's.
 
     The rank-2k routines give both factors of a row one shift; a factor far
     smaller than the other would lose its bits to it.  Scaling by a power of two
-    is exact; it is skipped where it would overflow or underflow.
+    is exact; it is skipped where it would overflow or underflow.  The caller takes the
+    2^-t back in the final unscaling (:func:`_execute`'s ``unscale``), not in alpha, so
+    that no intermediate value over- or underflows.
     """
     xp = namespace(x=x)
     ax, ay = xp.abs(x), xp.abs(y)
     mx = float(ax.max()) if ax.size else 0.0
     my = float(ay.max()) if ay.size else 0.0
     if mx == 0 or my == 0 or not (np.isfinite(mx) and np.isfinite(my)):
-        return x, y, 1.0
+        return x, y, 0
     t = int(np.frexp(mx)[1] - np.frexp(my)[1])
     if abs(t) < 8:
-        return x, y, 1.0
+        return x, y, 0
     info = np.finfo(y.real.dtype)
     smallest = float(ay[ay > 0].min())
     if np.frexp(my)[1] + t >= info.maxexp - 1 or np.frexp(smallest)[1] + t <= info.minexp:
-        return x, y, 1.0
+        return x, y, 0
     if abs(t) > 1020:  # the gain 2^-t goes into alpha, which must keep its bits
-        return x, y, 1.0
+        return x, y, 0
     # ldexp, not y·2.0**t: 2.0**t alone overflows float32 (and float64 past 1023) where y·2^t fits
     if y.dtype.kind == "c":
         scaled = xp.empty_like(y)
@@ -374,4 +389,4 @@ def _balanced(x, y):
         scaled.imag = xp.ldexp(y.imag, t)
     else:
         scaled = xp.ldexp(y, t)
-    return x, scaled, math.ldexp(1.0, -t)
+    return x, scaled, t
