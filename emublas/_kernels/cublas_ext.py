@@ -1,4 +1,5 @@
-"""cuBLAS rank-k routines that cupy does not wrap (herk, syr2k, her2k), via ctypes.
+"""cuBLAS routines through ctypes: the rank-k ones cupy does not wrap (herk, syr2k, her2k),
+and the int8 GemmEx of the Ozaki-II products (callable during CUDA-graph capture).
 
 cupy exposes cuBLAS gemm and syrk but not herk, syr2k or her2k.  cupy has
 already loaded libcublas into the process, so ``ctypes.CDLL`` by soname finds
@@ -9,7 +10,7 @@ from __future__ import annotations
 import ctypes
 from functools import lru_cache
 
-__all__ = ["library", "call"]
+__all__ = ["library", "call", "gemm_i8"]
 
 _SONAMES = ("libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so")
 _ROUTINES = {"herk": "cublas{P}herk_v2", "syr2k": "cublas{P}syr2k_v2", "her2k": "cublas{P}her2k_v2"}
@@ -62,3 +63,55 @@ def call(kind: str, prefix: str, *args) -> None:
     status = _function(kind, prefix)(*args)
     if status != 0:
         raise RuntimeError(f"cuBLAS {prefix}{kind} failed with status {status}")
+
+
+@lru_cache(maxsize=1)
+def _gemm_ex():
+    """``cublasGemmEx`` with cublasSetStream/PointerMode, as ctypes functions (or None)."""
+    lib = library()
+    if lib is None:
+        return None
+    gemm = lib.cublasGemmEx
+    i, p = ctypes.c_int, ctypes.c_void_p
+    gemm.argtypes = [p, i, i, i, i, i, p, p, i, i, p, i, i, p, p, i, i, i, i]
+    gemm.restype = i
+    set_stream = lib.cublasSetStream_v2
+    set_stream.argtypes, set_stream.restype = [p, p], i
+    get_mode = lib.cublasGetPointerMode_v2
+    get_mode.argtypes, get_mode.restype = [p, ctypes.POINTER(i)], i
+    set_mode = lib.cublasSetPointerMode_v2
+    set_mode.argtypes, set_mode.restype = [p, i], i
+    return gemm, set_stream, get_mode, set_mode
+
+
+_ONE = ctypes.c_int32(1)
+_ZERO = ctypes.c_int32(0)
+# cuBLAS / CUDA enumerations (cublas_api.h, library_types.h)
+_CUDA_R_8I, _CUDA_R_32I, _CUBLAS_COMPUTE_32I, _CUBLAS_GEMM_DEFAULT = 3, 10, 72, -1
+
+
+def gemm_i8(handle: int, stream: int, transa: int, transb: int, m: int, n: int, k: int, a: int, lda: int, b: int,
+            ldb: int, c: int, ldc: int) -> None:
+    """``C = op(A)·op(B)`` in int8 → int32 (``cublasGemmEx``, COMPUTE_32I) on ``handle`` and ``stream``.
+
+    Called through ctypes rather than cupy's wrapper, which refuses every cuBLAS call
+    while a stream is being captured into a CUDA graph; cuBLAS itself supports capture.
+    """
+    gemm, set_stream, get_mode, set_mode = _gemm_ex()
+    mode = ctypes.c_int()
+    _check(set_stream(handle, stream), "cublasSetStream")
+    _check(get_mode(handle, ctypes.byref(mode)), "cublasGetPointerMode")
+    if mode.value != 0:
+        _check(set_mode(handle, 0), "cublasSetPointerMode")  # host scalars
+    try:
+        _check(gemm(handle, transa, transb, m, n, k, ctypes.addressof(_ONE), a, _CUDA_R_8I, lda, b, _CUDA_R_8I,
+                    ldb, ctypes.addressof(_ZERO), c, _CUDA_R_32I, ldc, _CUBLAS_COMPUTE_32I, _CUBLAS_GEMM_DEFAULT),
+               "cublasGemmEx")
+    finally:
+        if mode.value != 0:
+            set_mode(handle, mode.value)
+
+
+def _check(status: int, what: str) -> None:
+    if status != 0:
+        raise RuntimeError(f"{what} failed with status {status}")

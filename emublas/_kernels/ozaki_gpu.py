@@ -28,12 +28,7 @@ _ptr = np.uintp
 _i64 = np.int64
 _i32 = np.int32
 
-# cuBLAS / CUDA enumerations (cublas_api.h, library_types.h)
-_CUDA_R_8I = 3
-_CUDA_R_32I = 10
-_CUBLAS_COMPUTE_32I = 72
-_CUBLAS_GEMM_DEFAULT = -1
-_OP_N, _OP_T = 0, 1
+_OP_N, _OP_T = 0, 1  # cublasOperation_t
 
 
 def pad(n: int) -> int:
@@ -205,14 +200,12 @@ def gemm_tn(a_ptr: int, b_ptr: int, m: int, n: int, k: int, lda: int, ldb: int, 
             c_offset: int = 0) -> None:
     """``C = Aᵀ·B`` on cuBLAS int8 tensor cores: A is k×m (lda), B k×n (ldb), int8,
     C m×n int32 column-major (ldc), on cupy's handle and current stream."""
-    from ..backends.native import _CublasCall
+    import cupy
 
-    one = np.array(1, np.int32)
-    zero = np.array(0, np.int32)
-    with _CublasCall() as cb:
-        cb.cublas.gemmEx(cb.handle, _OP_T, _OP_N, m, n, k, one.ctypes.data, a_ptr, _CUDA_R_8I, lda,
-                         b_ptr, _CUDA_R_8I, ldb, zero.ctypes.data, c.data.ptr + 4 * c_offset, _CUDA_R_32I, ldc,
-                         _CUBLAS_COMPUTE_32I, _CUBLAS_GEMM_DEFAULT)
+    from . import cublas_ext
+
+    cublas_ext.gemm_i8(cupy.cuda.device.get_cublas_handle(), cupy.cuda.get_current_stream().ptr, _OP_T, _OP_N,
+                       m, n, k, a_ptr, lda, b_ptr, ldb, c.data.ptr + 4 * c_offset, ldc)
 
 
 def terms(products, ldp: int, rows: int, cols: int, r0: int, j0: int, spec_d, nterms: int, m: int,
