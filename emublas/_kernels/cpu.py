@@ -775,7 +775,7 @@ def _cert_struct(ffi, cert: dict, m: int, n: int):
     keep = []
 
     def vec(key, dtype, size):
-        v = np.ascontiguousarray(cert[key], dtype=dtype)
+        v = np.require(cert[key], dtype, ["C", "A"])
         if v.shape != (size,):
             raise ValueError(f"cert[{key!r}] must have length {size}, got shape {v.shape}")
         keep.append(v)
@@ -785,7 +785,7 @@ def _cert_struct(ffi, cert: dict, m: int, n: int):
     c.crt_err, c.target = float(cert["crt_err"]), float(cert["target"])
     w = cert.get("W")
     if w is not None:
-        w = np.asfortranarray(w, dtype=np.int32)
+        w = np.require(w, np.int32, ["F", "A"])
         if w.shape != (m, n):
             raise ValueError(f"cert['W'] must have shape {(m, n)}, got {w.shape}")
         keep.append(w)

@@ -196,6 +196,9 @@ def finalize(state: dict, c, *, P_hi, P_lo, x_shift, y_shift, alpha, beta, dtype
         out = np.zeros((mx, my), dtype=dtype, order="F")
     if cert is not None:
         cert = panel_cert(cert, w, xs, ys, np.concatenate)
+    # arrays that crossed processes may arrive unaligned (pickle protocol 5 buffers)
+    state = {key: np.require(v, np.float64, ["F", "A"]) if isinstance(v, np.ndarray) else v
+             for key, v in state.items()}
     cpu.oz_crt_finalize(state["re_hi"], state["re_lo"], P_hi, P_lo, np.asarray(x_shift, np.int32),
                         np.asarray(y_shift, np.int32), out, im_hi=state.get("im_hi"), im_lo=state.get("im_lo"),
                         alpha=alpha, beta=beta, cert=cert)
