@@ -856,43 +856,46 @@ static inline double cert_load(int dtype, const void *p, int64_t off)
     return dtype ? ((const double *)p)[off] : (double)((const float *)p)[off];
 }
 
-/* The fallback: entry (i, j) as a float64 dot product of the factors, in order. */
-static void cert_dot(const emublas_oz_cert *C, int64_t i, int64_t j, double *vr, double *vi)
+/* The fallback: entry (i, j) as a float64 dot product of the factors, in order, with the
+ * factors' rows scaled by 2^si and 2^sj (exactly: the product then comes out in the units
+ * of C', where nothing over- or underflows; si = sj = 0 for a row holding NaN/Inf). */
+static void cert_dot(const emublas_oz_cert *C, int64_t i, int64_t j, int si, int sj, double *vr, double *vi)
 {
-    double sr = 0.0, si = 0.0;
+    double sr = 0.0, si_ = 0.0;
     for (int64_t l = 0; l < C->k; l++) {
         const int64_t ol = i * C->rsl + l * C->csl, orr = j * C->rsr + l * C->csr;
-        const double xr = cert_load(C->dtype, C->Lr, ol), yr = cert_load(C->dtype, C->Rr, orr);
+        const double xr = ldexp(cert_load(C->dtype, C->Lr, ol), si), yr = ldexp(cert_load(C->dtype, C->Rr, orr), sj);
         if (!C->Li) {
             sr = fma(xr, yr, sr);
             continue;
         }
-        double xi = cert_load(C->dtype, C->Li, ol), yi = cert_load(C->dtype, C->Ri, orr);
+        double xi = ldexp(cert_load(C->dtype, C->Li, ol), si), yi = ldexp(cert_load(C->dtype, C->Ri, orr), sj);
         if (C->conj_l)
             xi = -xi;
         if (C->conj_r)
             yi = -yi;
         sr = fma(xr, yr, sr);
         sr = fma(-xi, yi, sr);
-        si = fma(xr, yi, si);
-        si = fma(xi, yr, si);
+        si_ = fma(xr, yi, si_);
+        si_ = fma(xi, yr, si_);
     }
     *vr = sr;
-    *vi = si;
+    *vi = si_;
 }
 
 /* An entry cert_ok rejected: a row or column holding NaN/Inf (error term +inf) takes the
  * dot product of the original data, native BLAS's pattern; any other is counted and, when
  * asked, replaced by the dot product. */
-static void cert_fail(emublas_oz_cert *C, int64_t i, int64_t j, double *vr, double *vi)
+static void cert_fail(emublas_oz_cert *C, int64_t i, int64_t j, int si, int sj, double *cr, double *ci, int *e)
 {
     if (C->row_err[i] == INFINITY || C->col_err[j] == INFINITY) {
-        cert_dot(C, i, j, vr, vi);
+        cert_dot(C, i, j, 0, 0, cr, ci);
+        *e = 0;
         return;
     }
     __atomic_fetch_add(&C->uncertified, 1, __ATOMIC_RELAXED);
     if (C->fix)
-        cert_dot(C, i, j, vr, vi);
+        cert_dot(C, i, j, si, sj, cr, ci);
 }
 
 /* C' = S - Q*P in double (see emublas_cpu.h). */
@@ -931,15 +934,19 @@ static void fin_store(const fin_job *J, int64_t off, double re, double im)
     }
 }
 
-/* out = alpha v + beta c, in the order both paths use. */
-OZ_INLINE void fin_combine(const fin_job *J, double vr, double vi, double cr, double ci, double *re, double *im)
+/* out = alpha v + beta c with v = (vr + i vi) 2^e, in the order both paths use: alpha
+ * times the reconstructed integer first, then the power of two (exact), so that no
+ * intermediate overflows where the result does not (alpha < 1 on a huge product). */
+OZ_INLINE void fin_combine(const fin_job *J, double vr, double vi, int e, double cr, double ci, double *re,
+                           double *im)
 {
     if (J->dtype < OUT_C64) {
-        *re = J->beta0 ? J->ar * vr : J->ar * vr + J->br * cr;
+        const double x = ldexp(J->ar * vr, e);
+        *re = J->beta0 ? x : x + J->br * cr;
         *im = 0;
         return;
     }
-    double xr = J->ar * vr - J->ai * vi, xi = J->ar * vi + J->ai * vr;
+    double xr = ldexp(J->ar * vr - J->ai * vi, e), xi = ldexp(J->ar * vi + J->ai * vr, e);
     if (J->beta0) {
         *re = xr;
         *im = xi;
@@ -960,16 +967,14 @@ static void fin_cols_generic(fin_job *J, int64_t j0, int64_t j1)
         for (int64_t i = i0; i < i1; i++) {
             int64_t a = i + j * J->m, off = i * J->rso + j * J->cso;
             int e = clamp_exp(-((int64_t)J->rsh[i] + (int64_t)J->csh[j]));
-            double cr_ = crt_rep(J, J->rh[a], J->rl[a]);
-            double ci_ = J->ih ? crt_rep(J, J->ih[a], J->il[a]) : 0.0;
-            double vr = ldexp(cr_, e);
-            double vi = J->ih ? ldexp(ci_, e) : 0.0;
-            if (J->cert && !cert_ok(J->cert, i, j, cr_, ci_))
-                cert_fail(J->cert, i, j, &vr, &vi);
+            double vr = crt_rep(J, J->rh[a], J->rl[a]);
+            double vi = J->ih ? crt_rep(J, J->ih[a], J->il[a]) : 0.0;
+            if (J->cert && !cert_ok(J->cert, i, j, vr, vi))
+                cert_fail(J->cert, i, j, J->rsh[i], J->csh[j], &vr, &vi, &e);
             double cr = 0, ci = 0, re, im;
             if (!J->beta0)
                 fin_load_c(J, off, &cr, &ci);
-            fin_combine(J, vr, vi, cr, ci, &re, &im);
+            fin_combine(J, vr, vi, e, cr, ci, &re, &im);
             fin_store(J, off, re, im);
         }
     }
@@ -1041,19 +1046,23 @@ OZ_TARGET static void fin_cols_simd(fin_job *J, int64_t j0, int64_t j1)
             __m512d ci_ = _mm512_setzero_pd();
             if (J->ih)
                 ci_ = vcrt_rep(J, _mm512_maskz_loadu_pd(k, J->ih + a), _mm512_maskz_loadu_pd(k, J->il + a));
-            __m512d vr = _mm512_scalef_pd(cr_, e);
-            __m512d vi = J->ih ? _mm512_scalef_pd(ci_, e) : _mm512_setzero_pd();
             __mmask8 bad = J->cert ? vcert_bad(J->cert, i, j, k, cr_, ci_) : 0;
             if (bad) {
-                double br_[8], bi_[8];
-                _mm512_storeu_pd(br_, vr);
-                _mm512_storeu_pd(bi_, vi);
+                double br_[8], bi_[8], be_[8];
+                _mm512_storeu_pd(br_, cr_);
+                _mm512_storeu_pd(bi_, ci_);
+                _mm512_storeu_pd(be_, e);
                 for (int q = 0; q < n; q++)
-                    if (bad >> q & 1)
-                        cert_fail(J->cert, i + q, j, &br_[q], &bi_[q]);
-                vr = _mm512_loadu_pd(br_);
-                vi = _mm512_loadu_pd(bi_);
+                    if (bad >> q & 1) {
+                        int eq = clamp_exp((int64_t)be_[q]);
+                        cert_fail(J->cert, i + q, j, J->rsh[i + q], J->csh[j], &br_[q], &bi_[q], &eq);
+                        be_[q] = eq;
+                    }
+                cr_ = _mm512_loadu_pd(br_);
+                ci_ = _mm512_loadu_pd(bi_);
+                e = _mm512_loadu_pd(be_);
             }
+            const __m512d vr = cr_, vi = ci_; /* alpha first, then the power of two, as fin_combine */
             const int fast = n == 8 && J->rso == 1;
             __m512d cr = _mm512_setzero_pd(), ci = cr, re, im;
             if (!J->beta0) {
@@ -1085,13 +1094,13 @@ OZ_TARGET static void fin_cols_simd(fin_job *J, int64_t j0, int64_t j1)
                 }
             }
             if (!cplx) {
-                re = _mm512_mul_pd(ar, vr);
+                re = _mm512_scalef_pd(_mm512_mul_pd(ar, vr), e);
                 if (!J->beta0)
                     re = _mm512_add_pd(re, _mm512_mul_pd(br, cr));
                 im = _mm512_setzero_pd();
             } else {
-                re = _mm512_sub_pd(_mm512_mul_pd(ar, vr), _mm512_mul_pd(ai, vi));
-                im = _mm512_add_pd(_mm512_mul_pd(ar, vi), _mm512_mul_pd(ai, vr));
+                re = _mm512_scalef_pd(_mm512_sub_pd(_mm512_mul_pd(ar, vr), _mm512_mul_pd(ai, vi)), e);
+                im = _mm512_scalef_pd(_mm512_add_pd(_mm512_mul_pd(ar, vi), _mm512_mul_pd(ai, vr)), e);
                 if (!J->beta0 && J->br == 1.0 && J->bi == 0.0) { /* as fin_combine */
                     re = _mm512_add_pd(re, cr);
                     im = _mm512_add_pd(im, ci);

@@ -557,28 +557,29 @@ __device__ __forceinline__ double cert_load(int dtype, const void *p, long long 
     return dtype ? ((const double *)p)[off] : (double)((const float *)p)[off];
 }
 
-__device__ void cert_dot(const oz_cert &C, long long i, long long j, double &vr, double &vi)
+/* As the C finalize's cert_dot: rows scaled by 2^si, 2^sj so that the product is in C' units. */
+__device__ void cert_dot(const oz_cert &C, long long i, long long j, int si, int sj, double &vr, double &vi)
 {
-    double sr = 0.0, si = 0.0;
+    double sr = 0.0, si_ = 0.0;
     for (long long l = 0; l < C.k; l++) {
         const long long ol = i * C.rsl + l * C.csl, orr = j * C.rsr + l * C.csr;
-        const double xr = cert_load(C.dtype, C.Lr, ol), yr = cert_load(C.dtype, C.Rr, orr);
+        const double xr = ldexp(cert_load(C.dtype, C.Lr, ol), si), yr = ldexp(cert_load(C.dtype, C.Rr, orr), sj);
         if (!C.Li) {
             sr = fma(xr, yr, sr);
             continue;
         }
-        double xi = cert_load(C.dtype, C.Li, ol), yi = cert_load(C.dtype, C.Ri, orr);
+        double xi = ldexp(cert_load(C.dtype, C.Li, ol), si), yi = ldexp(cert_load(C.dtype, C.Ri, orr), sj);
         if (C.conj_l)
             xi = -xi;
         if (C.conj_r)
             yi = -yi;
         sr = fma(xr, yr, sr);
         sr = fma(-xi, yi, sr);
-        si = fma(xr, yi, si);
-        si = fma(xi, yr, si);
+        si_ = fma(xr, yi, si_);
+        si_ = fma(xi, yr, si_);
     }
     vr = sr;
-    vi = si;
+    vi = si_;
 }
 
 /* ---- CRT finalize ------------------------------------------------------------
@@ -618,25 +619,26 @@ __device__ __forceinline__ void final_entry(double rh, double rl, double ih, dou
 {
     long long e = -((long long)rsh + (long long)csh);
     int ee = e > 4000 ? 4000 : e < -4000 ? -4000 : (int)e;
-    const double cr_ = crt_rep(rh, rl, Ph, Pl, Pinv);
-    const double ci_ = dtype >= 2 ? crt_rep(ih, il, Ph, Pl, Pinv) : 0.0;
-    double vr = ldexp(cr_, ee);
-    double vi = dtype >= 2 ? ldexp(ci_, ee) : 0.0;
+    /* v = (vr + i vi) 2^ee; alpha multiplies the integer first, the power of two comes last */
+    double vr = crt_rep(rh, rl, Ph, Pl, Pinv);
+    double vi = dtype >= 2 ? crt_rep(ih, il, Ph, Pl, Pinv) : 0.0;
     if (cert) {
         const double inf = __longlong_as_double(0x7ff0000000000000LL);
         if (cert->row_err[gi] == inf || cert->col_err[gj] == inf) {
-            cert_dot(*cert, gi, gj, vr, vi); /* NaN/Inf in the row or column: native's pattern */
-        } else if (!cert_ok(*cert, gi, gj, cr_, ci_)) {
+            cert_dot(*cert, gi, gj, 0, 0, vr, vi); /* NaN/Inf in the row or column: native's pattern */
+            ee = 0;
+        } else if (!cert_ok(*cert, gi, gj, vr, vi)) {
             atomicAdd(cert->uncertified, 1ULL);
             if (cert->fix)
-                cert_dot(*cert, gi, gj, vr, vi);
+                cert_dot(*cert, gi, gj, rsh, csh, vr, vi);
         }
     }
     if (dtype < 2) {
         double c = 0.0;
         if (!beta0)
             c = dtype == 0 ? (double)((const float *)out)[off] : ((const double *)out)[off];
-        double re = beta0 ? ar * vr : ar * vr + br * c;
+        const double x = ldexp(ar * vr, ee);
+        double re = beta0 ? x : x + br * c;
         if (dtype == 0)
             ((float *)out)[off] = (float)re;
         else
@@ -653,7 +655,7 @@ __device__ __forceinline__ void final_entry(double rh, double rl, double ih, dou
             ci = ((const double *)out)[2 * off + 1];
         }
     }
-    double xr = ar * vr - ai * vi, xi = ar * vi + ai * vr;
+    double xr = ldexp(ar * vr - ai * vi, ee), xi = ldexp(ar * vi + ai * vr, ee);
     const bool one = br == 1.0 && bi == 0.0; /* beta = 1 adds c, as native BLAS: no inf*0 */
     double re = beta0 ? xr : xr + (one ? cr : br * cr - bi * ci);
     double im = beta0 ? xi : xi + (one ? ci : br * ci + bi * cr);
