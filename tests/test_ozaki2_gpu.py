@@ -209,11 +209,15 @@ def test_call_is_capturable_in_a_cuda_graph(emublas, cp, rng, mode, dtype):
 
 def _capture_and_replay(emublas, cp, rng, a, b, ref, mode, dtype):
     stream = cp.cuda.Stream(non_blocking=True)
+    # the output lives outside the graph (c updated in place): a graph that allocated its
+    # output could not be launched again until that allocation was freed
+    out = cp.zeros(ref.shape, ref.dtype, order="F")
     with stream:
-        emublas.gemm(1.0, a, b, backend="ozaki2", mode=mode, moduli=16)  # warm-up: plans and constants cached
+        emublas.gemm(1.0, a, b, 0.0, out, overwrite_c=1, backend="ozaki2", mode=mode, moduli=16)  # warm-up
         stream.begin_capture()
-        out = emublas.gemm(1.0, a, b, backend="ozaki2", mode=mode, moduli=16)
+        got = emublas.gemm(1.0, a, b, 0.0, out, overwrite_c=1, backend="ozaki2", mode=mode, moduli=16)
         graph = stream.end_capture()
+        assert got is out
         out.fill(0)
         graph.launch(stream)
     stream.synchronize()
