@@ -150,12 +150,16 @@ def calibrate(device: str = "cpu", *, quick: bool = False, prefixes: tuple[str, 
         if reps < 1:
             raise ValueError(f"--reps must be positive, got {reps}")
         grid["reps"] = int(reps)
+    from . import backends
+    from .errors import BackendUnavailableError
+
+    try:
+        backends.get("native").check(device)
+    except BackendUnavailableError as exc:
+        raise ValueError(f"calibrate --device {device}: {exc}") from None
     xp = np
     if device == "gpu":
         import cupy as xp  # noqa: F811
-    from . import backends
-
-    backends.get("native").check(device)
     timer = _timer(device, xp, QUICK_PAUSE_S if quick else PAUSE_S)
     say = log or (lambda s: None)
     entries = []

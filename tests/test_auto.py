@@ -346,6 +346,14 @@ def test_calibrate_quick_subprocess(tmp_path):
     assert r.returncode == 0 and json.loads(out.read_text())["entries"]
     r = _run(["calibrate", "--quick", "--dtypes", "q"], env)
     assert r.returncode == 2 and "unknown prefix 'q'" in r.stderr
+    try:
+        import cupy  # noqa: F401
+        has_gpu = cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        has_gpu = False
+    if not has_gpu:  # a one-line error, no traceback
+        r = _run(["calibrate", "--device", "gpu", "--quick"], env)
+        assert r.returncode == 2 and "calibrate --device gpu" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_tiny_sweep_with_auto(forced, tmp_path, monkeypatch):
