@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 import hunt_cases as H
 
-OZAKI_XFAIL = pytest.mark.xfail(strict=False, reason="accuracy model being rewritten")
 
 
 class DrawRng:
@@ -68,7 +67,7 @@ def _params(slow: bool):
     out = []
     for backend in H.BACKENDS:
         for kind in H.KINDS:
-            marks = [OZAKI_XFAIL] if backend == "ozaki2" else []
+            marks = []
             if slow:
                 marks.append(pytest.mark.slow)
             out.append(pytest.param(kind, backend, marks=marks, id=f"{backend}-{kind}"))

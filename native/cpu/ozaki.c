@@ -30,6 +30,7 @@
 #define _POSIX_C_SOURCE 200809L
 #endif
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -888,14 +889,23 @@ static void cert_dot(const emublas_oz_cert *C, int64_t i, int64_t j, int si, int
  * asked, replaced by the dot product. */
 static void cert_fail(emublas_oz_cert *C, int64_t i, int64_t j, int si, int sj, double *cr, double *ci, int *e)
 {
-    if (C->row_err[i] == INFINITY || C->col_err[j] == INFINITY) {
-        cert_dot(C, i, j, 0, 0, cr, ci);
-        *e = 0;
+    const int dead = C->row_err[i] == INFINITY || C->col_err[j] == INFINITY;
+    if (!dead) {
+        __atomic_fetch_add(&C->uncertified, 1, __ATOMIC_RELAXED);
+        if (!C->fix)
+            return;
+    }
+    /* the dot product as the data stand (v itself, e = 0); where that overflows but the
+     * data are finite, again in the units of C' (then alpha can still bring it back) */
+    double r, q;
+    cert_dot(C, i, j, 0, 0, &r, &q);
+    if (!dead && !(fabs(r) <= DBL_MAX && fabs(q) <= DBL_MAX)) {
+        cert_dot(C, i, j, si, sj, cr, ci);
         return;
     }
-    __atomic_fetch_add(&C->uncertified, 1, __ATOMIC_RELAXED);
-    if (C->fix)
-        cert_dot(C, i, j, si, sj, cr, ci);
+    *cr = r;
+    *ci = q;
+    *e = 0;
 }
 
 /* C' = S - Q*P in double (see emublas_cpu.h). */

@@ -624,13 +624,22 @@ __device__ __forceinline__ void final_entry(double rh, double rl, double ih, dou
     double vi = dtype >= 2 ? crt_rep(ih, il, Ph, Pl, Pinv) : 0.0;
     if (cert) {
         const double inf = __longlong_as_double(0x7ff0000000000000LL);
-        if (cert->row_err[gi] == inf || cert->col_err[gj] == inf) {
-            cert_dot(*cert, gi, gj, 0, 0, vr, vi); /* NaN/Inf in the row or column: native's pattern */
-            ee = 0;
-        } else if (!cert_ok(*cert, gi, gj, vr, vi)) {
+        const bool dead = cert->row_err[gi] == inf || cert->col_err[gj] == inf; /* NaN/Inf: native's pattern */
+        bool redo = dead;
+        if (!dead && !cert_ok(*cert, gi, gj, vr, vi)) {
             atomicAdd(cert->uncertified, 1ULL);
-            if (cert->fix)
+            redo = cert->fix;
+        }
+        if (redo) { /* as the C finalize's cert_fail: v itself, or in C' units where that overflows */
+            double r, q;
+            cert_dot(*cert, gi, gj, 0, 0, r, q);
+            if (!dead && !(fabs(r) <= 1.7976931348623157e308 && fabs(q) <= 1.7976931348623157e308)) {
                 cert_dot(*cert, gi, gj, rsh, csh, vr, vi);
+            } else {
+                vr = r;
+                vi = q;
+                ee = 0;
+            }
         }
     }
     if (dtype < 2) {
