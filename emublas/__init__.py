@@ -11,7 +11,7 @@ from ._version import __version__
 from .blas import ROUTINES as _ROUTINES
 from .blas import gemm, hemm, her2k, herk, symm, syr2k, syrk, trmm, trsm
 from .config import Selection, get_backend, set_backend, use
-from .errors import BackendUnavailableError, OzakiAccuracyWarning
+from .errors import BackendUnavailableError, OzakiAccuracyWarning, OzakiFallbackWarning
 from .explain import auto_last, explain
 from .info import info
 from .integer import intmatmul
@@ -41,6 +41,7 @@ strsm, dtrsm, ctrsm, ztrsm = (_ROUTINES[p + "trsm"] for p in "sdcz")
 __all__ = [
     "__version__",
     "synchronize",
+    "OzakiFallbackWarning",
     "gemm", "syrk", "herk", "syr2k", "her2k",
     "sgemm", "dgemm", "cgemm", "zgemm",
     "ssyrk", "dsyrk", "csyrk", "zsyrk", "cherk", "zherk",

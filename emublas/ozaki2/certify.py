@@ -28,7 +28,7 @@ import warnings
 
 import numpy as np
 
-from ..errors import OzakiAccuracyWarning
+from ..errors import OzakiAccuracyWarning, OzakiFallbackWarning
 from .moduli import ModulusSet
 
 __all__ = ["certificate", "warn", "FALLBACKS"]
@@ -81,13 +81,17 @@ def certificate(px, py, mset: ModulusSet, nterms: int, *, k: int, precision: int
 def warn(routine: str, count: int, total: int, moduli: int, bits: float, fallback: str) -> None:
     """The accuracy warning of a call with ``count`` uncertified entries out of ``total``,
     attributed to the first frame outside emublas (the user's call, or the interposed program's)."""
-    what = ("recomputed as float64 dot products (native accuracy, slower)" if fallback == "dot"
-            else "left as computed (fallback='none'): their error may exceed native BLAS's bound")
+    if fallback == "dot":
+        what, category = ("recomputed as float64 dot products: their accuracy is native BLAS's, only"
+                          " slower"), OzakiFallbackWarning
+    else:
+        what, category = ("left as computed (fallback='none'): their error may exceed native BLAS's bound",
+                          OzakiAccuracyWarning)
     warnings.warn(
         f"ozaki2 {routine}: {count} of {total} entries could not be certified to native BLAS's error bound"
-        f" with {moduli} moduli ({bits:.0f} bits) and were {what}. More moduli, or mode='accurate',"
-        " certify more of them; an exponent span wider than the reconstruction carries never is.",
-        OzakiAccuracyWarning, stacklevel=_caller_level())
+        f" with {moduli} moduli ({bits:.0f} bits) and were {what}. More moduli, mode='accurate' or"
+        " mode='auto' certify more of them; an exponent span wider than the reconstruction carries never is.",
+        category, stacklevel=_caller_level())
 
 
 def _caller_level() -> int:
