@@ -242,6 +242,18 @@ def _rank_k(kind: str, prefix: str | None, alpha, a, b, beta, c, trans, lower, o
 # public routines
 # ---------------------------------------------------------------------------
 
+# Parameter entries shared by the docstrings of the routines here and in emublas.level3
+# (plain text, no format fields: they are joined into templates that are formatted later).
+_OVERWRITE_C_DOC = """overwrite_c : int, optional
+    If nonzero and ``c`` is a Fortran-contiguous array of the routine's dtype,
+    ``c`` is updated in place and returned.  Otherwise ``c`` is not modified.
+"""
+_CALL_OPTIONS_DOC = """backend : str, optional
+    Backend for this call (see :func:`emublas.use`).
+**options
+    Backend options for this call.
+"""
+
 _GEMM_DOC = """Matrix product ``C = alpha*op(a)*op(b) + beta*c`` ({what}).
 
 Same signature and semantics as ``scipy.linalg.blas.{name}``; the product is
@@ -258,14 +270,7 @@ c : array_like, optional
     Added term, shape ``(m, n)``; zeros when omitted.
 trans_a, trans_b : {{0, 1, 2}}, optional
     0: no transpose, 1: transpose, 2: conjugate transpose.
-overwrite_c : int, optional
-    If nonzero and ``c`` is a Fortran-contiguous array of the routine's dtype,
-    ``c`` is updated in place and returned.  Otherwise ``c`` is not modified.
-backend : str, optional
-    Backend for this call (see :func:`emublas.use`).
-**options
-    Backend options for this call.
-
+""" + _OVERWRITE_C_DOC + _CALL_OPTIONS_DOC + """
 Returns
 -------
 ndarray

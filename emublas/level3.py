@@ -28,7 +28,8 @@ import numpy as np
 
 from . import config
 from ._arrays import as_matrix, complex_scalar, device_of, flag, is_cupy, namespace, real_scalar
-from .blas import DTYPES, _device, _gemm, _prefix_of, _prepare_out, _scale, _trans_codes
+from .blas import (_CALL_OPTIONS_DOC, _OVERWRITE_C_DOC, DTYPES, _device, _gemm, _prefix_of, _prepare_out, _scale,
+                   _trans_codes)
 
 __all__ = ["symm", "hemm", "trmm", "trsm", "ROUTINES", "LEAF", "scipy_dims"]
 
@@ -240,10 +241,15 @@ def _symm_emulated(mm: _Products, herm: bool, alpha, a, b, beta, c, side: int, l
         mm(alpha, b[:, s1], 0, *a12, 1.0, c[:, s2])
 
 
-def _off_diagonal(a, trans: int, op_lower: bool, s1: slice, s2: slice):
-    """The nonzero off-diagonal block of op(A) as (view of a, trans code)."""
+def _split(a, lower: int, trans: int):
+    """Halves of a triangular ``a`` for the trmm/trsm recursions: the two slices, whether
+    op(A) is lower triangular, and its nonzero off-diagonal block as (view of a, trans code)."""
+    k = a.shape[0]
+    s1, s2 = slice(0, k // 2), slice(k // 2, k)
+    op_lower = bool(lower) != (trans != 0)
     rows, cols = (s2, s1) if op_lower else (s1, s2)  # the block of op(A)
-    return (a[rows, cols], 0) if trans == 0 else (a[cols, rows], trans)
+    off = (a[rows, cols], 0) if trans == 0 else (a[cols, rows], trans)
+    return s1, s2, op_lower, off
 
 
 def _trmm_emulated(mm: _Products, alpha, a, b, side: int, lower: int, trans: int, diag: int) -> None:
@@ -257,10 +263,7 @@ def _trmm_emulated(mm: _Products, alpha, a, b, side: int, lower: int, trans: int
         else:
             mm(alpha, src, 0, t, trans, 0.0, b)
         return
-    h = k // 2
-    s1, s2 = slice(0, h), slice(h, k)
-    op_lower = bool(lower) != (trans != 0)
-    off = _off_diagonal(a, trans, op_lower, s1, s2)
+    s1, s2, op_lower, off = _split(a, lower, trans)
     rec = _trmm_emulated
     # Each half is updated from the other's old values first, then multiplied by its own diagonal block.
     if side == 0:
@@ -282,10 +285,7 @@ def _trsm_emulated(mm: _Products, prefix: str, alpha, a, b, side: int, lower: in
     if k <= LEAF:
         _native_tri("trsm", prefix, alpha, a, b, side, lower, trans, diag)
         return
-    h = k // 2
-    s1, s2 = slice(0, h), slice(h, k)
-    op_lower = bool(lower) != (trans != 0)
-    off = _off_diagonal(a, trans, op_lower, s1, s2)
+    s1, s2, op_lower, off = _split(a, lower, trans)
     rec = _trsm_emulated
     # Solve the half that depends on nothing, subtract its contribution from the other, solve that.
     if side == 0:
@@ -442,14 +442,7 @@ side : {{0, 1}}, optional
     0: ``A*b``, 1: ``b*A``.
 lower : {{0, 1}}, optional
     0: ``A`` is in the upper triangle of ``a``, 1: in the lower.
-overwrite_c : int, optional
-    If nonzero and ``c`` is a Fortran-contiguous array of the routine's dtype,
-    ``c`` is updated in place and returned.  Otherwise ``c`` is not modified.
-backend : str, optional
-    Backend for this call (see :func:`emublas.use`).
-**options
-    Backend options for this call.
-
+""" + _OVERWRITE_C_DOC + _CALL_OPTIONS_DOC + """
 Returns
 -------
 ndarray
@@ -487,11 +480,7 @@ overwrite_b : int, optional
     If nonzero and ``b`` is a Fortran-contiguous 2-D array of the routine's
     dtype, ``b`` is overwritten with the result and returned.  Otherwise ``b``
     is not modified.
-backend : str, optional
-    Backend for this call (see :func:`emublas.use`).
-**options
-    Backend options for this call.
-
+""" + _CALL_OPTIONS_DOC + """
 Returns
 -------
 ndarray

@@ -168,7 +168,7 @@ def sums(x: np.ndarray, side: int, conj: bool = False,
     x : numpy.ndarray
         2-D, even shape, any strides that are whole elements.
     side : {0, 1}
-        0: S1..S4 (A side), 1: T1..T4 (B side), DESIGN §6.
+        0: S1..S4 (A side), 1: T1..T4 (B side), docs/design.md §6.2.
     conj : bool
         Conjugate the elements as they are read (complex only).
 

@@ -1,4 +1,4 @@
-"""The per-entry accuracy certificate of Ozaki-II (see ``docs/design.md``, "Accuracy").
+"""The per-entry accuracy certificate of Ozaki-II (docs/design.md §4).
 
 Every output entry is checked, inside the finalize kernel, against the error
 bound native BLAS guarantees for it, ``k·u·Σ_l |x_il||y_jl|`` (u the unit
@@ -7,8 +7,8 @@ the units of ``C'``, the exact product of the scaled integer factors
 (``X' = trunc(X·2^s)``, ``Y' = trunc(Y·2^t)``), so nothing over- or underflows:
 
 * the error of ``C'_ij`` is at most ``2^{s_i}‖X_i‖₁ + 2^{t_j}‖Y_j‖₁`` (the two
-  truncations) plus the double-double reconstruction's own error, about
-  ``N²·2^-106·P`` for N accumulated terms;
+  truncations) plus the double-double reconstruction's own error, at most
+  about ``N³·2^-107·P`` for N accumulated terms;
 * ``Σ|x||y|`` (in C' units) is bounded below by ``|C'_ij|/2`` where the error
   is at most half of ``|C'_ij|``, and in accurate mode by
   ``2^{u_i+v_j}(W_ij − R_i − S_j)/127²`` with W the bound product and R, S
@@ -45,8 +45,9 @@ _SLACK_COMPLEX = math.log2(3.0 * math.sqrt(2.0)) + 0.05
 
 def crt_error(mset: ModulusSet, nterms: int) -> float:
     """log2 of the double-double reconstruction's error in C' units, for ``nterms``
-    accumulated terms per part: ``N²·2^-106·P`` with a factor 4 to spare."""
-    return mset.bits + 2.0 * math.log2(max(nterms, 1)) - 104.0
+    accumulated terms per part: the worst case ``N³·2^-107·P`` of the summation
+    (docs/design.md §4.3) with a factor 2 to spare."""
+    return mset.bits + 3.0 * math.log2(max(nterms, 1)) - 106.0
 
 
 def slack(complex_data: bool) -> float:

@@ -11,7 +11,7 @@ caller's shifts.  A recipe says
 * which plane products to form (one int8 GEMM each, ``left_plane · right_planeᵀ``);
 * how the int32 products combine into the real and imaginary parts, as CRT
   accumulation terms ``(part, product, transposed, factor)`` with the factor
-  ``sign · 2^-d · s^-e`` taken modulo m (the 2M and rank-k identities of DESIGN §4).
+  ``sign · 2^-d · s^-e`` taken modulo m (the 2M and rank-k identities of docs/design.md §3).
 
 The int32 bound is kept by splitting k into chunks of at most ``K_CHUNK``;
 each chunk's products are accumulated as separate congruent terms.

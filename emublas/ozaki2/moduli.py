@@ -1,4 +1,4 @@
-"""Moduli tables and the CRT constants derived from them (DESIGN §3–4).
+"""Moduli tables and the CRT constants derived from them (docs/design.md §2.6).
 
 Real products use the greedy pairwise-coprime list going down from 256.  The
 2M complex algorithm needs moduli with a square root of −1 (products of primes
@@ -41,7 +41,7 @@ def _has_sqrt_minus_one(m: int) -> bool:
 
 REAL_MODULI: tuple[int, ...] = tuple(_greedy(range(256, 1, -1)))
 TWO_M_MODULI: tuple[int, ...] = tuple(_greedy(m for m in range(255, 2, -1) if _has_sqrt_minus_one(m)))
-# One square root of −1 per 2M modulus (the table of DESIGN §4).
+# One square root of −1 per 2M modulus (the table of docs/design.md §2.6).
 TWO_M_ROOTS: dict[int, int] = {241: 64, 233: 89, 229: 107, 221: 21, 205: 32, 197: 14, 193: 81, 181: 19,
                                173: 80, 157: 28, 149: 44, 137: 37, 113: 15, 109: 33, 101: 10, 97: 22,
                                89: 34, 73: 27, 61: 11, 53: 23, 37: 6, 29: 12}

@@ -1,4 +1,4 @@
-"""Power-of-two scaling of Ozaki-II operands (DESIGN §3, step 1).
+"""Power-of-two scaling of Ozaki-II operands (docs/design.md §2.1).
 
 Row i of the left factor is scaled by 2^e_i and column j of the right factor
 by 2^f_j, then truncated to integers.  ``u_i = e_i + ea_i`` is the bit budget

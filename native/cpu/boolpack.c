@@ -8,7 +8,7 @@
  * with panels interleaved word by word, the AVX-512 kernel does per word w
  * three loads of B (24 columns), eight broadcasts of A, and for each of the
  * 24 accumulators one AND, one VPOPCNTQ and one add -- the instruction mix
- * whose ceiling DESIGN §7 measured -- and no horizontal reductions.
+ * whose ceiling docs/design.md §7.4 gives -- and no horizontal reductions.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /*
  * emublas_boolpack.h -- public C API of the boolpack kernels (boolpack.c).
  *
- * Products of 0/1 matrices as AND + popcount of packed words (DESIGN §5):
+ * Products of 0/1 matrices as AND + popcount of packed words (docs/design.md §6.1):
  * C[i,j] = popcount(row_i(A) AND col_j(B)).  Both operands are packed along k
  * into uint64 words (bit b of word w is element 64w+b; k is padded with
  * zeros), in panels: MR rows of A, resp. NR columns of B, interleaved word by

@@ -1,7 +1,7 @@
 /*
  * emublas_strassen.h -- public C API of the Strassen-Winograd CPU kernels.
  *
- * Chained Strassen-Winograd (DESIGN section 6) run wholly in C: the fused
+ * Chained Strassen-Winograd (docs/design.md §6.2) run wholly in C: the fused
  * operand sums (S1-S4 from op(A)'s quadrants, T1-T4 from op(B)'s, each
  * quadrant read once), the chain writes C = S + beta*C and the leaf GEMMs,
  * which call a Fortran-convention BLAS ?gemm given as a function pointer

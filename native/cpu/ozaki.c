@@ -1,6 +1,6 @@
 /*
  * ozaki.c -- the memory-bound passes around the int8 GEMMs of Ozaki scheme II
- * (DESIGN §3-4): residues of scaled inputs, modular reduction fused with the
+ * (docs/design.md §2): residues of scaled inputs, modular reduction fused with the
  * double-double CRT accumulation, and the CRT finalize (symmetric
  * representative, unscaling, alpha/beta, write-out).
  *

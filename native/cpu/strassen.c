@@ -6,7 +6,7 @@
  * memory-bound passes (sums, chain writes) are split by columns over the
  * pthread pool; the leaf is the caller's BLAS, which threads itself.
  *
- * Chaining (DESIGN section 6), per block, with P the chain temporary:
+ * Chaining (docs/design.md §6.2), per block, with P the chain temporary:
  *   P = P1; C11 = P + beta C11; P += P6; C12 = P + beta C12; P += P7;
  *   C22 = P + beta C22; P -= P4; C21 = P + beta C21;          (chain 1)
  *   P = P5; C22 += P; P += P3; C12 += P;                     (chain 2)

@@ -1,6 +1,6 @@
 /*
  * ozaki2.cu -- the memory-bound passes of Ozaki scheme II on the GPU
- * (DESIGN §3-4), loaded by emublas/_kernels/ozaki_gpu.py with cupy.RawModule.
+ * (docs/design.md §2, §5), loaded by emublas/_kernels/ozaki_gpu.py with cupy.RawModule.
  *
  *   oz_stats_*     per-row max |x|, sum |x|^2, sum |x| of a factor (scaling)
  *   oz_bound_*     ceil(127 |x| 2^-ea) as int8, k-contiguous (accurate bound)

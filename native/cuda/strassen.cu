@@ -1,5 +1,5 @@
 // strassen.cu -- fused operand-sum and chain-write kernels of the GPU
-// Strassen-Winograd path (DESIGN section 6; the recursion and the cuBLAS leaf
+// Strassen-Winograd path (docs/design.md §6.2; the recursion and the cuBLAS leaf
 // calls are in emublas/strassen.py and emublas/_kernels/strassen_gpu.py).
 //
 // Element types: float, double, float2, double2 (complex as (re, im)).  No
