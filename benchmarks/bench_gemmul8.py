@@ -56,6 +56,8 @@ import warnings
 
 import numpy as np
 
+from _timing import cuda_times, wall_times  # benchmarks/ is on sys.path when a script runs
+
 OPS = ("dgemm", "zgemm")
 MODES = ("accurate", "fast")
 SHAPES_FULL = ((4096, 4096, 4096), (8192, 8192, 2048), (8192, 8192, 8192), (16384, 16384, 16384))
@@ -174,18 +176,7 @@ class Gpu:
 
     def run(self, fn, reps):
         """``fn()``'s warm-up result and the seconds of ``reps`` further calls (CUDA events)."""
-        cp = self.cp
-        out = fn()
-        cp.cuda.Device().synchronize()
-        times = []
-        for _ in range(reps):
-            start, stop = cp.cuda.Event(), cp.cuda.Event()
-            start.record()
-            fn()
-            stop.record()
-            stop.synchronize()
-            times.append(cp.cuda.get_elapsed_time(start, stop) / 1e3)
-        return out, times
+        return cuda_times(self.cp, fn, reps)
 
     def take(self, c, rows, cols):
         cp = self.cp
@@ -212,13 +203,8 @@ class Host:
         return x.copy(order="K")
 
     def run(self, fn, reps):
-        out = fn()
-        times = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-        return out, times
+        """``fn()``'s warm-up result and the wall-clock seconds of ``reps`` further calls."""
+        return wall_times(fn, reps)
 
     def take(self, c, rows, cols):
         return np.asarray(c[rows, cols])

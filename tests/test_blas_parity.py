@@ -26,6 +26,8 @@ import scipy.linalg.blas as sblas
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers import skip_unless_ready
+
 # --------------------------------------------------------------------------
 # backends and tolerances
 # --------------------------------------------------------------------------
@@ -39,20 +41,13 @@ BACKENDS = [
 @pytest.fixture(params=BACKENDS)
 def backend(request, monkeypatch):
     """The backend name; skipped where it cannot run on the device of the test's arrays."""
-    import emublas.backends
-
     # the parity shapes are small: make strassen recurse instead of calling its leaf at once
     monkeypatch.setenv("EMUBLAS_STRASSEN_LEVELS", "2")
     # boolpack quantizes (tolerance below) and raises on NaN/Inf unless told to go native
     monkeypatch.setenv("EMUBLAS_BOOLPACK_BITS", str(BOOLPACK_BITS))
     monkeypatch.setenv("EMUBLAS_BOOLPACK_NONFINITE", "native")
 
-    if "xp" in request.fixturenames:
-        xp = request.getfixturevalue("xp")
-        device = "cpu" if xp is np else "gpu"
-        ok, why = emublas.backends.get(request.param).readiness()[device]
-        if not ok:
-            pytest.skip(f"{request.param} on {device}: {why}")
+    skip_unless_ready(request, request.param)
     return request.param
 
 

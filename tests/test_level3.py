@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import scipy.linalg.blas as sblas
 
-from helpers import randn
+from helpers import randn, skip_unless_ready
 
 BACKENDS = ["native", "ozaki2", "strassen", "boolpack"]
 DTYPES = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}
@@ -24,19 +24,13 @@ BOOLPACK_BITS = 16
 
 @pytest.fixture(params=BACKENDS)
 def backend(request, monkeypatch):
-    import emublas.backends
     import emublas.level3
 
     monkeypatch.setenv("EMUBLAS_STRASSEN_LEVELS", "1")  # small blocks: make strassen recurse
     monkeypatch.setenv("EMUBLAS_BOOLPACK_BITS", str(BOOLPACK_BITS))
     if request.param != "native":
         monkeypatch.setattr(emublas.level3, "LEAF", 16)
-    if "xp" in request.fixturenames:
-        xp = request.getfixturevalue("xp")
-        device = "cpu" if xp is np else "gpu"
-        ok, why = emublas.backends.get(request.param).readiness()[device]
-        if not ok:
-            pytest.skip(f"{request.param} on {device}: {why}")
+    skip_unless_ready(request, request.param)
     return request.param
 
 
