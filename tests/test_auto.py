@@ -365,3 +365,26 @@ def test_tiny_sweep_with_auto(forced, tmp_path, monkeypatch):
     rows = sweep.run_sweep(p, str(tmp_path / "sw"), reps=1, progress=None)
     assert [r["status"] for r in rows] == ["ok", "ok"]
     assert rows[1]["knobs"] == "accuracy=native" and rows[1]["bits"] > 40
+
+
+def test_shipped_tables_load_and_h200_table_is_reproducible():
+    import importlib.util
+    from pathlib import Path
+
+    for device in ("cpu", "gpu"):
+        t = cm.load(cm.shipped_path(device), shipped=True)
+        assert t.device == device and t.label.startswith("shipped default for ")
+        assert t.has("gemm", "d") and t.has("gemm", "z")
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "derive_h200_costs.py"
+    spec = importlib.util.spec_from_file_location("derive_h200_costs", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    built = mod.build()
+    shipped = json.loads(cm.shipped_path("gpu").read_text())
+    assert built["entries"] == shipped["entries"]
+    assert shipped["source"].startswith("BENCHMARKS.md figures of commit ")
+    # the H200 predictions the README of the table states: zgemm from 8192, dgemm never
+    t = cm.load(cm.shipped_path("gpu"), shipped=True)
+    assert cm.decide(t, "gemm", "z", 8192, 8192, 8192).backend == "ozaki2"
+    assert cm.decide(t, "gemm", "z", 2048, 2048, 2048).backend == "native"
+    assert all(cm.decide(t, "gemm", "d", n, n, n).backend == "native" for n in (1024, 4096, 16384))
