@@ -1,0 +1,88 @@
+"""ozaki2 on the CPU: this checkout against another commit's build, in one run.
+
+    git worktree add /tmp/old <commit> && (cd /tmp/old && python3 setup.py build_ext --inplace)
+    python3 benchmarks/bench_against_commit.py --other /tmp/old --n 2048 --rounds 3
+
+Each round runs one subprocess per tree (alternating, so that a change in the
+machine's load hits both), and each subprocess times dgemm and zgemm through
+ozaki2 (16 moduli, accurate mode, φ = 0.5 inputs from one seed) and through
+OpenBLAS on the same arrays: medians of ``--reps`` calls after a warm-up
+(benchmarks/_timing.py), with [min–max] over the rounds.  Printed: each tree's
+time, its ratio to OpenBLAS in the same process, and this tree over the other.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+WORKER = r"""
+import json, sys, time, warnings
+sys.path.insert(0, {bench!r})
+import numpy as np
+import scipy.linalg.blas as sblas
+import emublas
+from _timing import median_time
+warnings.simplefilter("ignore")
+n, reps = {n}, {reps}
+rng = np.random.default_rng(1)
+def wide(shape, cplx):
+    x = (rng.random(shape) - 0.5) * np.exp(0.5 * rng.standard_normal(shape))
+    if cplx:
+        x = x + 1j * (rng.random(shape) - 0.5) * np.exp(0.5 * rng.standard_normal(shape))
+    return np.asfortranarray(x)
+out = {{"emublas": emublas.__file__}}
+for name, cplx, native in (("dgemm", False, sblas.dgemm), ("zgemm", True, sblas.zgemm)):
+    a, b = wide((n, n), cplx), wide((n, n), cplx)
+    fn = getattr(emublas, name)
+    out[name] = median_time(lambda: fn(1.0, a, b, backend="ozaki2", moduli=16), reps, pause=0.2)
+    out[name + "_native"] = median_time(lambda: native(1.0, a, b), reps, pause=0.2)
+print(json.dumps(out))
+"""
+
+
+def run(tree: str, n: int, reps: int) -> dict:
+    env = dict(os.environ, PYTHONPATH=tree)
+    code = WORKER.format(bench=HERE, n=n, reps=reps)
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd="/")
+    if res.returncode:
+        raise RuntimeError(res.stderr[-2000:])
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--other", required=True, help="root of the other commit's built checkout")
+    ap.add_argument("--n", type=int, default=2048)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    trees = {"this": ROOT, "other": os.path.abspath(args.other)}
+    rows = {t: [] for t in trees}
+    for _ in range(args.rounds):
+        for t, path in trees.items():
+            rows[t].append(run(path, args.n, args.reps))
+    print(f"n = {args.n}, 16 moduli, accurate, phi = 0.5; medians over {args.rounds} rounds [min-max]")
+    for op in ("dgemm", "zgemm"):
+        med = {}
+        for t in trees:
+            v = [r[op] for r in rows[t]]
+            nat = [r[op + "_native"] for r in rows[t]]
+            med[t] = statistics.median(v)
+            print(f"{op} {t:5s}: {med[t] * 1e3:8.1f} ms [{min(v) * 1e3:.1f}-{max(v) * 1e3:.1f}]"
+                  f"  OpenBLAS {statistics.median(nat) * 1e3:7.1f} ms  ratio {med[t] / statistics.median(nat):.2f}")
+        print(f"{op} this/other: {med['this'] / med['other']:.3f}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"args": vars(args), "rows": rows}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
