@@ -79,7 +79,7 @@ QUICK_PLAN: list[dict[str, Any]] = [
     {"ops": ["gemm"], "dtypes": ["d", "z"], "shapes": [(256, 256, 256)], "families": ["phi0.5", "phi2", "cancel"]},
     {"ops": ["gemm"], "dtypes": ["d", "z"], "shapes": [(512, 512, 512)], "families": ["phi0.5"]},
     {"ops": ["herk"], "dtypes": ["z"], "shapes": [(256, 256, 256)], "families": ["phi0.5", "phi2"],
-     "grid": {"ozaki2": {"moduli": [8, 16], "mode": ["accurate"]}}},
+     "grid": {"ozaki2": {"moduli": [8, 16], "mode": ["accurate"], "fallback": ["none"]}}},
 ]
 
 OPS = ("gemm", "syrk", "herk", "syr2k", "her2k")
