@@ -836,6 +836,8 @@ static int cert_ok(const emublas_oz_cert *C, int64_t i, int64_t j, double cr, do
         return 0; /* NaN/Inf in the row or column */
     if (re == -INFINITY || ce == -INFINITY)
         return 1; /* an all-zero row or column: its entries are exact */
+    if (C->W && C->W[i + j * C->ldw] == 0)
+        return 1; /* no l with x_il y_jl != 0: the entry is an exact zero (sparse, triangular data) */
     const double E = fmax(fmax(re, ce), C->crt_err);
     double B = -INFINITY;
     const double a = fmax(fabs(cr), fabs(ci));
@@ -1019,8 +1021,10 @@ OZ_TARGET OZ_INLINE __mmask8 vcert_bad(const emublas_oz_cert *C, int64_t i, int6
     const __m512d a = _mm512_max_pd(_mm512_abs_pd(cr), _mm512_abs_pd(ci));
     const __m512d g = _mm512_sub_pd(_mm512_getexp_pd(a), _mm512_set1_pd(1.0)); /* getexp(0) = -inf */
     __m512d B = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(g, E, _CMP_GE_OQ), ninf, g);
+    __mmask8 wzero = 0;
     if (C->W) {
         const __m512d w = _mm512_cvtepi32_pd(_mm256_maskz_loadu_epi32(k, C->W + i + j * C->ldw));
+        wzero = _mm512_cmp_pd_mask(w, _mm512_setzero_pd(), _CMP_EQ_OQ);
         const __m512d d = _mm512_sub_pd(_mm512_sub_pd(w, _mm512_maskz_loadu_pd(k, C->row_wsum + i)),
                                         _mm512_set1_pd(C->col_wsum[j]));
         const __mmask8 pos = _mm512_cmp_pd_mask(d, _mm512_setzero_pd(), _CMP_GT_OQ);
@@ -1030,7 +1034,7 @@ OZ_TARGET OZ_INLINE __mmask8 vcert_bad(const emublas_oz_cert *C, int64_t i, int6
         B = _mm512_mask_max_pd(B, pos, B, gw);
     }
     const __mmask8 ok = _mm512_cmp_pd_mask(E, _mm512_add_pd(_mm512_set1_pd(C->target), B), _CMP_LE_OQ);
-    return (__mmask8)(k & ~(ok | zero));
+    return (__mmask8)(k & ~(ok | zero | (wzero & ~dead)));
 }
 
 OZ_TARGET static void fin_cols_simd(fin_job *J, int64_t j0, int64_t j1)

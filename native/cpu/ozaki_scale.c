@@ -95,7 +95,9 @@ static void stats_task(void *ctx, int tid, int nt)
 static inline int8_t bound_of(double v, double f, int32_t ea)
 {
     double w = ea < -1000 ? ldexp(v, -ea) * 127.0 : v * f;
-    return (int8_t)ceil(w);
+    /* at least 1 for any nonzero entry, also one so far below its row's maximum that
+     * the product underflows: W_ij = 0 then proves x_il y_jl = 0 for every l */
+    return (int8_t)(v > 0 ? fmax(ceil(w), 1.0) : ceil(w));
 }
 
 static void bound_task(void *ctx, int tid, int nt)

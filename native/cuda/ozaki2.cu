@@ -331,6 +331,8 @@ __device__ void bound_int8(long long rows, long long cols, const T *xr, const T 
         long long gc = c0 + 4 * q + k;
         double v = (live && gr < rows && gc < cols) ? mag_of(xr, xi, gr * rs + gc * cs) : 0.0;
         w[k] = ceil(e < -1000 ? ldexp(v, -e) * 127.0 : v * f);
+        if (v > 0)
+            w[k] = fmax(w[k], 1.0); /* as the C bound_of: nonzero entries bound by at least 1 */
     }
     *(int *)(out + gr * ld + c0 + 4 * q) = pack4(w[0], w[1], w[2], w[3]);
 }
@@ -536,6 +538,8 @@ __device__ bool cert_ok(const oz_cert &C, long long i, long long j, double cr, d
     const double re = C.row_err[i], ce = C.col_err[j];
     if (re == OZ_NEG_INF || ce == OZ_NEG_INF)
         return true;
+    if (C.W && C.W[i + j * C.ldw] == 0)
+        return true; /* no l with x_il y_jl != 0: an exact zero */
     const double E = fmax(fmax(re, ce), C.crt_err);
     double B = OZ_NEG_INF;
     const double a = fmax(fabs(cr), fabs(ci));
