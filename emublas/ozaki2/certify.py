@@ -26,8 +26,6 @@ import os
 import sys
 import warnings
 
-import numpy as np
-
 from ..errors import OzakiAccuracyWarning, OzakiFallbackWarning
 from .moduli import ModulusSet
 

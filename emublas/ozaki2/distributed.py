@@ -144,10 +144,8 @@ def gemm(alpha, x, y, beta, c, *, conj_x: bool, conj_y: bool, dtype, moduli="def
     p = routines.plan("gemm", family, precision, left, right, wrow, wcol, moduli=moduli, mode=mode,
                       complex_data=cplx)
     recipes = routines.recipes_for("2m" if cplx else "real", p.roots)
-    chunks = max(1, -(-x.shape[1] // scaling.K_CHUNK))
     cert = certify.certificate(p.px, p.py, p.mset, routines._nterms(recipes, x.shape[1]), k=x.shape[1],
                                precision=precision, W=None, fallback=fallback, conj_l=conj_x, conj_r=conj_y)
-    del chunks
     out = _products(alpha, x, y, beta, c, p, recipes, conj_x=conj_x, conj_y=conj_y, dtype=dtype, cert=cert,
                     blocks_w=blocks_w)
     return out

@@ -6,7 +6,6 @@ and lets the CRT kernel write ``alpha·C + beta·c`` into the output.
 """
 from __future__ import annotations
 
-import math
 import threading
 import time
 from dataclasses import dataclass
@@ -15,7 +14,6 @@ import numpy as np
 
 from .._arrays import is_cupy, namespace
 from .._kernels import cpu
-from ..errors import OzakiAccuracyWarning
 from . import certify, engine, scaling, verdicts
 from .moduli import HYBRID_EXTRA, REAL_MODULI, TWO_M_MODULI, TWO_M_ROOTS, ModulusSet
 

@@ -21,6 +21,7 @@ and the accuracy warning).
 from __future__ import annotations
 
 import math
+from functools import cached_property
 
 import numpy as np
 
@@ -99,27 +100,27 @@ class Side:
                 self._clean[~self.finite] = 0
         return self._clean
 
-    @property
+    @cached_property
     def finite(self) -> np.ndarray:
         return self.host()[0] <= _BIG
 
-    @property
+    @cached_property
     def zero(self) -> np.ndarray:
         return self.host()[0] == 0
 
-    @property
+    @cached_property
     def ea(self) -> np.ndarray:
         rm = np.where(self.finite, self.host()[0], 0.0)
         return np.frexp(rm)[1].astype(np.int64)
 
-    @property
+    @cached_property
     def log2l1(self) -> np.ndarray:
         l1 = self.host()[2]
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(l1 <= _BIG, np.log2(np.where(l1 <= _BIG, l1, 1.0)),
                             self.ea + math.log2(max(self.x.shape[1], 1)))
 
-    @property
+    @cached_property
     def log2norm(self) -> np.ndarray:
         s = self.host()[1]
         ok = (s > 0) & (s <= _BIG)
