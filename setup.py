@@ -15,6 +15,7 @@ from setuptools.command.build_py import build_py
 
 PTH = os.path.join("interpose", "emublas-interpose.pth")
 CUDA_DIR = os.path.join("native", "cuda")
+INCLUDE_DIR = os.path.join("native", "include")  # headers shared by the C and CUDA sources
 
 
 class build_py_with_pth(build_py):
@@ -45,6 +46,11 @@ class build_py_with_pth(build_py):
             for name in sorted(os.listdir(CUDA_DIR)):
                 if name.endswith((".cu", ".cuh")):
                     self.copy_file(os.path.join(CUDA_DIR, name), os.path.join(dest, name), preserve_mode=False)
+            dest = os.path.join(self.build_lib, "emublas", "_kernels", "include")
+            self.mkpath(dest)
+            for name in sorted(os.listdir(INCLUDE_DIR)):
+                if name.endswith(".h"):
+                    self.copy_file(os.path.join(INCLUDE_DIR, name), os.path.join(dest, name), preserve_mode=False)
         self.copy_file(PTH, os.path.join(target, os.path.basename(PTH)), preserve_mode=False)
 
     def get_outputs(self, include_bytecode=True):

@@ -1,20 +1,30 @@
 """Finding and compiling the CUDA sources of ``native/cuda`` with cupy.
 
-A wheel ships the sources as package data (``emublas/_kernels/cuda/``, copied
-there by setup.py); a source checkout (editable install) reads them from
-``native/cuda`` directly.  Modules are compiled for the current device's
+A wheel ships the sources as package data (``emublas/_kernels/cuda/`` and the
+shared header in ``emublas/_kernels/include/``, copied there by setup.py); a
+source checkout (editable install) reads them from ``native/cuda`` and
+``native/include`` directly.  Modules are compiled for the current device's
 architecture on first use and cached per device.
+
+A source includes the shared header as ``#include "../include/<name>.h"``
+(what nvcc resolves next to the file); NVRTC compiles a string, so
+:func:`source_text` pastes the header's text in place of that line, which
+also makes cupy's kernel cache (keyed by the source text) see header edits.
 """
 from __future__ import annotations
 
 import os
+import re
 import threading
 from typing import Any
 
-__all__ = ["source_path", "module"]
+__all__ = ["source_path", "header_path", "source_text", "module"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_CANDIDATES = (os.path.join(_HERE, "cuda"), os.path.join(os.path.dirname(os.path.dirname(_HERE)), "native", "cuda"))
+_NATIVE = os.path.join(os.path.dirname(os.path.dirname(_HERE)), "native")
+_CANDIDATES = (os.path.join(_HERE, "cuda"), os.path.join(_NATIVE, "cuda"))
+_HEADER_CANDIDATES = (os.path.join(_HERE, "include"), os.path.join(_NATIVE, "include"))
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"\.\./include/([\w.]+)".*$', re.M)
 _lock = threading.Lock()
 _cache: dict[tuple[str, int, tuple[str, ...]], Any] = {}
 
@@ -26,6 +36,27 @@ def source_path(name: str) -> str:
         if os.path.exists(path):
             return path
     raise FileNotFoundError(f"CUDA source {name!r} not found in {', '.join(_CANDIDATES)}")
+
+
+def header_path(name: str) -> str:
+    """Path of the shared header ``name`` (e.g. ``"emublas_constants.h"``)."""
+    for folder in _HEADER_CANDIDATES:
+        path = os.path.join(folder, name)
+        if os.path.exists(path):
+            return path
+    raise FileNotFoundError(f"header {name!r} not found in {', '.join(_HEADER_CANDIDATES)}")
+
+
+def source_text(name: str) -> str:
+    """The text of ``native/cuda/<name>`` with its ``../include/`` headers pasted in."""
+    with open(source_path(name)) as fh:
+        code = fh.read()
+
+    def paste(match: re.Match[str]) -> str:
+        with open(header_path(match.group(1))) as fh:
+            return fh.read()
+
+    return _INCLUDE.sub(paste, code)
 
 
 def module(name: str, options: tuple[str, ...] = ()) -> Any:
@@ -42,8 +73,6 @@ def module(name: str, options: tuple[str, ...] = ()) -> Any:
     with _lock:
         mod = _cache.get(key)
         if mod is None:
-            with open(source_path(name)) as fh:
-                code = fh.read()
-            mod = cupy.RawModule(code=code, options=("-std=c++17", *options))
+            mod = cupy.RawModule(code=source_text(name), options=("-std=c++17", *options))
             _cache[key] = mod
     return mod

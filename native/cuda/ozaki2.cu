@@ -25,17 +25,19 @@
  */
 
 
-#define OZ_SPLIT 562949953421312.0          /* 2^49 */
-#define OZ_SPLIT_INV 1.7763568394002505e-15 /* 2^-49 */
-#define OZ_BIG 1.2379400392853803e27        /* 2^90 */
-#define OZ_MAX_MOD 64
-#define TILE 32
+#include "../include/emublas_constants.h" /* shared with the CPU kernels and Python */
+
+#define OZ_SPLIT EMUBLAS_OZ_SPLIT
+#define OZ_SPLIT_INV EMUBLAS_OZ_SPLIT_INV
+#define OZ_BIG EMUBLAS_OZ_BIG
+#define OZ_MAX_MOD EMUBLAS_OZ_MAX_MODULI
+#define TILE EMUBLAS_OZ_PAD /* a padded plane is a whole number of tiles */
 
 struct ozmod {
     double m, inv, bias, c49;
 };
 
-#define OZ_MAGIC 6755399441055744.0 /* 1.5 * 2^52: (z + MAGIC) - MAGIC rounds |z| < 2^51 to even */
+#define OZ_MAGIC EMUBLAS_OZ_MAGIC /* (z + MAGIC) - MAGIC rounds |z| < 2^51 to even */
 
 /* Round to nearest even by the magic constant (as the CPU code does): two
  * DADDs instead of the slower FRND. */
@@ -48,18 +50,6 @@ __device__ __forceinline__ double red_small(double t, const ozmod &M)
 {
     double q = rnd(fma(t, M.inv, M.bias));
     return fma(-q, M.m, t);
-}
-
-__device__ long long pow2mod(long long k, long long m)
-{
-    long long r = 1 % m, b = 2 % m;
-    while (k > 0) {
-        if (k & 1)
-            r = r * b % m;
-        b = b * b % m;
-        k >>= 1;
-    }
-    return r;
 }
 
 /* Symmetric residue of an integer-valued double (rare path: |y| >= 2^90). */
@@ -107,7 +97,7 @@ __device__ __forceinline__ double trunc_scaled(double x, int shift)
 
 /* The shift of a row holding NaN or Inf (oz_plan): its residues are zero, and the
  * final pass takes its entries from a float64 dot product of the original data. */
-#define OZ_DEAD (-2147483647 - 1)
+#define OZ_DEAD EMUBLAS_OZ_DEAD
 
 template <typename T, int NS>
 __device__ void load_tile(double (*tile)[TILE][TILE + 1], const T *const *src, long long rows, long long cols,
@@ -682,7 +672,7 @@ __device__ __forceinline__ void final_entry(double rh, double rl, double ih, dou
 }
 
 
-#define OZ_MAX_TERMS 1024
+#define OZ_MAX_TERMS EMUBLAS_OZ_MAX_TERMS
 
 extern "C" __global__ void __launch_bounds__(256) oz_crt_final(
     long long rows, long long cols, long long r0, long long j0, const signed char *terms, long long plane_stride,

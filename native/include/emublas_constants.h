@@ -1,0 +1,81 @@
+/*
+ * emublas_constants.h -- the constants and helpers that the C kernels
+ * (native/cpu), the CUDA kernels (native/cuda) and Python share, written once.
+ *
+ * Who reads it:
+ *   - the C sources include it (native/build.py puts native/include on the
+ *     include path);
+ *   - the CUDA sources include it as "../include/emublas_constants.h", which
+ *     nvcc resolves next to the source; for NVRTC (cupy.RawModule)
+ *     emublas/_kernels/cuda_source.py pastes the text in place of the
+ *     #include line, so cupy's kernel cache sees header changes;
+ *   - Python: every integer constant EMUBLAS_* is declared to cffi by
+ *     native/build.py (so emublas._kernels._cpu.lib carries the compiled
+ *     value), and emublas/_kernels/constants.py reads the same text for code
+ *     that must work without the C extension (the GPU path, module constants).
+ *
+ * Rules that keep all three readers working: no #include (NVRTC has no host
+ * standard library); integer constants are integer literals or expressions of
+ * earlier EMUBLAS_* integer constants (+ - * << and parentheses);
+ * floating-point constants are hexadecimal literals (exact, and Python skips
+ * them).
+ */
+#ifndef EMUBLAS_CONSTANTS_H
+#define EMUBLAS_CONSTANTS_H
+
+/* ---- Ozaki scheme II ------------------------------------------------------ */
+
+/* Moduli one residue pass takes (CPU and GPU keep their per-modulus constants
+ * in fixed arrays of this size). */
+#define EMUBLAS_OZ_MAX_MODULI 64
+
+/* CRT terms the GPU finalize keeps in shared memory (oz_crt_final). */
+#define EMUBLAS_OZ_MAX_TERMS 1024
+
+/* GPU residue planes are padded with zeros to multiples of this in both
+ * dimensions (cuBLAS's int8 TN layout); it is also the edge of the CUDA
+ * kernels' tiles, so a padded plane is a whole number of tiles. */
+#define EMUBLAS_OZ_PAD 32
+
+/* The int8 GEMM is exact in int32 for k below this (|a*b| <= 2^14). */
+#define EMUBLAS_I8GEMM_K_EXACT (1 << 17)
+
+/* k per int8 GEMM of a long product: under the exactness limit and a multiple
+ * of the GPU padding, so that every chunk starts on a padded boundary. */
+#define EMUBLAS_OZ_K_CHUNK (EMUBLAS_I8GEMM_K_EXACT - EMUBLAS_OZ_PAD)
+
+/* The shift of a row holding NaN or Inf (INT32_MIN): its residues are zero and
+ * the finalize takes its entries from a float64 dot product of the data. */
+#define EMUBLAS_OZ_DEAD (-2147483647 - 1)
+
+/* Residue reduction of an integer-valued double y (see native/cpu/ozaki_residues.c):
+ * y = a*2^49 + b for |y| < 2^90, and rounding to nearest even by adding and
+ * subtracting 1.5*2^52 (exact for |z| < 2^51). */
+#define EMUBLAS_OZ_SPLIT 0x1p49
+#define EMUBLAS_OZ_SPLIT_INV 0x1p-49
+#define EMUBLAS_OZ_BIG 0x1p90
+#define EMUBLAS_OZ_MAGIC 0x1.8p52
+
+/* ---- helpers for both C and CUDA ------------------------------------------ */
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define EMUBLAS_HOST_DEVICE __host__ __device__
+#else
+#define EMUBLAS_HOST_DEVICE
+#endif
+
+/* 2^k mod m for k >= 0, m >= 1 (the rare |y| >= 2^90 path of the residues:
+ * y = M*2^k reduces as (M mod m)(2^k mod m)). */
+static inline EMUBLAS_HOST_DEVICE long long pow2mod(long long k, long long m)
+{
+    long long r = 1 % m, b = 2 % m;
+    while (k > 0) {
+        if (k & 1)
+            r = r * b % m;
+        b = b * b % m;
+        k >>= 1;
+    }
+    return r;
+}
+
+#endif /* EMUBLAS_CONSTANTS_H */
