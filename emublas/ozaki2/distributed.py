@@ -15,7 +15,7 @@ Three passes over the blocks, each a Dask computation:
    shifts; per output block (i, j) and group of ``MODULI_PER_TASK`` moduli, a
    chain over the k-blocks l that adds the int32 plane products of ``X_il``
    and ``Y_jl`` exactly; per output block, the CRT sums continued group after
-   group in the engine's order, then the finalize (:mod:`emublas.ozaki2.blocks`).
+   group in the driver's order, then the finalize.
    The chains keep the large int32 sums where they are and move the planes;
    the groups give even a few large output blocks enough tasks to balance.
 
@@ -35,7 +35,7 @@ from dask import delayed
 from dask.base import tokenize
 
 from .._arrays import is_cupy, namespace
-from . import blocks, certify, routines, scaling
+from . import certify, cpu_stages, routines, scaling
 
 __all__ = ["gemm"]
 
@@ -61,12 +61,12 @@ def _offsets(chunks) -> list[int]:
 
 
 def _ops(x):
-    """The block tasks for ``x``'s chunks: :mod:`.blocks` (numpy) or :mod:`.gpu_blocks` (cupy)."""
+    """The block stages for ``x``'s chunks: numpy or cupy."""
     if is_cupy(x._meta):
-        from . import gpu_blocks
+        from . import gpu_stages
 
-        return gpu_blocks
-    return blocks
+        return gpu_stages.BLOCKS
+    return cpu_stages.BLOCKS
 
 
 def _stats(x):
@@ -109,7 +109,7 @@ def _bound_accurate(x, y, left, right):
         for j in range(yb.shape[0]):
             w = None
             for l in range(nl):
-                w = delayed(ops.bound_product)(bx[i][l], by[j][l], w, scaling.K_CHUNK, False,
+                w = delayed(ops.bound_product)(bx[i][l], by[j][l], w,
                                                dask_key_name=("oz-w-" + token, i, j, l))
             blocks_w[i, j] = delayed(ops.bound_w32)(w, dask_key_name=("oz-w32-" + token, i, j))
             jobs.append(delayed(ops.bound_maxima)(w, dask_key_name=("oz-wmax-" + token, i, j)))
@@ -143,10 +143,10 @@ def gemm(alpha, x, y, beta, c, *, conj_x: bool, conj_y: bool, dtype, moduli="def
     precision = routines._precision(dtype)
     p = routines.plan("gemm", family, precision, left, right, wrow, wcol, moduli=moduli, mode=mode,
                       complex_data=cplx)
-    recipes = routines.recipes_for("2m" if cplx else "real", p.roots)
-    cert = certify.certificate(p.px, p.py, p.mset, routines._nterms(recipes, x.shape[1]), k=x.shape[1],
-                               precision=precision, W=None, fallback=fallback, conj_l=conj_x, conj_r=conj_y)
-    out = _products(alpha, x, y, beta, c, p, recipes, conj_x=conj_x, conj_y=conj_y, dtype=dtype, cert=cert,
+    jb = routines.job_for("2m" if cplx else "real", p, x.shape[1])
+    cert = certify.certificate(p.px, p.py, p.mset, routines.nterms(jb), k=x.shape[1], precision=precision, W=None,
+                               fallback=fallback, conj_l=conj_x, conj_r=conj_y)
+    out = _products(alpha, x, y, beta, c, p, jb, conj_x=conj_x, conj_y=conj_y, dtype=dtype, cert=cert,
                     blocks_w=blocks_w)
     return out
 
@@ -157,7 +157,7 @@ def gemm(alpha, x, y, beta, c, *, conj_x: bool, conj_y: bool, dtype, moduli="def
 MODULI_PER_TASK = 4
 
 
-def _products(alpha, x, y, beta, c, p, recipes, *, conj_x, conj_y, dtype, cert, blocks_w):
+def _products(alpha, x, y, beta, c, p, jb, *, conj_x, conj_y, dtype, cert, blocks_w):
     ops = _ops(x)
     meta = _meta(x, dtype)
     xb, yb = x.to_delayed(), y.to_delayed()
@@ -165,25 +165,23 @@ def _products(alpha, x, y, beta, c, p, recipes, *, conj_x, conj_y, dtype, cert, 
     ox, oy, ok = _offsets(x.chunks[0]), _offsets(y.chunks[0]), _offsets(x.chunks[1])
     ni, nj, nl = xb.shape[0], yb.shape[0], xb.shape[1]
     token = tokenize(x.name, y.name, None if c is None else c.name, p.x_shift, p.y_shift, list(p.moduli),
-                     [r.planes for r in recipes], alpha, beta, conj_x, conj_y, np.dtype(dtype).str, scaling.K_CHUNK,
+                     [r.planes for r in jb.recipes], alpha, beta, conj_x, conj_y, np.dtype(dtype).str, jb.k_chunk,
                      MODULI_PER_TASK)
-    groups = [(g0, min(g0 + MODULI_PER_TASK, len(p.moduli))) for g0 in range(0, len(p.moduli), MODULI_PER_TASK)]
-    state = {}  # per output block: the CRT sums after the groups so far
-    # constant arguments go into partials: Dask would otherwise walk the recipes and
+    groups = [(g0, min(g0 + MODULI_PER_TASK, jb.nmod)) for g0 in range(0, jb.nmod, MODULI_PER_TASK)]
+    state = {}  # per output block: the CRT state after the groups so far
+    # constant arguments go into partials: Dask would otherwise walk the job and
     # constant arrays of every task for collections (most of the graph's build time)
     for g, (g0, g1) in enumerate(groups):
-        ms, rts, recs = list(p.moduli[g0:g1]), list(p.roots[g0:g1]), recipes[g0:g1]
-        planes_x = partial(ops.planes, moduli=ms, roots=rts, recipes=recs, conj=conj_x, k_chunk=scaling.K_CHUNK)
-        planes_y = partial(ops.planes, moduli=ms, roots=rts, recipes=recs, conj=conj_y, k_chunk=scaling.K_CHUNK)
+        planes_x = partial(ops.planes, jb=jb, lo=g0, hi=g1, conj=conj_x)
+        planes_y = partial(ops.planes, jb=jb, lo=g0, hi=g1, conj=conj_y)
         pa = [[delayed(planes_x)(xb[i, l], p.x_shift[ox[i]:ox[i + 1]], k0=ok[l],
                                  dask_key_name=(f"oz-planes-x-{token}", g, i, l)) for l in range(nl)]
               for i in range(ni)]
         pb = [[delayed(planes_y)(yb[j, l], p.y_shift[oy[j]:oy[j + 1]], k0=ok[l],
                                  dask_key_name=(f"oz-planes-y-{token}", g, j, l)) for l in range(nl)]
               for j in range(nj)]
-        products = partial(ops.products, recipes=recs)
-        crt = partial(ops.crt, moduli=ms, roots=rts, recipes=recs, weights=list(p.mset.weights[g0:g1]),
-                      big_hi=p.mset.big_hi[g0:g1], big_lo=p.mset.big_lo[g0:g1], complex_out=recs[0].complex_out)
+        products = partial(ops.products, jb=jb, lo=g0, hi=g1)
+        crt = partial(ops.crt, jb=jb, lo=g0, hi=g1)
         for i in range(ni):
             for j in range(nj):
                 acc = None
@@ -191,8 +189,7 @@ def _products(alpha, x, y, beta, c, p, recipes, *, conj_x, conj_y, dtype, cert, 
                     acc = delayed(products)(pa[i][l], pb[j][l], prev=acc,
                                             dask_key_name=(f"oz-products-{token}", g, i, j, l))
                 state[i, j] = delayed(crt)(acc, state.get((i, j)), dask_key_name=(f"oz-crt-{token}", g, i, j))
-    finalize = partial(ops.finalize, P_hi=p.mset.P_hi, P_lo=p.mset.P_lo, alpha=alpha, beta=beta,
-                       dtype=np.dtype(dtype).str)
+    finalize = partial(_finalize, ops=ops, jb=jb, alpha=alpha, beta=beta, dtype=np.dtype(dtype).str)
     rows = []
     for i in range(ni):
         row = []
@@ -205,6 +202,25 @@ def _products(alpha, x, y, beta, c, p, recipes, *, conj_x, conj_y, dtype, cert, 
             row.append(da.from_delayed(blk, (ox[i + 1] - ox[i], oy[j + 1] - oy[j]), dtype=dtype, meta=meta))
         rows.append(row)
     return da.block(rows)
+
+
+def _finalize(state, c, *, ops, jb, alpha, beta, dtype, x_shift, y_shift, cert=None, w=None, xs=(), ys=()):
+    """``alpha·C + beta·c`` of one output block from its CRT state over all moduli, certified
+    entry by entry (``cert``: the block's share, ``w`` its block of W or None, ``xs``, ``ys``
+    the k-blocks of its row and column panels, which the fallback reads); a warning where
+    the block ran (on a worker: its log) when entries failed."""
+    if cert is not None:
+        cert = dict(cert, W=w)
+        if w is None:
+            for key in ("row_wsum", "col_wsum", "row_budget", "col_budget"):
+                cert.pop(key, None)
+        cert["L"] = xs[0] if len(xs) == 1 else ops.concatenate(list(xs), axis=1)
+        cert["R"] = ys[0] if len(ys) == 1 else ops.concatenate(list(ys), axis=1)
+    out, count = ops.finalize(state, c, jb, x_shift, y_shift, alpha, beta, np.dtype(dtype), cert)
+    if count:
+        certify.warn("gemm (a Dask block)", count, out.size, cert.get("moduli", 0), cert.get("bits", 0.0),
+                     "dot" if cert["fix"] else "none")
+    return out
 
 
 def _cert_block(cert: dict, p, r0: int, r1: int, c0: int, c1: int) -> dict:

@@ -1,8 +1,8 @@
-"""Ozaki-II BLAS-3 routines on numpy arrays: gemm (real, 2M complex, hybrid), rank-k.
+"""Ozaki-II BLAS-3 routines on numpy and cupy arrays: gemm (real, 2M complex, hybrid), rank-k.
 
 Each routine turns its operands into "rows × k" factors, picks the moduli and
-the power-of-two shifts, runs the recipe of :mod:`.engine` for every modulus
-and lets the CRT kernel write ``alpha·C + beta·c`` into the output.
+the power-of-two shifts, runs the driver (:mod:`.pipeline`) over the stages
+of the arrays' device and lets the final pass write ``alpha·C + beta·c``.
 """
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._arrays import is_cupy, namespace
-from .._kernels import cpu
-from . import certify, engine, scaling, verdicts
+from . import certify, cpu_stages, pipeline, scaling, verdicts
+from . import recipes as recipe_table
 from .moduli import HYBRID_EXTRA, REAL_MODULI, TWO_M_MODULI, TWO_M_ROOTS, ModulusSet
 
 __all__ = ["gemm", "rank_k", "last_run", "DEFAULT_MODULI", "MODES"]
@@ -77,10 +77,9 @@ def _choose(family: _Family, precision: int, moduli, mode: str, left, right, g_r
     return count, None, False
 
 
-def _nterms(recipes, k_planes: int) -> int:
+def nterms(jb: pipeline.Job) -> int:
     """Accumulated CRT terms per part of the output (the reconstruction's error grows with it)."""
-    chunks = max(1, -(-k_planes // scaling.K_CHUNK))
-    return sum(max(sum(t.part == p for t in r.terms) for p in ("re", "im")) for r in recipes) * chunks
+    return sum(max(sum(t.part == p for t in r.terms) for p in ("re", "im")) for r in jb.recipes) * jb.nchunks
 
 
 @dataclass
@@ -126,10 +125,9 @@ def plan(routine: str, family: _Family, precision: int, left, right, wrow, wcol,
     return Plan(ms, roots, mset, px, py, info)
 
 
-def recipes_for(recipe_name: str, roots) -> list:
-    """The recipe per modulus: 3M for the hybrid's moduli without a square root of −1."""
-    recipe = engine.RECIPES[recipe_name]
-    return [recipe if r is not None or recipe.planes == "real" else engine.RECIPES["3m"] for r in roots]
+def job_for(recipe_name: str, p: Plan, k: int) -> pipeline.Job:
+    """The driver's (cached) job for a plan: the recipe per modulus over factors of k columns."""
+    return pipeline.job(recipe_table.for_moduli(recipe_name, p.roots), p.moduli, p.roots, k)
 
 
 def _execute(routine: str, recipe_name: str, family: _Family, x, y, out, alpha, beta, *,
@@ -145,7 +143,7 @@ def _execute(routine: str, recipe_name: str, family: _Family, x, y, out, alpha, 
     balancing), taken back in the final unscaling.
     """
     verdicts.check()  # earlier GPU calls' warnings, where ready
-    timer = engine.Timer()
+    timer = pipeline.Timer()
     t0 = time.perf_counter()
     precision = _precision(out.dtype)
     bx, by = bounds_from or (x, y)
@@ -161,15 +159,12 @@ def _execute(routine: str, recipe_name: str, family: _Family, x, y, out, alpha, 
     cplx_data = x.dtype.kind == "c"
     p = plan(routine, family, precision, left, right, wrow, wcol, moduli=moduli, mode=mode, shared=shared,
              complex_data=cplx_data)
-    ms, roots, mset, x_shift, y_shift, info = p.moduli, p.roots, p.mset, p.x_shift, p.y_shift, p.info
-    recipe = engine.RECIPES[recipe_name]
-    recipes = recipes_for(recipe_name, roots)
-    split_k = recipe.planes in ("split", "split2m")
+    x_shift, y_shift, info = p.x_shift, p.y_shift, p.info
+    jb = job_for(recipe_name, p, x.shape[1])
     fl, fr = fallback_factors or (bx, by)
     cert = certify.certificate(
-        p.px, p.py, mset, _nterms(recipes, x.shape[1] // 2 if split_k else x.shape[1]), k=bx.shape[1],
-        precision=precision, W=W, fallback=fallback, L=fl, R=fr, conj_l=conj_x,
-        conj_r=(not conj_y) if recipe_name == "herk" else conj_y)
+        p.px, p.py, p.mset, nterms(jb), k=bx.shape[1], precision=precision, W=W, fallback=fallback, L=fl, R=fr,
+        conj_l=conj_x, conj_r=(not conj_y) if recipe_name == "herk" else conj_y)
     # the final pass unscales by 2^-(x_shift + final_y_shift)
     final_y_shift = y_shift
     if unscale:
@@ -183,28 +178,19 @@ def _execute(routine: str, recipe_name: str, family: _Family, x, y, out, alpha, 
         from . import gpu_engine
 
         timer.gpu_profile = PROFILE_GPU
-        counters = gpu_engine.run(recipes, ms, roots, mset, x, y, x_shift, y_shift, out, alpha, beta, conj_x=conj_x,
-                                  conj_y=conj_y, uplo=uplo, timer=timer, budget=_gpu_budget(x, y, out),
+        counters = gpu_engine.run(jb, x, y, x_shift, y_shift, out, alpha, beta, conj_x=conj_x, conj_y=conj_y,
+                                  uplo=uplo, timer=timer, budget=_gpu_budget(x, y, out),
                                   devices=_resolve_devices(devices), split=split, cert=cert,
                                   final_y_shift=final_y_shift)
         _last.info = info = {**info, "phases": dict(timer.phases), "gpu_plan": timer.gpu_plan,
                              "fallback": fallback}
         verdicts.defer(counters, routine=routine, total=_entries(out.shape, uplo), info=info, fallback=fallback)
         return
-    cplx = recipe.complex_out
-    shape = (x.shape[0], y.shape[0])
-    acc = {"re_hi": np.zeros(shape, order="F"), "re_lo": np.zeros(shape, order="F"),
-           "first_re": True, "first_im": True}
-    if cplx:
-        acc["im_hi"] = np.zeros(shape, order="F")
-        acc["im_lo"] = np.zeros(shape, order="F")
-    engine.run(recipes, ms, roots, mset.weights, mset.big_hi, mset.big_lo, x, y, x_shift, y_shift,
-               conj_x=conj_x, conj_y=conj_y, acc=acc, uplo=uplo, batch=_batch(x, y, out, recipe),
-               timer=timer)
+    state = cpu_stages.new_state((x.shape[0], y.shape[0]), jb.complex_out)
+    stages = cpu_stages.CpuStages(x, y, x_shift, y_shift, conj_x=conj_x, conj_y=conj_y, uplo=uplo, timer=timer)
+    pipeline.run(jb, stages, state, batch=cpu_stages.batch_for(x, y, out, jb))
     t0 = time.perf_counter()
-    cpu.oz_crt_finalize(acc["re_hi"], acc["re_lo"], mset.P_hi, mset.P_lo, x_shift, final_y_shift, out,
-                        im_hi=acc.get("im_hi"), im_lo=acc.get("im_lo"), alpha=alpha, beta=beta, uplo=uplo,
-                        cert=cert)
+    cpu_stages.finalize(state, jb, x_shift, final_y_shift, out, alpha, beta, uplo=uplo, cert=cert)
     timer.add("crt", t0)
     _report(routine, cert, info, out.shape, uplo, fallback)
     _last.info = {**info, "phases": dict(timer.phases)}
@@ -273,15 +259,6 @@ def _gpu_budget(x, y, out) -> int:
     free += cupy.get_default_memory_pool().free_bytes()
     wanted = max(2 * (x.nbytes + (0 if y is x else y.nbytes) + out.nbytes), GPU_MIN_WORKSPACE)
     return int(min(wanted, 0.6 * free))  # headroom: scaling temporaries, the allocator's rounding
-
-
-def _batch(x, y, out, recipe) -> int:
-    """Moduli per residue pass so that extra memory stays within 3× the inputs and output."""
-    budget = 3 * (x.nbytes + y.nbytes + out.nbytes)
-    m, n = x.shape[0], y.shape[0]
-    fixed = m * n * (8 * (4 if recipe.complex_out else 2) + 4 * len(recipe.products))
-    per = engine.PLANES_PER_MODULUS[recipe.planes] * (x.size + (0 if y is x else y.size))
-    return max(1, (budget - fixed) // max(per, 1))
 
 
 # ---------------------------------------------------------------------------

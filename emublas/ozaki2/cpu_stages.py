@@ -1,0 +1,239 @@
+"""The Ozaki-II stages on numpy arrays (cffi C kernels): what :mod:`.pipeline` runs on the CPU.
+
+* :class:`CpuStages` -- one call: residue planes of a run of moduli, the int8
+  products of one modulus and k-chunk (``i8gemm``), each folded at once into
+  double-double accumulators (``oz_crt_accumulate``);
+* :func:`finalize` -- ``alpha·C + beta·c`` from the accumulators, certified entry
+  by entry (``oz_crt_finalize``);
+* :data:`BLOCKS` -- the same stages cut for the Dask block tasks (:mod:`.blocks`):
+  row statistics and bound products continued over k-blocks, products summed
+  over k-blocks per k-chunk.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .._kernels import cpu
+from . import pipeline, scaling
+from .recipes import PLANES_PER_MODULUS
+
+__all__ = ["CpuStages", "new_state", "finalize", "residues", "BLOCKS"]
+
+
+def residues(kind: str, x, shift, moduli, roots, conj: bool, threads=None) -> np.ndarray:
+    """Residue planes of one factor for a run of moduli: int8 array (planes·count, rows, kk)."""
+    rows, k = x.shape
+    moduli, roots = list(moduli), list(roots)
+    if kind == "real":
+        return cpu.oz_residues(x, shift, 0, moduli, threads=threads)
+    if kind == "2m":
+        return cpu.oz_residues_cplx(x.real, x.imag, shift, 0, moduli, roots, conj=conj, threads=threads)
+    if kind == "3m":
+        return cpu.oz_residues_3m(x.real, x.imag, shift, 0, moduli, conj=conj, threads=threads)
+    if kind == "split":
+        h = k // 2
+        return cpu.oz_residues_cplx(x[:, :h], x[:, h:], shift, 0, moduli, roots, threads=threads)
+    if kind == "split2m":
+        two = cpu.oz_residues_cplx(x.real, x.imag, shift, 0, moduli, roots, conj=conj, threads=threads)
+        h = k // 2
+        out = np.empty((4 * len(moduli), rows, h), np.int8)
+        for l, (m, s) in enumerate(zip(moduli, roots)):
+            for half in range(2):
+                y = two[2 * l + half].astype(np.int32)
+                p, q = y[:, :h], y[:, h:] * s
+                for sign, slot in ((1, 0), (-1, 1)):
+                    r = (p + sign * q) % m
+                    r[r > (m - 1) // 2] -= m
+                    out[4 * l + 2 * half + slot] = r
+        return out
+    raise ValueError(kind)
+
+
+def new_state(shape, complex_out: bool) -> dict:
+    """Zeroed double-double accumulators (Fortran order) for an output of ``shape``."""
+    parts = ("re", "im") if complex_out else ("re",)
+    state = {f"{p}_{h}": np.zeros(shape, order="F") for p in parts for h in ("hi", "lo")}
+    state.update(first_re=True, first_im=True)
+    return state
+
+
+def accumulate(state: dict, prods, jb: pipeline.Job, l: int, uplo: int = 0, threads=None) -> None:
+    """Fold modulus l's int32 products of one k-chunk into the accumulators, term by term."""
+    m, bhi, blo = jb.moduli[l], jb.mset.big_hi[l], jb.mset.big_lo[l]
+    for part, p1, t1, w1, p2, t2, w2 in jb.terms[l]:
+        kw = {} if p2 is None else {"x2": prods[p2].T if t2 else prods[p2], "w2": w2}
+        cpu.oz_crt_accumulate(prods[p1].T if t1 else prods[p1], w1, m, bhi, blo, state[part + "_hi"],
+                              state[part + "_lo"], first=state["first_" + part], uplo=uplo, threads=threads, **kw)
+        state["first_" + part] = False
+
+
+class CpuStages:
+    """The CPU's stages of one call ``x·yᵀ`` (``x``, ``y`` scaled by their row shifts
+    inside the residue kernels; ``y is x`` and equal shifts share one set of planes)."""
+
+    def __init__(self, x, y, x_shift, y_shift, *, conj_x=False, conj_y=False, uplo=0, threads=None, timer=None):
+        self.x, self.y, self.xs, self.ys = x, y, x_shift, y_shift
+        self.conj_x, self.conj_y, self.uplo, self.threads, self.timer = conj_x, conj_y, uplo, threads, timer
+        self.same = y is x and y_shift is x_shift and conj_x == conj_y
+        self.buf: list[np.ndarray] = []
+        self.t0 = time.perf_counter()
+
+    def _tick(self, phase: str) -> None:
+        if self.timer is not None:
+            self.t0 = self.timer.add(phase, self.t0)
+
+    def planes(self, jb: pipeline.Job, start: int, stop: int):
+        kind = jb.recipes[start].planes
+        ms, rs = jb.moduli[start:stop], jb.roots[start:stop]
+        px = residues(kind, self.x, self.xs, ms, rs, self.conj_x, self.threads)
+        py = px if self.same else residues(kind, self.y, self.ys, ms, rs, self.conj_y, self.threads)
+        self._tick("residues")
+        return px, py
+
+    def products(self, planes, jb: pipeline.Job, j: int, l: int, c: int) -> list[np.ndarray]:
+        px, py = planes
+        rec = jb.recipes[l]
+        per = PLANES_PER_MODULUS[rec.planes]
+        c0, c1 = jb.chunk(c)
+        while len(self.buf) < len(rec.products):
+            self.buf.append(np.empty((px.shape[1], py.shape[1]), np.int32, order="F"))
+        for idx, (a, b) in enumerate(rec.products):
+            cpu.i8gemm(px[per * j + a][:, c0:c1], py[per * j + b][:, c0:c1].T, out=self.buf[idx],
+                       threads=self.threads)
+        self._tick("gemm")
+        return self.buf
+
+    def reduce(self, state: dict, prods, jb: pipeline.Job, l: int, c: int) -> None:
+        accumulate(state, prods, jb, l, self.uplo, self.threads)
+        self._tick("crt")
+
+
+def finalize(state: dict, jb: pipeline.Job, x_shift, y_shift, out, alpha, beta, *, uplo=0, cert=None) -> None:
+    """``out = alpha·C + beta·out`` from the accumulators, certified entry by entry (``cert``)."""
+    cpu.oz_crt_finalize(state["re_hi"], state["re_lo"], jb.mset.P_hi, jb.mset.P_lo, x_shift, y_shift, out,
+                        im_hi=state.get("im_hi"), im_lo=state.get("im_lo"), alpha=alpha, beta=beta, uplo=uplo,
+                        cert=cert)
+
+
+def batch_for(x, y, out, jb: pipeline.Job) -> int:
+    """Moduli per residue pass so that extra memory stays within 3× the inputs and output."""
+    budget = 3 * (x.nbytes + y.nbytes + out.nbytes)
+    m, n = x.shape[0], y.shape[0]
+    fixed = m * n * (8 * (4 if jb.complex_out else 2) + 4 * jb.nprod)
+    per = jb.planes_per_modulus * (x.size + (0 if y is x else y.size))
+    return max(1, (budget - fixed) // max(per, 1))
+
+
+def dead_zeroed(x: np.ndarray, dead: np.ndarray) -> np.ndarray:
+    """``x`` with the rows flagged ``dead`` (NaN/Inf somewhere in the row) set to zero
+    (a copy, only if any): the C kernels would read them."""
+    if not dead.any():
+        return x
+    x = x.copy()
+    x[dead] = 0
+    return x
+
+
+# ---------------------------------------------------------------------------
+# the Dask block tasks' stages (numpy chunks)
+# ---------------------------------------------------------------------------
+
+class _Blocks:
+    """The CPU's block stages (see :mod:`.blocks` for the contract of each)."""
+
+    @staticmethod
+    def stats(x, carry=None):
+        return cpu.oz_row_stats(x, carry=carry)
+
+    @staticmethod
+    def bound_int8(x, rowmax):
+        rowmax = np.asarray(rowmax, np.float64)
+        live = rowmax <= np.finfo(np.float64).max
+        ea = np.frexp(np.where(live, rowmax, 0.0))[1]
+        return cpu.oz_bound_int8(dead_zeroed(x, ~live), ea)
+
+    @staticmethod
+    def bound_product(a, b, prev):
+        w = np.zeros((a.shape[0], b.shape[0]), np.int64) if prev is None else prev.copy()
+        for c0 in range(0, a.shape[1], scaling.K_CHUNK):  # int32 stays exact within one chunk
+            w += cpu.i8gemm(a[:, c0:c0 + scaling.K_CHUNK], b[:, c0:c0 + scaling.K_CHUNK].T)
+        return w
+
+    @staticmethod
+    def bound_maxima(w):
+        return scaling._axis_max(w, 1), scaling._axis_max(w, 0)
+
+    @staticmethod
+    def bound_w32(w):
+        return np.asfortranarray(np.minimum(w, 2**31 - 1).astype(np.int32))
+
+    @staticmethod
+    def planes(x, shift, jb: pipeline.Job, lo: int, hi: int, conj: bool, k0: int) -> dict:
+        shift = np.asarray(shift, np.int32)
+        x = dead_zeroed(x, shift == scaling.DEAD)
+        out = {}
+        for c, a, b in pipeline.k_pieces(k0, x.shape[1]):
+            out[c] = [(start, stop, residues(jb.recipes[start].planes, x[:, a:b], shift, jb.moduli[start:stop],
+                                             jb.roots[start:stop], conj))
+                      for start, stop in pipeline.runs(jb, lo, hi)]
+        return out
+
+    @staticmethod
+    def products(px: dict, py: dict, jb: pipeline.Job, lo: int, hi: int, prev: dict | None) -> dict:
+        out = dict(prev) if prev else {}
+        for c, runs_x in px.items():
+            runs_y = py[c]
+            rows_x, rows_y = runs_x[0][2].shape[1], runs_y[0][2].shape[1]
+            per_mod = []
+            for l in range(lo, hi):
+                rec = jb.recipes[l]
+                # Fortran order, as the single call's buffers: the CRT kernel walks them by columns
+                prods = [cpu.i8gemm(pipeline.run_plane(runs_x, l, rec.planes, a),
+                                    pipeline.run_plane(runs_y, l, rec.planes, b).T,
+                                    out=np.empty((rows_x, rows_y), np.int32, order="F"))
+                         for a, b in rec.products]
+                if c in out:
+                    for mine, earlier in zip(prods, out[c][l - lo]):
+                        mine += earlier
+                per_mod.append(prods)
+            out[c] = per_mod
+        return out
+
+    @staticmethod
+    def crt(acc: dict, state, jb: pipeline.Job, lo: int, hi: int) -> dict:
+        if state is None:
+            shape = acc[min(acc)][0][0].shape
+            state = new_state(shape, jb.complex_out)
+        else:
+            state = {k: v.copy(order="F") if isinstance(v, np.ndarray) else v for k, v in state.items()}
+        pipeline.reduce_group(jb, _BlockReduce, state, acc, lo, hi)
+        return state
+
+    @staticmethod
+    def finalize(state: dict, c, jb: pipeline.Job, x_shift, y_shift, alpha, beta, dtype, cert) -> tuple:
+        mx, my = len(x_shift), len(y_shift)
+        if c is not None and beta != 0:
+            out = np.array(c, dtype=dtype, order="F", copy=True)
+        else:
+            out = np.zeros((mx, my), dtype=dtype, order="F")
+        # arrays that crossed processes may arrive unaligned (pickle protocol 5 buffers)
+        state = {key: np.require(v, np.float64, ["F", "A"]) if isinstance(v, np.ndarray) else v
+                 for key, v in state.items()}
+        finalize(state, jb, np.asarray(x_shift, np.int32), np.asarray(y_shift, np.int32), out, alpha, beta,
+                 cert=cert)
+        return out, (cert["uncertified"] if cert is not None else 0)
+
+    concatenate = staticmethod(np.concatenate)
+
+
+class _BlockReduce:
+    """The reduce stage of a Dask block (no timer, whole output block)."""
+
+    @staticmethod
+    def reduce(state, prods, jb, l, c):
+        accumulate(state, prods, jb, l)
+
+
+BLOCKS = _Blocks()

@@ -1,0 +1,359 @@
+"""The Ozaki-II stages on cupy arrays (CUDA kernels + cuBLAS int8): what :mod:`.pipeline` runs on a GPU.
+
+On the CPU each int32 product is folded at once into double-double
+accumulators; here each product is reduced to int8 *terms*
+``(w1·X1 + w2·X2) mod m`` (``oz_terms``) as soon as cuBLAS has produced it,
+and one ``oz_crt_final`` pass runs the same double-double sum over all terms
+of all moduli in registers, in the CPU's term order, and writes
+``alpha·C + beta·c``: the results are the CPU's bit for bit.
+
+* :class:`GpuStages` -- one output block (rows ``[r0, r1)`` × columns
+  ``[j0, j1)``) of a call on one device;
+* :func:`workspace_plan` -- column blocks and moduli per residue pass within a
+  memory budget (cached per shape);
+* :data:`BLOCKS` -- the stages cut for the Dask block tasks (:mod:`.blocks`).
+
+Everything is queued on cupy's current stream; nothing here waits for the
+device (constants are uploaded once per job and device and cached).
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from .._kernels import ozaki_gpu as kg
+from . import pipeline, scaling
+from .recipes import PLANES_PER_MODULUS
+
+__all__ = ["GpuStages", "Events", "workspace_plan", "job_constants", "spec", "final", "BLOCKS"]
+
+
+class Events:
+    """Phase times from CUDA events (only when profiling: reading them synchronises)."""
+
+    def __init__(self, timer=None):
+        self.timer = timer
+        self.on = timer is not None and timer.gpu_profile
+        self.marks: list = []
+
+    def mark(self, phase):
+        if self.on:
+            import cupy
+
+            ev = cupy.cuda.Event()
+            ev.record()
+            self.marks.append((phase, ev))
+
+    def finish(self):
+        if not self.on or not self.marks:
+            return
+        import cupy
+
+        self.marks[-1][1].synchronize()
+        for (_, a), (phase, b) in zip(self.marks, self.marks[1:]):
+            self.timer.phases[phase] = self.timer.phases.get(phase, 0.0) + cupy.cuda.get_elapsed_time(a, b) / 1e3
+
+
+def _workspace(nterms, mr, nb, nprod, swap, pl, batch, kk, same_single):
+    """Bytes of one block's workspace: term planes, int32 products, residue planes of a batch."""
+    rp, bp, kp = kg.pad(mr), kg.pad(nb), kg.pad(kk)
+    terms = nterms * rp * nb
+    prods = nprod * (2 if swap else 1) * rp * bp * 4
+    per_mod = pl * kp * (rp + (0 if same_single else bp) + (rp + bp if swap else 0))
+    return terms + prods + batch * per_mod
+
+
+@lru_cache(maxsize=256)
+def workspace_plan(m, n, kk, nterms, nprod, pl, nmod, transposed, same, budget) -> tuple[int, int]:
+    """``(nb, batch)``: output columns per block and moduli per residue pass within ``budget``
+    bytes (blocking over columns recomputes the left factor's residues per block)."""
+    nb = n
+    while True:
+        swap = nb < n and transposed
+        for batch in range(nmod, 0, -1):
+            if _workspace(nterms, m, nb, nprod, swap, pl, batch, kk, same and nb == n) <= budget:
+                return nb, batch
+        if nb <= kg.PAD:
+            need = _workspace(nterms, m, nb, nprod, swap, pl, 1, kk, False)
+            raise MemoryError(
+                f"ozaki2 on the GPU: even {nb}-column blocks with one modulus per pass need"
+                f" {need / 2**20:.2f} MiB of workspace, more than the {budget / 2**20:.2f} MiB allowed;"
+                " use fewer moduli or the native backend")
+        nb = max(kg.PAD, (nb // 2 + kg.PAD - 1) // kg.PAD * kg.PAD)
+
+
+def spec(jb: pipeline.Job, l: int, swap: bool):
+    """``(spec, transposed)``: the oz_terms spec of modulus l (6 ints per term) on the current
+    device (cached), and whether a term reads a product transposed.  With ``swap`` a
+    transposed read is a second product computed transposed (a column-blocked rank-k call)."""
+    import cupy
+
+    key = ("spec", l, swap, cupy.cuda.Device().id)
+    got = jb.memo.get(key)
+    if got is None:
+        rows = []
+        for _, p1, t1, w1, p2, t2, w2 in jb.terms[l]:
+            src1, tr1 = (jb.nprod + p1, 0) if (swap and t1) else (p1, int(t1))
+            if p2 is None:
+                src2, tr2, w2 = -1, 0, 0
+            else:
+                src2, tr2 = (jb.nprod + p2, 0) if (swap and t2) else (p2, int(t2))
+            rows.append((src1, tr1, w1, src2, tr2, w2))
+        flat = [v for r in rows for v in r]
+        got = jb.memo[key] = (cupy.asarray(np.array(flat, np.int32)), any(r[1] or r[4] for r in rows))
+    return got
+
+
+def job_constants(jb: pipeline.Job, part=None, bhi=None, blo=None):
+    """The final pass's term table (part, CRT weight hi/lo) on the current device, cached per job."""
+    import cupy
+
+    key = ("table", cupy.cuda.Device().id) if part is None else None
+    got = jb.memo.get(key) if key else None
+    if got is None:
+        got = (cupy.asarray(np.array(jb.part if part is None else part, np.int8)),
+               cupy.asarray(np.array(jb.bhi if bhi is None else bhi, np.float64)),
+               cupy.asarray(np.array(jb.blo if blo is None else blo, np.float64)))
+        if key:
+            jb.memo[key] = got
+    return got
+
+
+class GpuStages:
+    """One output block's stages on one device.
+
+    ``on``: the inputs there (``x``, ``y``, their shifts ``xs``, ``ys``); ``T``: the
+    block's term planes, written from term slot ``slot0`` of the job on.  A column-blocked
+    rank-k call (``swap``) computes the transposed products a term reads as products of
+    their own (the block holds only its columns).
+    """
+
+    def __init__(self, on, r0, r1, j0, j1, *, blocked, transposed, same, conj_x, conj_y, uplo, T, slot0=0,
+                 events=None):
+        import cupy
+
+        self.on, self.r0, self.r1, self.j0, self.j1 = on, r0, r1, j0, j1
+        self.blocked, self.same, self.conj_x, self.conj_y, self.uplo = blocked, same, conj_x, conj_y, uplo
+        self.swap = blocked and transposed
+        self.T, self.slot0, self.ev = T, slot0, events or Events()
+        self.rp, self.bp = kg.pad(r1 - r0), kg.pad(j1 - j0)
+        self.P = None
+        self._cupy = cupy
+
+    def planes(self, jb: pipeline.Job, start: int, stop: int):
+        kind = jb.recipes[start].planes
+        ms, rs = jb.moduli[start:stop], jb.roots[start:stop]
+        on, r0, r1, j0, j1 = self.on, self.r0, self.r1, self.j0, self.j1
+
+        def planes(f, sh, a, b, conj):
+            return kg.residues(kind, f[a:b], sh[a:b], ms, rs, conj)
+
+        px = planes(on.x, on.xs, r0, r1, self.conj_x)
+        py = px if (self.same and not self.blocked) else planes(on.y, on.ys, j0, j1, self.conj_y)
+        px_b = py_r = None
+        if self.swap:
+            px_b = py if self.same else planes(on.x, on.xs, j0, j1, self.conj_x)
+            py_r = px if self.same else planes(on.y, on.ys, r0, r1, self.conj_y)
+        self.ev.mark("residues")
+        return px, py, px_b, py_r
+
+    def products(self, planes, jb: pipeline.Job, j: int, l: int, c: int):
+        px, py, px_b, py_r = planes
+        if self.P is None:
+            self.P = [self._cupy.empty((self.bp, self.rp), np.int32) for _ in range(jb.nprod * (2 if self.swap else 1))]
+        rec = jb.recipes[l]
+        per = PLANES_PER_MODULUS[rec.planes]
+        c0, c1 = jb.chunk(c, px.shape[2])
+        ck = c1 - c0
+        for idx, (a, b) in enumerate(rec.products):
+            kg.gemm_tn(_plane(px, per * j + a) + c0, _plane(py, per * j + b) + c0, self.rp, self.bp, ck,
+                       px.shape[2], py.shape[2], self.P[idx], self.rp)
+            if self.swap:
+                kg.gemm_tn(_plane(py_r, per * j + b) + c0, _plane(px_b, per * j + a) + c0, self.rp, self.bp, ck,
+                           py_r.shape[2], px_b.shape[2], self.P[jb.nprod + idx], self.rp)
+        self.ev.mark("gemm")
+        return self.P
+
+    def reduce(self, T, prods, jb: pipeline.Job, l: int, c: int) -> None:
+        spec_d, tr = spec(jb, l, self.swap)
+        nt = len(jb.terms[l])
+        mr, nbk = self.r1 - self.r0, self.j1 - self.j0
+        kg.terms(prods, self.rp, mr, nbk, self.r0, self.j0, spec_d, nt, jb.moduli[l], T,
+                 jb.slot[l] - self.slot0 + c * nt, nbk * self.rp, self.rp, self.uplo, tr)
+        self.ev.mark("crt")
+
+
+def final(jb: pipeline.Job, on, T, r0, r1, j0, j1, alpha, beta, out, uplo, out_j0=0, cert=None) -> None:
+    """The one CRT pass over a block's term planes: ``out = alpha·C + beta·out``, certified."""
+    rp = kg.pad(r1 - r0)
+    part, bhi, blo = job_constants(jb)
+    kg.crt_final(T, jb.nterms, (j1 - j0) * rp, rp, part, bhi, blo, jb.mset.P_hi, jb.mset.P_lo, on.xs, on.yf,
+                 r1 - r0, j1 - j0, r0, j0, alpha, beta, out, uplo, out_j0, cert=cert)
+
+
+def _plane(planes, idx: int) -> int:
+    """Device address of plane ``idx`` of a (planes, rows, cols) int8 array."""
+    return planes.data.ptr + idx * planes.shape[1] * planes.shape[2]
+
+
+# ---------------------------------------------------------------------------
+# the Dask block tasks' stages (cupy chunks; each on the device of its inputs)
+# ---------------------------------------------------------------------------
+
+class _Blocks:
+    """The GPU's block stages (see :mod:`.blocks` for the contract of each).  Planes are
+    padded and k-contiguous, one set per driver k-chunk, so every product starts aligned;
+    a group's products become int8 term planes at once (``crt``)."""
+
+    @staticmethod
+    def stats(x, carry=None):
+        # the sums are the block's added to the carry: their last bits can differ from one
+        # pass over whole rows (only ``fast`` and ``auto`` read them)
+        with x.device:
+            rowmax, sumsq, l1 = kg.row_stats_host(x)
+        if carry is None:
+            return rowmax, sumsq, l1
+        pm, ps, pl = carry
+        return np.maximum(pm, rowmax), ps + sumsq, pl + l1  # maximum propagates the NaN marks
+
+    @staticmethod
+    def bound_int8(x, rowmax):
+        import cupy
+
+        with x.device:
+            return kg.bound_planes(x, cupy.asarray(np.asarray(rowmax, np.float64))), x.shape[0]
+
+    @staticmethod
+    def bound_product(a, b, prev):
+        """W stored transposed: ``(rows_b_pad, rows_a_pad)`` C order int64, with the row counts."""
+        import cupy
+
+        (pa, rows_a), (pb, rows_b) = a, b
+        with pa.device:
+            rp, kp = pa.shape
+            w = cupy.empty((pb.shape[0], rp), np.int32)  # column-major rp × bp: W transposed, row-major
+            acc = cupy.zeros((pb.shape[0], rp), np.int64) if prev is None else prev[0].copy()
+            for c0 in range(0, kp, scaling.K_CHUNK):  # int32 stays exact within one chunk
+                kg.gemm_tn(pa.data.ptr + c0, pb.data.ptr + c0, rp, pb.shape[0], min(kp, c0 + scaling.K_CHUNK) - c0,
+                           kp, kp, w, rp)
+                acc += w
+            return acc, rows_a, rows_b
+
+    @staticmethod
+    def bound_maxima(w):
+        import cupy
+
+        acc, rows_a, rows_b = w
+        with acc.device:
+            rowmax = acc[:rows_b, :rows_a].max(axis=0) if rows_b else cupy.zeros(rows_a, np.int64)
+            colmax = acc[:rows_b, :rows_a].max(axis=1) if rows_a else cupy.zeros(rows_b, np.int64)
+            return rowmax.get(), colmax.get()
+
+    @staticmethod
+    def bound_w32(w):
+        import cupy
+
+        acc, rows_a, rows_b = w
+        with acc.device:
+            return cupy.minimum(acc[:rows_b, :rows_a], 2**31 - 1).astype(np.int32).T
+
+    @staticmethod
+    def planes(x, shift, jb: pipeline.Job, lo: int, hi: int, conj: bool, k0: int) -> dict:
+        import cupy
+
+        pieces = {}
+        with x.device:
+            shift_d = cupy.asarray(np.asarray(shift, np.int32))
+            for c, a, b in pipeline.k_pieces(k0, x.shape[1]):
+                pieces[c] = [(start, stop, kg.residues(jb.recipes[start].planes, x[:, a:b], shift_d,
+                                                       jb.moduli[start:stop], jb.roots[start:stop], conj))
+                             for start, stop in pipeline.runs(jb, lo, hi)]
+        return {"rows": x.shape[0], "pieces": pieces}
+
+    @staticmethod
+    def products(px: dict, py: dict, jb: pipeline.Job, lo: int, hi: int, prev: dict | None) -> dict:
+        """Per chunk and modulus the int32 products, column-major ``(cols_pad, rows_pad)``."""
+        import cupy
+
+        out = dict(prev["chunks"]) if prev else {}
+        some = next(iter(px["pieces"].values()))[0][2]
+        with some.device:
+            for c, runs_x in px["pieces"].items():
+                runs_y = py["pieces"][c]
+                per_mod = []
+                for l in range(lo, hi):
+                    rec = jb.recipes[l]
+                    prods = []
+                    for idx, (a, b) in enumerate(rec.products):
+                        pa = pipeline.run_plane(runs_x, l, rec.planes, a)
+                        pb = pipeline.run_plane(runs_y, l, rec.planes, b)
+                        rp, kp = pa.shape
+                        prod = cupy.empty((pb.shape[0], rp), np.int32)
+                        kg.gemm_tn(pa.data.ptr, pb.data.ptr, rp, pb.shape[0], kp, kp, kp, prod, rp)
+                        if c in out:
+                            prod += out[c][l - lo][idx]
+                        prods.append(prod)
+                    per_mod.append(prods)
+                out[c] = per_mod
+        return {"shape": (px["rows"], py["rows"]), "chunks": out}
+
+    @staticmethod
+    def crt(acc: dict, state, jb: pipeline.Job, lo: int, hi: int) -> dict:
+        """The group's products as int8 term planes, appended after those of ``state``."""
+        import cupy
+
+        rows_x, rows_y = acc["shape"]
+        first = acc["chunks"][min(acc["chunks"])][0][0]
+        rp = first.shape[1]
+        with first.device:
+            T = cupy.empty((jb.slot[hi] - jb.slot[lo], rows_y, rp), np.int8)
+            red = _BlockReduce(rp, rows_x, rows_y, jb.slot[lo])
+            pipeline.reduce_group(jb, red, T, acc["chunks"], lo, hi)
+        return {"terms": (state or {"terms": []})["terms"] + [T], "slots": (lo, hi)}
+
+    @staticmethod
+    def finalize(state: dict, c, jb: pipeline.Job, x_shift, y_shift, alpha, beta, dtype, cert) -> tuple:
+        import cupy
+
+        mx, my = len(x_shift), len(y_shift)
+        with state["terms"][0].device:
+            T = state["terms"][0] if len(state["terms"]) == 1 else cupy.concatenate(state["terms"])
+            rp = T.shape[2]
+            if c is not None and beta != 0:
+                out = cupy.array(c, dtype=dtype, order="F", copy=True)
+            else:
+                out = cupy.zeros((mx, my), dtype=dtype, order="F")
+            part, bhi, blo = job_constants(jb)
+            shifts = [cupy.asarray(np.asarray(sh, np.int32)) for sh in (x_shift, y_shift)]
+            dev_cert = None
+            if cert is not None:
+                dev_cert = {key: (cupy.asarray(np.asarray(v)) if isinstance(v, np.ndarray) else v)
+                            for key, v in cert.items()}
+                dev_cert["counter"] = cupy.zeros(1, np.uint64)
+            kg.crt_final(T, T.shape[0], my * rp, rp, part, bhi, blo, jb.mset.P_hi, jb.mset.P_lo, *shifts, mx, my, 0,
+                         0, alpha, beta, out, 0, cert=dev_cert)
+            count = int(dev_cert["counter"].get()[0]) if dev_cert is not None else 0
+        return out, count
+
+    @staticmethod
+    def concatenate(parts, axis):
+        import cupy
+
+        return cupy.concatenate(parts, axis=axis)
+
+
+class _BlockReduce:
+    """The reduce stage of a Dask block: products (cols_pad × rows_pad) to term planes."""
+
+    def __init__(self, rp, rows_x, rows_y, slot0):
+        self.rp, self.rows_x, self.rows_y, self.slot0 = rp, rows_x, rows_y, slot0
+
+    def reduce(self, T, prods, jb, l, c):
+        spec_d, tr = spec(jb, l, False)
+        nt = len(jb.terms[l])
+        kg.terms(prods, self.rp, self.rows_x, self.rows_y, 0, 0, spec_d, nt, jb.moduli[l], T,
+                 jb.slot[l] - self.slot0 + c * nt, self.rows_y * self.rp, self.rp, 0, tr)
+
+
+BLOCKS = _Blocks()

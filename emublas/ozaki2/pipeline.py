@@ -1,0 +1,182 @@
+"""The Ozaki-II driver: one loop over moduli and k-chunks, with stages per device.
+
+A product ``C = X·Yᵀ`` of two "rows × k" factors (already scaled to integers
+by their row shifts) runs as
+
+1. residue planes of both factors for a *run* of moduli (consecutive moduli
+   sharing one plane kind, at most ``batch`` of them);
+2. per modulus and per k-chunk (at most ``K_CHUNK`` columns, so that int32
+   sums stay exact), the recipe's int8 plane products;
+3. each chunk's products *reduced* at once: folded into double-double
+   accumulators (CPU), or turned into int8 CRT term planes (GPU), in the order
+   modulus, k-chunk, recipe term;
+4. one final pass (the stage's ``finalize``) writes ``alpha·C + beta·c``.
+
+What a device does at each step is its *stages* object (:mod:`.cpu_stages`,
+:mod:`.gpu_stages`); this module owns the order, which is what makes the
+results bit-identical between the CPU, the GPU, several GPUs and Dask blocks.
+
+The :class:`Job` is everything about a call that depends only on its recipe,
+moduli and k: the per-term CRT factors, the term table of the GPU's final pass.
+It is cached (:func:`job`), so a repeated call does no per-modulus Python
+arithmetic.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from . import scaling
+from .moduli import ModulusSet
+from .recipes import PLANES_PER_MODULUS, SPLIT_KINDS, Recipe, factor
+
+__all__ = ["Job", "job", "runs", "run", "reduce_group", "k_pieces", "run_plane", "Timer"]
+
+
+@dataclass
+class Timer:
+    """Seconds spent per phase (reported by ``emublas.ozaki2.last_run()``)."""
+
+    phases: dict = field(default_factory=lambda: {"residues": 0.0, "gemm": 0.0, "crt": 0.0})
+    gpu_profile: bool = False
+    gpu_plan: dict | None = None
+
+    def add(self, phase: str, t0: float) -> float:
+        t1 = time.perf_counter()
+        self.phases[phase] = self.phases.get(phase, 0.0) + (t1 - t0)
+        return t1
+
+
+@dataclass(frozen=True)
+class Job:
+    """The schedule of one product: recipes, moduli and the constants the stages read.
+
+    ``terms[l]``: per recipe term of modulus l, ``(part, p1, t1, w1, p2, t2, w2)``
+    with the CRT factors ``w`` already reduced modulo the modulus (``p2`` None for
+    one-product terms).  ``part``, ``bhi``, ``blo``, ``slot``: the term table of
+    the GPU's final pass (see :meth:`term_table`).
+    """
+
+    recipes: tuple[Recipe, ...]
+    moduli: tuple[int, ...]
+    roots: tuple[int, ...]          # 0 where a modulus has no square root of −1
+    mset: ModulusSet
+    k: int                          # columns of the factors
+    kk: int                         # columns of the residue planes (k, or k/2 for the split kinds)
+    nchunks: int
+    k_chunk: int                    # columns per k-chunk (``scaling.K_CHUNK`` when the job was made)
+    terms: tuple[tuple, ...]
+    part: tuple[int, ...]
+    bhi: tuple[float, ...]
+    blo: tuple[float, ...]
+    slot: tuple[int, ...]
+    nprod: int
+    planes_per_modulus: int
+    transposed: bool                # some term reads a product transposed (rank-k)
+    complex_out: bool
+    memo: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    def __reduce__(self):
+        # rebuilt from its key where it lands (a Dask worker): its cache, not the sender's device constants
+        return _job, (self.recipes, self.moduli, self.roots, self.k, self.k_chunk)
+
+    @property
+    def nmod(self) -> int:
+        return len(self.moduli)
+
+    @property
+    def nterms(self) -> int:
+        return len(self.part)
+
+    def chunk(self, c: int, width: int | None = None) -> tuple[int, int]:
+        """Columns ``[c0, c1)`` of k-chunk ``c`` within planes of ``width`` columns (default kk)."""
+        width = self.kk if width is None else width
+        c0 = c * self.k_chunk
+        return c0, min(width, c0 + self.k_chunk)
+
+
+def job(recipes: tuple[Recipe, ...], moduli: tuple[int, ...], roots: tuple, k: int) -> Job:
+    """The (cached) :class:`Job` of ``recipes`` (one per modulus) over ``moduli`` for
+    factors of ``k`` columns."""
+    return _job(tuple(recipes), tuple(int(m) for m in moduli), tuple(int(r or 0) for r in roots), int(k),
+                scaling.K_CHUNK)
+
+
+@lru_cache(maxsize=512)
+def _job(recipes, moduli, roots, k, k_chunk) -> Job:
+    mset = ModulusSet.from_moduli(moduli)
+    kk = k // 2 if recipes[0].planes in SPLIT_KINDS else k
+    nchunks = max(1, -(-kk // k_chunk))
+    terms, part, bhi, blo, slot = [], [], [], [], []
+    for l, rec in enumerate(recipes):
+        m, s, wl = moduli[l], roots[l] or 1, mset.weights[l]
+        terms.append(tuple((t.part, t.p1, t.t1, factor(t.f1, wl, m, s), t.p2, t.t2,
+                            0 if t.p2 is None else factor(t.f2, wl, m, s)) for t in rec.terms))
+        slot.append(len(part))
+        for _ in range(nchunks):
+            for t in rec.terms:
+                part.append(1 if t.part == "im" else 0)
+                bhi.append(mset.big_hi[l])
+                blo.append(mset.big_lo[l])
+    slot.append(len(part))
+    return Job(recipes, moduli, roots, mset, k, kk, nchunks, k_chunk, tuple(terms), tuple(part), tuple(bhi), tuple(blo),
+               tuple(slot), max(len(r.products) for r in recipes),
+               max(PLANES_PER_MODULUS[r.planes] for r in recipes),
+               any(t.t1 or t.t2 for r in recipes for t in r.terms), recipes[0].complex_out)
+
+
+def runs(jb: Job, lo: int = 0, hi: int | None = None, batch: int | None = None):
+    """``(start, stop)``: consecutive moduli of ``[lo, hi)`` sharing one plane kind, at most
+    ``batch`` of them (one residue pass each)."""
+    hi = jb.nmod if hi is None else hi
+    batch = batch or jb.nmod
+    start = lo
+    while start < hi:
+        kind = jb.recipes[start].planes
+        stop = start + 1
+        while stop < hi and stop - start < batch and jb.recipes[stop].planes == kind:
+            stop += 1
+        yield start, stop
+        start = stop
+
+
+def k_pieces(k0: int, width: int) -> list[tuple[int, int, int]]:
+    """``(c, start, stop)``: the local columns of a k-block at global offset ``k0`` that
+    fall into the driver's k-chunk ``c`` (the Dask blocks sum their products per chunk)."""
+    if width == 0:
+        return []
+    K = scaling.K_CHUNK
+    pieces = []
+    for c in range(k0 // K, (k0 + width - 1) // K + 1):
+        lo, hi = max(c * K, k0), min((c + 1) * K, k0 + width)
+        pieces.append((c, lo - k0, hi - k0))
+    return pieces
+
+
+def run_plane(runs, l: int, kind: str, idx: int):
+    """Plane ``idx`` of modulus l in a block's residue runs ``[(start, stop, planes)]``."""
+    per = PLANES_PER_MODULUS[kind]
+    for start, stop, arr in runs:
+        if start <= l < stop:
+            return arr[per * (l - start) + idx]
+    raise IndexError(l)
+
+
+def run(jb: Job, stages, state, *, lo: int = 0, hi: int | None = None, batch: int | None = None) -> None:
+    """Moduli ``[lo, hi)`` of the product through ``stages`` into ``state``: residues per
+    run of moduli, then per modulus and k-chunk the int8 products, reduced at once."""
+    for start, stop in runs(jb, lo, hi, batch):
+        planes = stages.planes(jb, start, stop)
+        for l in range(start, stop):
+            for c in range(jb.nchunks):
+                stages.reduce(state, stages.products(planes, jb, l - start, l, c), jb, l, c)
+        del planes
+
+
+def reduce_group(jb: Job, stages, state, products, lo: int, hi: int) -> None:
+    """Reduce moduli ``[lo, hi)`` whose products were formed elsewhere (a Dask block:
+    ``products[c][l - lo]``, summed over its k-blocks) in the driver's order."""
+    for l in range(lo, hi):
+        for c in range(jb.nchunks):
+            stages.reduce(state, products[c][l - lo], jb, l, c)
