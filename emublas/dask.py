@@ -146,13 +146,9 @@ def gemm(alpha: complex, a: Any, b: Any, beta: complex = 0.0, c: Any = None, tra
     if m == 0 or n == 0 or ka == 0 or alpha == 0:
         return _quick(c, beta, (x.chunks[0], y.chunks[0]), dtype, x)
     conj_x, conj_y = trans_a == 2, trans_b == 2
-    if be.name == "ozaki2":
-        from .ozaki2 import distributed
-
-        # moduli and mode shape the numbers; each block runs on the device that holds it
-        return distributed.gemm(alpha, x, y, beta, c, conj_x=conj_x, conj_y=conj_y, dtype=dtype,
-                                moduli=opts.get("moduli", "default"), mode=opts.get("mode", "accurate"),
-                                fallback=opts.get("fallback", "dot"))
+    whole = be.dask_gemm(alpha, x, y, beta, c, conj_x=conj_x, conj_y=conj_y, dtype=dtype, **opts)
+    if whole is not NotImplemented:  # the backend's own blockwise scheme (ozaki2: exact residues)
+        return whole
     return _blockwise(prefix, be.name, opts, alpha, x, y, beta, c, conj_x, conj_y, dtype)
 
 

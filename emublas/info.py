@@ -8,7 +8,7 @@ from . import backends as _registry
 from ._version import __version__
 from .config import get_backend, resolve
 
-__all__ = ["info", "format_info", "cpu_model"]
+__all__ = ["info", "format_info", "cpu_model", "gpu_devices"]
 
 
 def cpu_model() -> str:
@@ -36,7 +36,8 @@ def _extension() -> dict[str, Any]:
     return out
 
 
-def _gpu() -> dict[str, Any]:
+def gpu_devices() -> dict[str, Any]:
+    """cupy's version and the GPUs it sees (id, name, compute capability), or why there are none."""
     try:
         import cupy
     except Exception as exc:
@@ -76,7 +77,7 @@ def info() -> dict[str, Any]:
         "numpy": numpy.__version__,
         "scipy": scipy.__version__,
         "cpu": {"model": cpu_model(), "extension": _extension()},
-        "gpu": _gpu(),
+        "gpu": gpu_devices(),
         "backends": {},
     }
     for name in _registry.names():

@@ -345,9 +345,10 @@ def _symm(kind: str, prefix: str | None, alpha, a, b, beta, c, side, lower, over
         target = out.copy(order="F") if alias else out
         if beta == 0 and c is not None:
             target.fill(0)
-        if hasattr(be, "route"):  # backend auto: one concrete backend for the whole routine
-            be, backend, options = be.route(kind, prefix, m, n, k, target, opts)
-        if be.name == "native":
+        routed = be.route(kind, prefix, m, n, k, target, opts)  # auto: one concrete backend for the routine
+        if routed is not None:
+            be, backend, options = routed
+        if be.native_level3:
             _native_symm(kind, prefix, alpha, a, b, beta, target, side, lower)
         else:
             _symm_emulated(_Products(prefix, backend, options), kind == "hemm", alpha, a, b, beta, target,
@@ -398,11 +399,12 @@ def _triangular(kind: str, prefix: str | None, alpha, a, b, side, lower, trans_a
         out, alias = _prepare_out(src, (m, n), dtype, xp, bool(overwrite_b), a)
         if m and n:
             target = out.copy(order="F") if alias else out
-            if hasattr(be, "route"):  # backend auto: one concrete backend for the whole routine
-                be, backend, options = be.route(kind, prefix, m, n, k, target, opts)
+            routed = be.route(kind, prefix, m, n, k, target, opts)  # auto: one backend for the routine
+            if routed is not None:
+                be, backend, options = routed
             if alpha == 0:
                 target.fill(0)  # reference BLAS: b is not read
-            elif be.name == "native":
+            elif be.native_level3:
                 _native_tri(kind, prefix, alpha, a, target, side, lower, trans_a, diag)
             elif kind == "trmm":
                 _trmm_emulated(_Products(prefix, backend, options), alpha, a, target, side, lower, trans_a, diag)

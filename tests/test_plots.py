@@ -1,4 +1,4 @@
-"""Sweep plots (emublas.sweep_plots): drawn from a small results.json with matplotlib's Agg
+"""Sweep plots (emublas.sweep.plots): drawn from a small results.json with matplotlib's Agg
 backend, checked on the Axes: every backend labelled, labels apart, legends outside the data,
 integer ticks for integer knobs, Okabe–Ito colours with a marker per backend, no pooling of
 input families."""
@@ -17,7 +17,8 @@ from matplotlib import ticker  # noqa: E402
 from matplotlib.collections import PathCollection  # noqa: E402
 from matplotlib.text import Annotation, Text  # noqa: E402
 
-from emublas import sweep, sweep_plots  # noqa: E402
+from emublas import sweep  # noqa: E402
+from emublas.sweep import plots as sweep_plots  # noqa: E402
 
 PALETTE = {c.lower() for c in sweep_plots.OKABE_ITO.values()}
 GRID = {"native": [""], "ozaki2": [f"moduli={m};mode=accurate" for m in range(8, 23, 2)],
@@ -55,7 +56,7 @@ def figures(tmp_path_factory):
     """The figures drawn from rows read back from a results.json (as `emublas plot` does)."""
     path = tmp_path_factory.mktemp("plots") / "results.json"
     path.write_text(json.dumps({"metadata": {}, "rows": _rows()}))
-    rows = [sweep._floats(r) for r in json.loads(path.read_text())["rows"]]
+    rows = [sweep.json_row(r) for r in json.loads(path.read_text())["rows"]]
     figs = dict(sweep_plots.draw_figures(rows))
     for fig in figs.values():
         fig.canvas.draw()

@@ -115,14 +115,14 @@ def _csv_rows(path):
 @pytest.fixture
 def count_measure(monkeypatch):
     calls = []
-    real = sweep._measure
+    real = sweep.measure._measure
 
     def counting(cfg, *a, **k):
         calls.append(cfg.key)
         return real(cfg, *a, **k)
 
-    monkeypatch.setattr(sweep, "_measure", counting)
-    monkeypatch.setattr(sweep, "OPENBLAS_SPIN_S", 0.0)
+    monkeypatch.setattr(sweep.measure, "_measure", counting)
+    monkeypatch.setattr(sweep.measure, "OPENBLAS_SPIN_S", 0.0)
     return calls
 
 
@@ -171,8 +171,8 @@ def test_torn_csv_line_is_dropped_and_recomputed(tmp_path, count_measure):
 
 
 def test_interrupt_leaves_valid_files(tmp_path, monkeypatch):
-    monkeypatch.setattr(sweep, "OPENBLAS_SPIN_S", 0.0)
-    real = sweep._measure
+    monkeypatch.setattr(sweep.measure, "OPENBLAS_SPIN_S", 0.0)
+    real = sweep.measure._measure
     calls = []
 
     def stop_second(cfg, *a, **k):
@@ -181,7 +181,7 @@ def test_interrupt_leaves_valid_files(tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return real(cfg, *a, **k)
 
-    monkeypatch.setattr(sweep, "_measure", stop_second)
+    monkeypatch.setattr(sweep.measure, "_measure", stop_second)
     with pytest.raises(KeyboardInterrupt):
         sweep.run_sweep(_tiny(), str(tmp_path), reps=1, progress=None)
     assert len(_csv_rows(tmp_path / "results.csv")) == 1
@@ -209,7 +209,7 @@ def boom():
 
 
 def test_failed_rows_are_recorded_and_the_sweep_goes_on(tmp_path, boom, monkeypatch):
-    monkeypatch.setattr(sweep, "OPENBLAS_SPIN_S", 0.0)
+    monkeypatch.setattr(sweep.measure, "OPENBLAS_SPIN_S", 0.0)
     p = sweep.plan(sizes="16", backends="boomtest,native", samples=4)  # grid from the backend's sweep_grid
     assert [(c.backend, c.knobs) for c in p.configs] == [
         ("boomtest", (("level", 1),)), ("boomtest", (("level", 2),)), ("native", ())]
@@ -254,7 +254,7 @@ def test_cli_bad_input_writes_nothing(tmp_path, capsys):
 
 
 def test_cli_tiny_sweep_prints_table(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(sweep, "OPENBLAS_SPIN_S", 0.0)
+    monkeypatch.setattr(sweep.measure, "OPENBLAS_SPIN_S", 0.0)
     out = tmp_path / "o"
     assert main(["sweep", "--ops", "gemm,herk", "--dtypes", "d,z", "--sizes", "16", "--backends", "native",
                  "--samples", "4", "--reps", "1", "--out", str(out), "--no-plots"]) == 0
@@ -306,7 +306,7 @@ def test_grid_range_with_bad_step_is_rejected(grid, needle):
 
 
 def test_rows_carry_time_spread_and_native_is_timed_around_the_group(tmp_path, monkeypatch):
-    monkeypatch.setattr(sweep, "OPENBLAS_SPIN_S", 0.0)
+    monkeypatch.setattr(sweep.measure, "OPENBLAS_SPIN_S", 0.0)
     rows = sweep.run_sweep(_tiny(), str(tmp_path), reps=2, progress=None)
     for r in rows:
         assert r["time_min_s"] <= r["time_s"] <= r["time_max_s"]
@@ -333,7 +333,7 @@ def test_table_says_what_columns_are_and_marks_noisy_rows():
 
 
 def test_failed_rows_are_counted_on_rerun_with_the_retry_hint(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(sweep, "OPENBLAS_SPIN_S", 0.0)
+    monkeypatch.setattr(sweep.measure, "OPENBLAS_SPIN_S", 0.0)
     out = str(tmp_path / "o")
     long_message = "unknown emulation failure " + "x" * 200
 
@@ -342,7 +342,7 @@ def test_failed_rows_are_counted_on_rerun_with_the_retry_hint(tmp_path, monkeypa
 
     args = ["sweep", "--sizes", "16", "--backends", "native", "--samples", "4", "--reps", "1", "--out", out,
             "--no-plots"]
-    monkeypatch.setattr(sweep, "_measure", boom)
+    monkeypatch.setattr(sweep.measure, "_measure", boom)
     assert main(args) == 0
     first = capsys.readouterr().out
     assert long_message in first  # not cut
@@ -352,7 +352,7 @@ def test_failed_rows_are_counted_on_rerun_with_the_retry_hint(tmp_path, monkeypa
 
 
 def test_backends_take_comma_or_space_lists(tmp_path, monkeypatch):
-    monkeypatch.setattr(sweep, "OPENBLAS_SPIN_S", 0.0)
+    monkeypatch.setattr(sweep.measure, "OPENBLAS_SPIN_S", 0.0)
     common = ["sweep", "--sizes", "16", "--samples", "4", "--reps", "1", "--no-plots", "--grid",
               "ozaki2:moduli=8"]
     assert main(common + ["--backends", "native", "ozaki2", "--out", str(tmp_path / "a")]) == 0
@@ -363,7 +363,7 @@ def test_backends_take_comma_or_space_lists(tmp_path, monkeypatch):
 
 def test_plot_verb_redraws_from_results_json(tmp_path, monkeypatch, capsys):
     pytest.importorskip("matplotlib")
-    monkeypatch.setattr(sweep, "OPENBLAS_SPIN_S", 0.0)
+    monkeypatch.setattr(sweep.measure, "OPENBLAS_SPIN_S", 0.0)
     sweep.run_sweep(_tiny(), str(tmp_path), reps=1, progress=None)
     assert main(["plot", str(tmp_path / "results.json"), "--out", str(tmp_path / "re")]) == 0
     assert os.listdir(tmp_path / "re" / "plots")

@@ -101,6 +101,8 @@ class AutoBackend(Backend):
 
     name = "auto"
     description = "per call: native, ozaki2 or strassen, the fastest meeting the accuracy asked (measured cost table)"
+    sweep_grid = {"accuracy": ("native",)}  # what auto picks per size, against the others
+    handles_nonfinite = True  # every backend it may pick does
     options = {
         "accuracy": Option("accuracy", "native", choice("native", "normwise"),
                            "native: each entry within native BLAS's error bound (or bits per entry);"

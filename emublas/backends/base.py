@@ -22,17 +22,38 @@ Calling convention shared by every compute method:
 A rank-k method may return ``NotImplemented`` (for example for an array
 library it has no special path for); the front then derives the routine from
 ``gemm``.
+
+Besides computing, a backend declares what the rest of the package may ask of
+it; every item has a default on :class:`Backend`, so a new backend overrides
+only what it has:
+
+* readiness per device (:meth:`Backend.readiness`, :meth:`Backend.check`) and
+  :attr:`Backend.options` -- the front, ``emublas info``, the interpose shim;
+* :attr:`Backend.sweep_grid`, :attr:`Backend.sweep_quick_grid`,
+  :attr:`Backend.sweep_quick_rank_k_grid` and :meth:`Backend.last_run` --
+  ``emublas sweep``;
+* :attr:`Backend.handles_nonfinite` -- whether NaN/Inf input is the
+  backend's business (:func:`split_nonfinite` is the shared patch);
+* :attr:`Backend.native_level3` and :meth:`Backend.route` -- the level-3 front
+  (symm, hemm, trmm, trsm);
+* :meth:`Backend.dask_gemm` -- :mod:`emublas.dask`;
+* :attr:`Backend.quantizes_floats` -- the interpose shim's warning.
+
+No caller looks at a backend's ``name`` to decide what it can do.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 # the value parsers and environment readers live in the lowest layer (the kernels read them too)
 from .._env import boolean, env_flag, env_int, env_value, int_range
 
 __all__ = ["Option", "Backend", "choice", "int_range", "boolean", "device_list", "env_value", "env_flag",
-           "env_int"]
+           "env_int", "split_nonfinite"]
+
+#: A knob grid: option name -> the values to sweep (raw values, parsed by the option's parser).
+Grid = Mapping[str, Sequence[Any]]
 
 
 @dataclass(frozen=True)
@@ -109,11 +130,63 @@ device_list.valid = "current, all, or device ids like 0,1"  # type: ignore[attr-
 
 
 class Backend:
-    """Base class of every backend; subclasses override what they provide."""
+    """Base class of every backend; subclasses override what they provide.
 
+    A new backend is a subclass (usually one module exposing ``BACKEND``) and
+    one line in the registry (:mod:`emublas.backends`), or a call to
+    :func:`emublas.backends.register`; the front, ``emublas info``, the sweep
+    and :mod:`emublas.dask` then use it through the attributes and methods
+    below.
+    """
+
+    #: Name used by ``backend=``, ``emublas.use`` and ``EMUBLAS_BACKEND``.
     name: ClassVar[str] = ""
+    #: One line for ``emublas info``.
     description: ClassVar[str] = ""
-    options: ClassVar[Mapping[str, Option]] = {}
+    #: The options a call may pass (``moduli=``, ``bits=``, ...), by keyword.
+    options: Mapping[str, Option] = {}
+
+    #: Knob grid of a full ``emublas sweep`` (without ``--grid``): option name
+    #: -> values.  ``{}``: swept once, at the option defaults.  ``None``: no
+    #: grid declared; swept at the option defaults, and left out of ``--quick``.
+    sweep_grid: ClassVar[Grid | None] = None
+    #: Knob grid of ``emublas sweep --quick``; ``None``: :attr:`sweep_grid`.
+    sweep_quick_grid: ClassVar[Grid | None] = None
+    #: Knob grid of the quick sweep's rank-k block (fewer values keep it short);
+    #: ``None``: :attr:`sweep_quick_grid`.
+    sweep_quick_rank_k_grid: ClassVar[Grid | None] = None
+
+    #: True when :meth:`gemm` and the rank-k methods give the platform BLAS's
+    #: NaN/Inf pattern themselves (every built-in backend does).  False: the
+    #: backend computes finite data only, and non-finite input is to be patched
+    #: around it with :func:`split_nonfinite`.
+    handles_nonfinite: ClassVar[bool] = False
+    #: True for the backend whose level-3 routines (symm, hemm, trmm, trsm) are
+    #: the platform's own; every other backend gets them as recursions over its
+    #: gemm (:mod:`emublas.level3`).
+    native_level3: ClassVar[bool] = False
+    #: True when float inputs are rounded to fewer bits than their dtype holds
+    #: (an accuracy knob, not an emulation of the dtype's product); the
+    #: interpose shim warns about it.
+    quantizes_floats: ClassVar[bool] = False
+
+    @classmethod
+    def quick_grid(cls, rank_k: bool = False) -> Grid | None:
+        """The grid of ``emublas sweep --quick``, with the fallbacks above applied.
+
+        Parameters
+        ----------
+        rank_k : bool
+            The grid of the quick sweep's rank-k block.
+
+        Returns
+        -------
+        mapping or None
+            None when the backend declares no grid (it is not in the quick sweep).
+        """
+        if rank_k and cls.sweep_quick_rank_k_grid is not None:
+            return cls.sweep_quick_rank_k_grid
+        return cls.sweep_quick_grid if cls.sweep_quick_grid is not None else cls.sweep_grid
 
     # -- readiness -----------------------------------------------------------
     def readiness(self) -> dict[str, Any]:
@@ -130,22 +203,110 @@ class Backend:
                 f"backend {self.name!r} cannot run on the {device.upper()} here: {detail}"
             )
 
+    # -- reports ---------------------------------------------------------------
+    def last_run(self) -> dict | None:
+        """What the last call of this thread did (moduli, levels, phase times, ...), or None.
+
+        The sweep stores it with each row (``run_info``; its ``moduli`` entry,
+        if any, as ``moduli_used``).  Default: None (nothing to report).
+        """
+        return None
+
+    # -- routing ---------------------------------------------------------------
+    def route(self, kind: str, prefix: str, m: int, n: int, k: int, out, opts: dict):
+        """``(backend, name, options)`` that run a whole symm/hemm/trmm/trsm call, or None.
+
+        A backend that delegates per call (``auto``) picks the concrete backend
+        here, so that the level-3 recursion runs on one backend.  Default: None
+        (this backend runs the call itself).
+        """
+        return None
+
     # -- compute ---------------------------------------------------------------
     def gemm(self, alpha, a, b, beta, c, trans_a, trans_b, **opts) -> None:
+        """``c = alpha·op(a)·op(b) + beta·c`` in place (the calling convention above)."""
         raise NotImplementedError
 
     def syrk(self, alpha, a, beta, c, trans, lower, **opts):
+        """Symmetric rank-k update of ``c``'s ``lower`` triangle, or NotImplemented (from gemm)."""
         return NotImplemented
 
     def herk(self, alpha, a, beta, c, trans, lower, **opts):
+        """Hermitian rank-k update of ``c``'s ``lower`` triangle, or NotImplemented (from gemm)."""
         return NotImplemented
 
     def syr2k(self, alpha, a, b, beta, c, trans, lower, **opts):
+        """Symmetric rank-2k update of ``c``'s ``lower`` triangle, or NotImplemented (from gemm)."""
         return NotImplemented
 
     def her2k(self, alpha, a, b, beta, c, trans, lower, **opts):
+        """Hermitian rank-2k update of ``c``'s ``lower`` triangle, or NotImplemented (from gemm)."""
         return NotImplemented
 
     def intmatmul(self, a, b, **opts):
-        """Exact int64 product of 2-D integer arrays (``emublas.intmatmul``)."""
+        """Exact int64 product of 2-D integer arrays (``emublas.intmatmul``), or NotImplemented."""
         return NotImplemented
+
+    def dask_gemm(self, alpha, x, y, beta, c, *, conj_x: bool, conj_y: bool, dtype, **opts):
+        """A whole :func:`emublas.dask.gemm` call as a lazy Dask array, or NotImplemented.
+
+        Parameters
+        ----------
+        alpha, beta : float or complex
+            Already parsed; ``alpha != 0``.
+        x, y : dask.array.Array
+            ``op(a)`` (m × k) and ``op(b)ᵀ`` (n × k), both up to conjugation,
+            of ``dtype``, with the same k chunks; ``k > 0``.
+        c : dask.array.Array or None
+            m × n, chunked like the result; None when ``beta == 0``.
+        conj_x, conj_y : bool
+            Whether ``x`` and ``y`` are to be conjugated.
+        dtype : numpy.dtype
+        **opts
+            The backend's options, resolved on the client.
+
+        Returns
+        -------
+        dask.array.Array or NotImplemented
+            NotImplemented (the default): :mod:`emublas.dask` runs one front
+            gemm per block triple and sums the k-blocks in floating point.
+        """
+        return NotImplemented
+
+
+def split_nonfinite(compute, reference, alpha, a, b, beta, c, trans_a: int, trans_b: int, xp) -> None:
+    """``c = alpha·op(a)·op(b) + beta·c`` with NaN/Inf in ``a`` or ``b`` given the platform BLAS's pattern.
+
+    The rows of ``op(a)`` and columns of ``op(b)`` that hold a non-finite value
+    are computed by ``reference``; everything else by ``compute`` on copies of
+    ``a`` and ``b`` whose non-finite entries are zero (those entries reach only
+    the rows and columns ``reference`` recomputes).
+
+    Parameters
+    ----------
+    compute, reference : callable
+        ``f(alpha, a, b, beta, c, trans_a, trans_b)`` updating ``c`` in place;
+        ``compute`` sees finite operands only.
+    alpha, a, b, beta, c, trans_a, trans_b
+        As in :meth:`Backend.gemm`.
+    xp : module
+        The arrays' namespace (numpy or cupy).
+    """
+    bad_a = ~xp.isfinite(a).all(axis=0 if trans_a else 1)  # rows of op(a)
+    bad_b = ~xp.isfinite(b).all(axis=1 if trans_b else 0)  # columns of op(b)
+    rows, cols = xp.flatnonzero(bad_a), xp.flatnonzero(bad_b)
+    keep_r, keep_c = c[rows, :].copy(), c[:, cols].copy()
+    compute(alpha, xp.where(xp.isfinite(a), a, 0), xp.where(xp.isfinite(b), b, 0), beta, c, trans_a, trans_b)
+    opa, opb = _op(a, trans_a), _op(b, trans_b)
+    if rows.size:
+        part = xp.asfortranarray(keep_r)
+        reference(alpha, opa[rows, :], opb, beta, part, 0, 0)
+        c[rows, :] = part
+    if cols.size:
+        part = xp.asfortranarray(keep_c)
+        reference(alpha, opa, opb[:, cols], beta, part, 0, 0)
+        c[:, cols] = part
+
+
+def _op(x, trans: int):
+    return x if trans == 0 else (x.T if trans == 1 else x.conj().T)

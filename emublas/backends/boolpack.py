@@ -42,6 +42,10 @@ class BoolpackBackend(Backend):
 
     name = "boolpack"
     description = "bit planes over AND+popcount (AVX-512 VPOPCNTDQ / binary tensor cores); floats quantized"
+    sweep_grid = {"bits": (4, 8, 12, 16, 20, 24)}
+    sweep_quick_grid = {"bits": (4, 8, 12, 16)}
+    handles_nonfinite = True  # raises, or computes the call natively (nonfinite="native")
+    quantizes_floats = True
 
     def __init__(self):
         self.options = {

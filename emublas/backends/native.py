@@ -125,6 +125,9 @@ class NativeBackend(Backend):
     name = "native"
     description = "the platform BLAS: scipy.linalg.blas on the CPU, cuBLAS through cupy on the GPU"
     options = {}
+    sweep_grid = {}  # no knobs: one configuration, the reference of every sweep group
+    handles_nonfinite = True  # the platform BLAS's pattern is, by definition, its own
+    native_level3 = True
 
     def readiness(self):
         import scipy

@@ -16,6 +16,12 @@ class Ozaki2Backend(Backend):
 
     name = "ozaki2"
     description = "Ozaki scheme II: exact int8 GEMMs modulo small moduli, CRT; complex via 2M"
+    # fallback=none: the scheme's own error against the moduli (the default fallback=dot recomputes
+    # what the certificate cannot vouch for, so its error never exceeds native's)
+    sweep_grid = {"moduli": tuple(range(6, 23, 2)), "mode": ("accurate",), "fallback": ("none",)}
+    sweep_quick_grid = {"moduli": tuple(range(8, 23, 2)), "mode": ("accurate",), "fallback": ("none",)}
+    sweep_quick_rank_k_grid = {"moduli": (8, 16), "mode": ("accurate",), "fallback": ("none",)}
+    handles_nonfinite = True  # NaN/Inf rows and columns from a float product (emublas.ozaki2.routines)
 
     def __init__(self):
         from ..ozaki2.routines import MAX_HYBRID, MAX_REAL
@@ -75,6 +81,23 @@ class Ozaki2Backend(Backend):
         from ..ozaki2.integer import intmatmul
 
         return intmatmul(a, b)
+
+    def last_run(self) -> dict | None:
+        """Moduli, mode, bits and phase times of this thread's last ozaki2 call."""
+        from ..ozaki2.routines import last_run
+
+        return last_run()
+
+    def dask_gemm(self, alpha, x, y, beta, c, *, conj_x, conj_y, dtype, **opts):
+        """Exact residues summed over the k-blocks, one CRT per output block: the
+        single-process result bit for bit (:mod:`emublas.ozaki2.distributed`).
+        ``moduli``, ``mode`` and ``fallback`` apply; ``devices``/``split`` do not
+        (each block runs on the device that holds it)."""
+        from ..ozaki2 import distributed
+
+        return distributed.gemm(alpha, x, y, beta, c, conj_x=conj_x, conj_y=conj_y, dtype=dtype,
+                                moduli=opts.get("moduli", "default"), mode=opts.get("mode", "accurate"),
+                                fallback=opts.get("fallback", "dot"))
 
 
 def _gpu_state() -> tuple[bool, str]:

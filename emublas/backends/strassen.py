@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 from .. import strassen
-from .base import Backend, Option, int_range
+from .base import Backend, Option, int_range, split_nonfinite
 from .native import BACKEND as NATIVE
 
 #: Smallest block edge worth another level, per device and kind of data (None:
@@ -68,6 +68,9 @@ class StrassenBackend(Backend):
 
     name = "strassen"
     description = "Strassen-Winograd with 7-write chained accumulation over the native GEMM"
+    sweep_grid = {"levels": (1, 2, 3)}
+    sweep_quick_grid = {"levels": (1, 2)}
+    handles_nonfinite = True  # the rows and columns NaN/Inf touch come from the platform BLAS
     options = {
         "levels": Option("levels", "auto", int_range(0, 6, also=("auto",)),
                          "recursion levels (auto: while blocks stay above the device's crossover)",
@@ -79,6 +82,10 @@ class StrassenBackend(Backend):
 
     def check(self, device: str) -> None:
         NATIVE.check(device)
+
+    def last_run(self) -> dict | None:
+        """Levels used, output writes per level and natively recomputed rows of this thread's last call."""
+        return strassen.last_run()
 
     def gemm(self, alpha, a, b, beta, c, trans_a, trans_b, *, levels="auto", **opts):
         from .._arrays import is_cupy
@@ -101,23 +108,10 @@ class StrassenBackend(Backend):
             return
         # NaN/Inf: Strassen's block sums would spread them to other rows and columns; the
         # rows and columns they touch come from the platform BLAS, so the pattern is native's
-        bad_a = ~xp.isfinite(a).all(axis=0 if trans_a else 1)  # rows of op(a)
-        bad_b = ~xp.isfinite(b).all(axis=1 if trans_b else 0)  # columns of op(b)
-        rows, cols = xp.flatnonzero(bad_a), xp.flatnonzero(bad_b)
-        keep_r, keep_c = c[rows, :].copy(), c[:, cols].copy()
-        clean_a = xp.where(xp.isfinite(a), a, 0)
-        clean_b = xp.where(xp.isfinite(b), b, 0)
-        _guarded(alpha, clean_a, clean_b, beta, c, trans_a, trans_b, levels,
-                 _abs_max(clean_a, xp), _abs_max(clean_b, xp), xp)
-        opa, opb = _op(a, trans_a), _op(b, trans_b)
-        if rows.size:
-            part_r = xp.asfortranarray(keep_r)
-            _leaf(alpha, opa[rows, :], opb, beta, part_r)
-            c[rows, :] = part_r
-        if cols.size:
-            part_c = xp.asfortranarray(keep_c)
-            _leaf(alpha, opa, opb[:, cols], beta, part_c)
-            c[:, cols] = part_c
+        def finite(alpha, a, b, beta, c, trans_a, trans_b):
+            _guarded(alpha, a, b, beta, c, trans_a, trans_b, levels, _abs_max(a, xp), _abs_max(b, xp), xp)
+
+        split_nonfinite(finite, _leaf_trans, alpha, a, b, beta, c, trans_a, trans_b, xp)
 
 
 def _op(x, trans: int):
