@@ -12,7 +12,13 @@ from typing import Any
 import numpy as np
 
 __all__ = ["is_cupy", "namespace", "device_of", "as_matrix", "real_scalar", "complex_scalar", "flag",
-           "overwrite_flag"]
+           "overwrite_flag", "Operand", "Matrix"]
+
+#: What the routines accept as an operand: a numpy or cupy array, or anything
+#: ``numpy.asarray`` reads (cupy has no type information, hence ``Any``).
+Operand = Any
+#: What the routines return: a 2-D ``numpy.ndarray`` or ``cupy.ndarray``.
+Matrix = Any
 
 
 def is_cupy(x: Any) -> bool:

@@ -10,17 +10,29 @@ of Hermitian results are enforced here for every backend.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from . import _triangles as tri
 from . import config
-from ._arrays import as_matrix, complex_scalar, device_of, flag, is_cupy, namespace, overwrite_flag, real_scalar
+from ._arrays import (
+    Matrix,
+    Operand,
+    as_matrix,
+    complex_scalar,
+    device_of,
+    flag,
+    is_cupy,
+    namespace,
+    overwrite_flag,
+    real_scalar,
+)
 
-__all__ = ["gemm", "syrk", "herk", "syr2k", "her2k"]
+__all__: list[str] = ["gemm", "syrk", "herk", "syr2k", "her2k"]
 
-DTYPES = {"s": np.dtype(np.float32), "d": np.dtype(np.float64),
+DTYPES: dict[str, np.dtype[Any]] = {"s": np.dtype(np.float32), "d": np.dtype(np.float64),
           "c": np.dtype(np.complex64), "z": np.dtype(np.complex128)}
 _REAL_OF = {"c": "s", "z": "d"}
 
@@ -86,9 +98,12 @@ def _trans_codes(prefix: str, kind: str, trans: Any, name: str = "trans") -> int
     if prefix in "sd":
         return min(flag(trans, name, (0, 1, 2)), 1)
     if kind in ("syrk", "syr2k"):
-        allowed, why = (0, 1), f"a conjugate transpose is not defined for complex symmetric updates (use {prefix}{kind.replace('sy', 'he')})"
+        allowed = (0, 1)
+        why = ("a conjugate transpose is not defined for complex symmetric updates"
+               f" (use {prefix}{kind.replace('sy', 'he')})")
     elif kind in ("herk", "her2k"):
-        allowed, why = (0, 2), f"a plain transpose is not defined for Hermitian updates (use {prefix}{kind.replace('he', 'sy')})"
+        allowed = (0, 2)
+        why = f"a plain transpose is not defined for Hermitian updates (use {prefix}{kind.replace('he', 'sy')})"
     else:
         return flag(trans, name, (0, 1, 2))
     try:
@@ -164,7 +179,7 @@ def _gemm(prefix: str | None, alpha, a, b, beta, c, trans_a, trans_b, overwrite_
 # rank-k and rank-2k updates
 # ---------------------------------------------------------------------------
 
-def _derived(be, kind: str, alpha, a, b, beta, out, trans: int, opts) -> None:
+def _derived(be, kind: str, alpha, a, b, beta, out, trans: int, opts) -> Matrix:
     """A rank-k routine built from the backend's gemm, written into a full temporary.
 
     trans codes of the two factors: N·op(N) for trans 0, op(A)·N for trans 1/2,
@@ -242,8 +257,8 @@ def _rank_k(kind: str, prefix: str | None, alpha, a, b, beta, c, trans, lower, o
 # public routines
 # ---------------------------------------------------------------------------
 
-# Parameter entries shared by the docstrings of the routines here and in emublas.level3
-# (plain text, no format fields: they are joined into templates that are formatted later).
+# Parameter entries of the docstrings that emublas.level3 builds (plain text, no format
+# fields: they are joined into templates that are formatted later).
 _OVERWRITE_C_DOC = """overwrite_c : int, optional
     If nonzero and ``c`` is a Fortran-contiguous array of the routine's dtype,
     ``c`` is updated in place and returned.  Otherwise ``c`` is not modified.
@@ -254,136 +269,226 @@ _CALL_OPTIONS_DOC = """backend : str, optional
     Backend options for this call.
 """
 
-_GEMM_DOC = """Matrix product ``C = alpha*op(a)*op(b) + beta*c`` ({what}).
+def gemm(alpha: complex, a: Operand, b: Operand, beta: complex = 0.0, c: Operand | None = None, trans_a: int = 0,
+         trans_b: int = 0, overwrite_c: int = 0, *, backend: str | None = None, **options: Any) -> Matrix:
+    """Matrix product ``C = alpha*op(a)*op(b) + beta*c``, the dtype chosen from the inputs.
 
-Same signature and semantics as ``scipy.linalg.blas.{name}``; the product is
-computed by the selected emublas backend.
+    The prefix (s, d, c, z) is the one ``scipy.linalg.get_blas_funcs`` would
+    pick for ``a``, ``b`` and ``c``; then as ``scipy.linalg.blas.dgemm`` and the
+    others, the product computed by the selected emublas backend.
 
-Parameters
-----------
-alpha : scalar
-a, b : array_like, 2-D
-    numpy arrays compute on the CPU, cupy arrays on their GPU.
-beta : scalar, optional
-    ``beta == 0`` means ``c`` is not read (NaN in it cannot appear in the result).
-c : array_like, optional
-    Added term, shape ``(m, n)``; zeros when omitted.
-trans_a, trans_b : {{0, 1, 2}}, optional
-    0: no transpose, 1: transpose, 2: conjugate transpose.
-""" + _OVERWRITE_C_DOC + _CALL_OPTIONS_DOC + """
-Returns
--------
-ndarray
-    Fortran-ordered ``(m, n)`` result of the routine's dtype, on the inputs' device.
+    Parameters
+    ----------
+    alpha : scalar
+    a, b : array_like, 2-D
+        numpy arrays compute on the CPU, cupy arrays on their GPU.
+    beta : scalar, optional
+        ``beta == 0`` means ``c`` is not read (NaN in it cannot appear in the result).
+    c : array_like, optional
+        Added term, shape ``(m, n)``; zeros when omitted.
+    trans_a, trans_b : {0, 1, 2}, optional
+        0: no transpose, 1: transpose, 2: conjugate transpose.
+    overwrite_c : int, optional
+        If nonzero and ``c`` is a Fortran-contiguous array of the routine's dtype,
+        ``c`` is updated in place and returned.  Otherwise ``c`` is not modified.
+    backend : str, optional
+        Backend for this call (see :func:`emublas.use`).
+    **options
+        Backend options for this call.
 
-Raises
-------
-ValueError
-    Non-conforming shapes, illegal codes, unknown backend or option.
-TypeError
-    numpy and cupy arrays mixed.
-"""
+    Returns
+    -------
+    ndarray
+        Fortran-ordered ``(m, n)`` result of the routine's dtype, on the inputs' device.
 
-_RANK_DOC = """{title}
-
-Same signature and semantics as ``scipy.linalg.blas.{name}``; only the
-triangle selected by ``lower`` is computed, the other keeps ``c``'s values
-(zeros when ``c`` is omitted).{extra}
-
-Parameters
-----------
-alpha : scalar
-a{b} : array_like, 2-D
-beta : scalar, optional
-    ``beta == 0`` means ``c`` is not read.
-c : array_like, optional
-    Square ``(n, n)`` array updated in its referenced triangle.
-trans : int, optional
-    {trans}
-lower : {{0, 1}}, optional
-    0 updates the upper triangle, 1 the lower.
-overwrite_c : int, optional
-    If nonzero and ``c`` is a Fortran-contiguous array of the routine's dtype,
-    ``c`` is updated in place and returned.
-backend : str, optional
-    Backend for this call.
-**options
-    Backend options for this call.
-
-Returns
--------
-ndarray
-    Fortran-ordered ``(n, n)`` result.
-"""
-
-_TITLES = {
-    "syrk": ("Symmetric rank-k update ``C = alpha*op(a)*op(a).T + beta*c``.", "0: a a^T, 1: a^T a{real2}."),
-    "herk": ("Hermitian rank-k update ``C = alpha*op(a)*op(a)^H + beta*c`` (alpha, beta real).",
-             "0: a a^H, 2: a^H a."),
-    "syr2k": ("Symmetric rank-2k update ``C = alpha*(op(a)*op(b).T + op(b)*op(a).T) + beta*c``.",
-              "0: a b^T + b a^T, 1: a^T b + b^T a{real2}."),
-    "her2k": ("Hermitian rank-2k update ``C = alpha*op(a)*op(b)^H + conj(alpha)*op(b)*op(a)^H + beta*c``"
-              " (beta real).", "0: a b^H + b a^H, 2: a^H b + b^H a."),
-}
+    Raises
+    ------
+    ValueError
+        Non-conforming shapes, illegal codes, unknown backend or option.
+    TypeError
+        numpy and cupy arrays mixed.
+    """
+    return _gemm(None, alpha, a, b, beta, c, trans_a, trans_b, overwrite_c, backend, options)
 
 
-def _make_gemm(prefix: str | None):
-    def gemm(alpha, a, b, beta=0.0, c=None, trans_a=0, trans_b=0, overwrite_c=0, *,
-             backend: str | None = None, **options: Any):
-        return _gemm(prefix, alpha, a, b, beta, c, trans_a, trans_b, overwrite_c, backend, options)
+def syrk(alpha: complex, a: Operand, beta: complex = 0.0, c: Operand | None = None, trans: int = 0, lower: int = 0,
+         overwrite_c: int = 0, *, backend: str | None = None, **options: Any) -> Matrix:
+    """Symmetric rank-k update ``C = alpha*op(a)*op(a).T + beta*c``, the dtype chosen from the inputs.
 
-    name = (prefix or "") + "gemm"
-    what = {"s": "float32", "d": "float64", "c": "complex64", "z": "complex128",
-            None: "dtype chosen from the inputs like scipy.linalg.get_blas_funcs"}[prefix]
-    gemm.__name__ = gemm.__qualname__ = name
-    gemm.__doc__ = _GEMM_DOC.format(what=what, name=(prefix or "d") + "gemm")
-    return gemm
+    As ``scipy.linalg.blas.dsyrk`` / ``zsyrk``: only the triangle selected by
+    ``lower`` is computed, the other keeps ``c``'s values (zeros when ``c`` is
+    omitted).
+
+    Parameters
+    ----------
+    alpha : scalar
+    a : array_like, 2-D
+        numpy arrays compute on the CPU, cupy arrays on their GPU.
+    beta : scalar, optional
+        ``beta == 0`` means ``c`` is not read.
+    c : array_like, optional
+        Square ``(n, n)`` array updated in its referenced triangle.
+    trans : int, optional
+        0: a a^T, 1: a^T a (2 is the same as 1 for real data, illegal for complex).
+    lower : {0, 1}, optional
+        0 updates the upper triangle, 1 the lower.
+    overwrite_c : int, optional
+        If nonzero and ``c`` is a Fortran-contiguous array of the routine's dtype,
+        ``c`` is updated in place and returned.
+    backend : str, optional
+        Backend for this call (see :func:`emublas.use`).
+    **options
+        Backend options for this call.
+
+    Returns
+    -------
+    ndarray
+        Fortran-ordered ``(n, n)`` result of the routine's dtype, on the inputs' device.
+
+    Raises
+    ------
+    ValueError
+        Illegal codes, a ``c`` of the wrong shape, unknown backend or option.
+    """
+    return _rank_k("syrk", None, alpha, a, None, beta, c, trans, lower, overwrite_c, backend, options)
 
 
-def _make_rank(kind: str, prefix: str | None):
-    title, trans_doc = _TITLES[kind]
-    real2 = "; 2 is the same as 1 for real data" if prefix in ("s", "d") else ""
-    if kind in ("syrk", "syr2k") and prefix in ("c", "z"):
-        trans_doc += " (2 is illegal: ValueError)"
-    if kind in ("herk", "her2k") and prefix in ("c", "z"):
-        trans_doc += " (1 is illegal: ValueError)"
-    extra = ""
-    if kind in ("herk", "her2k"):
-        extra = " The diagonal of the result is exactly real."
-        if prefix is None:
-            extra += " Real inputs give the real symmetric update."
-    doc = _RANK_DOC.format(title=title, name=(prefix or "z") + kind, extra=extra,
-                           b=", b" if kind.endswith("2k") else "", trans=trans_doc.format(real2=real2))
+def herk(alpha: complex, a: Operand, beta: complex = 0.0, c: Operand | None = None, trans: int = 0, lower: int = 0,
+         overwrite_c: int = 0, *, backend: str | None = None, **options: Any) -> Matrix:
+    """Hermitian rank-k update ``C = alpha*op(a)*op(a)^H + beta*c`` (alpha, beta real).
 
-    if kind.endswith("2k"):
-        def routine(alpha, a, b, beta=0.0, c=None, trans=0, lower=0, overwrite_c=0, *,
-                    backend: str | None = None, **options: Any):
-            return _rank_k(kind, prefix, alpha, a, b, beta, c, trans, lower, overwrite_c, backend, options)
-    else:
-        def routine(alpha, a, beta=0.0, c=None, trans=0, lower=0, overwrite_c=0, *,
-                    backend: str | None = None, **options: Any):
-            return _rank_k(kind, prefix, alpha, a, None, beta, c, trans, lower, overwrite_c, backend, options)
+    As ``scipy.linalg.blas.zherk``: only the triangle selected by ``lower`` is
+    computed, the other keeps ``c``'s values (zeros when ``c`` is omitted).  The
+    diagonal of the result is exactly real.  Real inputs give the real
+    symmetric update (``dsyrk``).
 
-    routine.__name__ = routine.__qualname__ = (prefix or "") + kind
-    routine.__doc__ = doc
-    return routine
+    Parameters
+    ----------
+    alpha : scalar
+        Only its real part is used.
+    a : array_like, 2-D
+        numpy arrays compute on the CPU, cupy arrays on their GPU.
+    beta : scalar, optional
+        Only its real part is used; ``beta == 0`` means ``c`` is not read.
+    c : array_like, optional
+        Square ``(n, n)`` array updated in its referenced triangle.
+    trans : int, optional
+        0: a a^H, 2: a^H a (1 is illegal for complex data).
+    lower : {0, 1}, optional
+        0 updates the upper triangle, 1 the lower.
+    overwrite_c : int, optional
+        If nonzero and ``c`` is a Fortran-contiguous array of the routine's dtype,
+        ``c`` is updated in place and returned.
+    backend : str, optional
+        Backend for this call (see :func:`emublas.use`).
+    **options
+        Backend options for this call.
+
+    Returns
+    -------
+    ndarray
+        Fortran-ordered ``(n, n)`` result of the routine's dtype, on the inputs' device.
+
+    Raises
+    ------
+    ValueError
+        Illegal codes, a ``c`` of the wrong shape, unknown backend or option.
+    """
+    return _rank_k("herk", None, alpha, a, None, beta, c, trans, lower, overwrite_c, backend, options)
 
 
-gemm = _make_gemm(None)
-syrk = _make_rank("syrk", None)
-herk = _make_rank("herk", None)
-syr2k = _make_rank("syr2k", None)
-her2k = _make_rank("her2k", None)
+def syr2k(alpha: complex, a: Operand, b: Operand, beta: complex = 0.0, c: Operand | None = None, trans: int = 0,
+          lower: int = 0, overwrite_c: int = 0, *, backend: str | None = None, **options: Any) -> Matrix:
+    """Symmetric rank-2k update ``C = alpha*(op(a)*op(b).T + op(b)*op(a).T) + beta*c``.
 
-ROUTINES = {"gemm": gemm, "syrk": syrk, "herk": herk, "syr2k": syr2k, "her2k": her2k}
-for _p in "sdcz":
-    ROUTINES[_p + "gemm"] = _make_gemm(_p)
-    ROUTINES[_p + "syrk"] = _make_rank("syrk", _p)
-    ROUTINES[_p + "syr2k"] = _make_rank("syr2k", _p)
-for _p in "cz":
-    ROUTINES[_p + "herk"] = _make_rank("herk", _p)
-    ROUTINES[_p + "her2k"] = _make_rank("her2k", _p)
-del _p
+    The dtype is chosen from the inputs; then as ``scipy.linalg.blas.dsyr2k`` /
+    ``zsyr2k``: only the triangle selected by ``lower`` is computed, the other
+    keeps ``c``'s values (zeros when ``c`` is omitted).
+
+    Parameters
+    ----------
+    alpha : scalar
+    a, b : array_like, 2-D
+        Of one shape; numpy arrays compute on the CPU, cupy arrays on their GPU.
+    beta : scalar, optional
+        ``beta == 0`` means ``c`` is not read.
+    c : array_like, optional
+        Square ``(n, n)`` array updated in its referenced triangle.
+    trans : int, optional
+        0: a b^T + b a^T, 1: a^T b + b^T a (2 is the same as 1 for real data, illegal for complex).
+    lower : {0, 1}, optional
+        0 updates the upper triangle, 1 the lower.
+    overwrite_c : int, optional
+        If nonzero and ``c`` is a Fortran-contiguous array of the routine's dtype,
+        ``c`` is updated in place and returned.
+    backend : str, optional
+        Backend for this call (see :func:`emublas.use`).
+    **options
+        Backend options for this call.
+
+    Returns
+    -------
+    ndarray
+        Fortran-ordered ``(n, n)`` result of the routine's dtype, on the inputs' device.
+
+    Raises
+    ------
+    ValueError
+        ``a`` and ``b`` of different shapes, illegal codes, unknown backend or option.
+    """
+    return _rank_k("syr2k", None, alpha, a, b, beta, c, trans, lower, overwrite_c, backend, options)
+
+
+def her2k(alpha: complex, a: Operand, b: Operand, beta: complex = 0.0, c: Operand | None = None, trans: int = 0,
+          lower: int = 0, overwrite_c: int = 0, *, backend: str | None = None, **options: Any) -> Matrix:
+    """Hermitian rank-2k update ``C = alpha*op(a)*op(b)^H + conj(alpha)*op(b)*op(a)^H + beta*c`` (beta real).
+
+    As ``scipy.linalg.blas.zher2k``: only the triangle selected by ``lower`` is
+    computed, the other keeps ``c``'s values (zeros when ``c`` is omitted).  The
+    diagonal of the result is exactly real.  Real inputs give the real
+    symmetric update (``dsyr2k``).
+
+    Parameters
+    ----------
+    alpha : scalar
+    a, b : array_like, 2-D
+        Of one shape; numpy arrays compute on the CPU, cupy arrays on their GPU.
+    beta : scalar, optional
+        Only its real part is used; ``beta == 0`` means ``c`` is not read.
+    c : array_like, optional
+        Square ``(n, n)`` array updated in its referenced triangle.
+    trans : int, optional
+        0: a b^H + b a^H, 2: a^H b + b^H a (1 is illegal for complex data).
+    lower : {0, 1}, optional
+        0 updates the upper triangle, 1 the lower.
+    overwrite_c : int, optional
+        If nonzero and ``c`` is a Fortran-contiguous array of the routine's dtype,
+        ``c`` is updated in place and returned.
+    backend : str, optional
+        Backend for this call (see :func:`emublas.use`).
+    **options
+        Backend options for this call.
+
+    Returns
+    -------
+    ndarray
+        Fortran-ordered ``(n, n)`` result of the routine's dtype, on the inputs' device.
+
+    Raises
+    ------
+    ValueError
+        ``a`` and ``b`` of different shapes, illegal codes, unknown backend or option.
+    """
+    return _rank_k("her2k", None, alpha, a, b, beta, c, trans, lower, overwrite_c, backend, options)
+
+
+# The prefixed routines (real definitions with scipy's signatures) call the ones above.
+from . import prefixed as _prefixed  # noqa: E402
+from . import prefixed_2k as _prefixed_2k  # noqa: E402
+
+ROUTINES: dict[str, Callable[..., Matrix]] = {"gemm": gemm, "syrk": syrk, "herk": herk, "syr2k": syr2k, "her2k": her2k}
+ROUTINES.update((name, getattr(_prefixed, name)) for name in _prefixed.__all__)
+ROUTINES.update((name, getattr(_prefixed_2k, name)) for name in _prefixed_2k.__all__)
 
 # symm, hemm, trmm, trsm live in emublas.level3, which builds on the helpers above
 from . import level3 as _level3  # noqa: E402
