@@ -7,7 +7,8 @@ read their variables the same way.  Empty means unset everywhere.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["int_range", "boolean", "env_value", "env_flag", "env_int"]
 

@@ -8,7 +8,7 @@ kernel per operation instead of the several full-size temporaries that
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -21,7 +21,7 @@ def _column_ranges(n: int, lower: int):
         yield j, (slice(j, n) if lower else slice(0, j + 1))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _kernel(op: str):
     import cupy
 

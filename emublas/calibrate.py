@@ -24,8 +24,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import costmodel
 
@@ -84,7 +85,7 @@ def _configs(routine: str, prefix: str, grid: dict, device: str) -> list[tuple[s
     """(backend, knob, options) of every timed configuration, native first."""
     from . import backends
 
-    out = [("native", None, {})]
+    out: list[tuple[str, Any, dict]] = [("native", None, {})]
     if backends.get("ozaki2").readiness()[device][0]:
         # counts below the native default serve bits=N calls, which auto runs without recomputation
         native = costmodel.OZAKI2_NATIVE[prefix]
@@ -134,6 +135,7 @@ def calibrate(device: str = "cpu", *, quick: bool = False, prefixes: tuple[str, 
     import numpy as np
 
     import emublas
+
     from .errors import OzakiAccuracyWarning
 
     if device not in ("cpu", "gpu"):
@@ -141,7 +143,7 @@ def calibrate(device: str = "cpu", *, quick: bool = False, prefixes: tuple[str, 
     for p in prefixes:
         if p not in costmodel.PRECISION:
             raise ValueError(f"unknown prefix {p!r}; valid: s, d, c, z")
-    grid = dict((QUICK_GRID if quick else GRID)[device])
+    grid: dict[str, Any] = dict((QUICK_GRID if quick else GRID)[device])
     if sizes:
         if any(int(n) < 1 for n in sizes):
             raise ValueError(f"--sizes must be positive, got {sizes}")
@@ -157,9 +159,11 @@ def calibrate(device: str = "cpu", *, quick: bool = False, prefixes: tuple[str, 
         backends.get("native").check(device)
     except BackendUnavailableError as exc:
         raise ValueError(f"calibrate --device {device}: {exc}") from None
-    xp = np
+    xp: Any = np
     if device == "gpu":
-        import cupy as xp  # noqa: F811
+        import cupy
+
+        xp = cupy
     timer = _timer(device, xp, QUICK_PAUSE_S if quick else PAUSE_S)
     say = log or (lambda s: None)
     entries = []

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from . import backends as _registry
 from .backends.base import Backend
@@ -184,8 +185,13 @@ def resolve(backend: str | None = None, options: Mapping[str, Any] | None = None
         The call's option keywords.
     """
     # a call's backend= decides alone: EMUBLAS_BACKEND is not read (a typo there cannot break it)
-    chosen = get_backend() if backend is None else _explicit()
-    obj = _registry.get(chosen.backend if backend is None else backend)
+    chosen: Selection | None
+    if backend is None:
+        chosen = get_backend()
+        obj = _registry.get(chosen.backend)
+    else:
+        chosen = _explicit()
+        obj = _registry.get(backend)
     merged = {key: spec.default for key, spec in obj.options.items()}
     merged.update(_env_options(obj))
     if chosen is not None and chosen.backend == obj.name:

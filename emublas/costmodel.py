@@ -34,7 +34,6 @@ import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 __all__ = ["FORMAT", "MARGIN", "ENV_TABLE", "Table", "Candidate", "Decision", "load", "table_for", "table_source",
            "cache_path", "shipped_path", "decide", "ozaki2_count_for_bits", "PRECISION", "STRASSEN_BITS_PER_LEVEL",
@@ -163,6 +162,8 @@ class Table:
             lo, hi = have[-2], have[-1]
         r_lo = self.ratio(backend, lo, routine, prefix, work)
         r_hi = self.ratio(backend, hi, routine, prefix, work)
+        if r_lo is None or r_hi is None:  # lo and hi are measured knobs: not expected
+            return None
         r = r_lo + (knob - lo) * (r_hi - r_lo) / (hi - lo)
         return max(r, 0.5 * min(r_lo, r_hi))
 
@@ -394,6 +395,7 @@ def _decide(table: Table, routine: str, prefix: str, m: int, n: int, k: int, acc
         add("native", (), ok, f"native's bound k*u gives {native_bits:.1f} bits at k={k}"
             + ("" if ok else f" < {bits}"))
     # ozaki2
+    count: int | None
     if "ozaki2" in usable:
         if bits is None:
             count = OZAKI2_NATIVE[prefix]
@@ -433,24 +435,24 @@ def _decide(table: Table, routine: str, prefix: str, m: int, n: int, k: int, acc
         reason = (f"no {prefix}{mr} measurements in the table: native" if chosen is native
                   else f"no {prefix}{mr} measurements and native does not meet the requirement: {chosen.backend}")
     elif not native.qualifies:
-        timed = [c for c in emulated if c.seconds is not None]
+        timed = [(c.seconds, c) for c in emulated if c.seconds is not None]
         if not timed and not emulated:
             chosen, reason = native, "NO backend meets the requirement here: native (a warning says so)"
         else:
-            chosen = min(timed, key=lambda c: c.seconds) if timed else emulated[0]
+            chosen = min(timed, key=lambda t: t[0])[1] if timed else emulated[0]
             reason = "native does not meet the requirement: the fastest predicted qualifying backend"
     elif small < table.min_dim_for(mr, prefix):
         chosen, reason = native, (f"min(m, n, k) = {small} < {table.min_dim_for(mr, prefix)} (from this size up"
                                   f" an emulated {prefix}{mr} beat native at every measured size)")
     else:
-        timed = [c for c in emulated if c.ratio is not None]
-        best = min(timed, key=lambda c: c.ratio) if timed else None
-        if best is not None and best.ratio <= MARGIN:
-            chosen, reason = best, f"predicted at {1 / best.ratio:.2f}x native's speed (needs >= {1 / MARGIN:.2f}x)"
+        ratios = [(c.ratio, c) for c in emulated if c.ratio is not None]
+        best_ratio, best = min(ratios, key=lambda t: t[0]) if ratios else (None, None)
+        if best is not None and best_ratio is not None and best_ratio <= MARGIN:
+            chosen, reason = best, f"predicted at {1 / best_ratio:.2f}x native's speed (needs >= {1 / MARGIN:.2f}x)"
         else:
             chosen = native
-            reason = ("no qualifying emulated backend" if best is None
-                      else f"best qualifying emulated backend predicted at {1 / best.ratio:.2f}x native's speed"
+            reason = ("no qualifying emulated backend" if best_ratio is None
+                      else f"best qualifying emulated backend predicted at {1 / best_ratio:.2f}x native's speed"
                            f" (needs >= {1 / MARGIN:.2f}x)")
     return Decision(prefix + routine, (m, n, k), table.device, requirement_text(accuracy, bits), table.label,
                     chosen, tuple(cands), reason)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, cast
 
 from . import config
 from ._arrays import is_cupy
@@ -71,7 +71,7 @@ def explain(routine_name: str, *args: Any, **kw: Any) -> dict:
         valid = ", ".join(sorted(r for r in ROUTINES if r[0] in "sdcz"))
         raise ValueError(f"explain: unknown routine {routine_name!r}; valid: {valid}")
     prefix, kind = name[0], name[1:]
-    auto_opts = {key: kw.pop(key) for key in ("accuracy", "bits", "table") if key in kw}
+    auto_opts: dict[str, Any] = {key: kw.pop(key) for key in ("accuracy", "bits", "table") if key in kw}
     kw.pop("backend", None)
     bound = inspect.signature(ROUTINES[name]).bind(*args, **kw)
     m, n, k = _dims(kind, bound.arguments)
@@ -81,7 +81,8 @@ def explain(routine_name: str, *args: Any, **kw: Any) -> dict:
         kind = kind.replace("he", "sy")
     if kind == "hemm" and prefix in "sd":
         kind = "symm"
-    decision = be.decide(kind, prefix, m, n, k, device, accuracy=opts["accuracy"], bits=opts["bits"],
+    # resolve("auto") gives the auto backend; decide() is its own, not part of the shared protocol
+    decision = cast(Any, be).decide(kind, prefix, m, n, k, device, accuracy=opts["accuracy"], bits=opts["bits"],
                          table=opts["table"])
     return decision.as_dict()
 

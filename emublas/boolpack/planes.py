@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 
 from .._arrays import is_cupy
-
 from .._kernels import boolpack_cpu
 from ..integer import product_bound
 

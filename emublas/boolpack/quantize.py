@@ -83,6 +83,7 @@ def gemm(alpha, a, b, beta, c, trans_a, trans_b, *, bits: int, leaf: Any) -> Non
             if ai is not None:
                 t = prod(ai, br)
                 im = t if im is None else im + t
+            assert im is not None  # one of the operands is complex in this branch
             part = re.astype(xp.float64) + 1j * im.astype(xp.float64)
         acc = part if acc is None else acc + part
     if acc is None:  # k == 0 (the front normally handles it)
