@@ -24,6 +24,8 @@ CPU_DIR = os.path.join(HERE, "cpu")
 PACKAGE_DIR = os.path.join(ROOT, "emublas", "_kernels")
 
 HEADER = os.path.join(CPU_DIR, "emublas_cpu.h")
+INCLUDE_DIR = os.path.join(HERE, "include")  # headers shared with native/cuda
+CONSTANTS = os.path.join(INCLUDE_DIR, "emublas_constants.h")
 
 
 def public_headers() -> list[str]:
@@ -49,6 +51,18 @@ def cdef_from_header(path: str = HEADER) -> str:
     return body
 
 
+#: An integer constant of the shared header: literals, earlier names, + - * << and parentheses.
+_INT_DEFINE = re.compile(r"^#define[ \t]+(EMUBLAS_\w+)[ \t]+([0-9A-Z_()+\-*< \t]+?)[ \t]*$", re.M)
+
+
+def cdef_constants(path: str = CONSTANTS) -> str:
+    """The cffi cdef of the shared header: ``#define NAME ...`` for each integer
+    constant, so that ``lib.NAME`` is the value the C sources were compiled with.
+    (Floating-point constants and the inline helpers stay C and CUDA only.)"""
+    with open(path) as fh:
+        text = re.sub(r"/\*.*?\*/", "", fh.read(), flags=re.S)
+    return "\n".join(f"#define {name} ..." for name, _ in _INT_DEFINE.findall(text))
+
 
 def _compile_args() -> list[str]:
     if sys.platform == "win32":  # MSVC: the sources need pthreads; not supported yet
@@ -73,13 +87,13 @@ def make_builder(absolute_paths: bool = False) -> cffi.FFI:
 
     builder = cffi.FFI()
     headers = public_headers()
-    builder.cdef("\n".join(cdef_from_header(h) for h in headers))
+    builder.cdef("\n".join([cdef_constants()] + [cdef_from_header(h) for h in headers]))
     builder.set_source(
         "emublas._kernels._cpu",
-        "\n".join(f'#include "{os.path.basename(h)}"' for h in headers),
+        "\n".join(f'#include "{os.path.basename(h)}"' for h in [CONSTANTS] + headers),
         sources=sorted(path(p) for p in glob.glob(os.path.join(CPU_DIR, "*.c"))),
-        depends=sorted(path(p) for p in glob.glob(os.path.join(CPU_DIR, "*.h"))),
-        include_dirs=[path(CPU_DIR)],
+        depends=sorted(path(p) for p in glob.glob(os.path.join(CPU_DIR, "*.h")) + [CONSTANTS]),
+        include_dirs=[path(CPU_DIR), path(INCLUDE_DIR)],
         extra_compile_args=_compile_args(),
         extra_link_args=[] if sys.platform == "win32" else ["-pthread"],
         # One file name (_cpu.cpython-3XX-...so) whether setuptools or

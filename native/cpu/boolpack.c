@@ -230,11 +230,10 @@ static void micro_vpopcnt(int64_t kc, const uint64_t *a, const uint64_t *b, uint
 static int x86_has(const char *what)
 {
 #if EMUBLAS_X86
-    __builtin_cpu_init();
+    const int f = emublas__cpu_features();
     if (what[0] == 'p')
-        return __builtin_cpu_supports("popcnt");
-    return (emublas_cpu_features() & EMUBLAS_CPU_AVX512_VPOPCNTDQ) &&
-           __builtin_cpu_supports("avx512bw");
+        return (f & EMUBLAS__CPU_POPCNT) != 0;
+    return (f & EMUBLAS_CPU_AVX512_VPOPCNTDQ) && (f & EMUBLAS__CPU_AVX512BW);
 #else
     (void)what;
     return 0;

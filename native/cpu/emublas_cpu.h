@@ -81,7 +81,7 @@ const char *emublas_i8gemm_kernel_name(int impl);
  */
 double emublas_vnni_peak_probe(int nthreads, int64_t iters);
 
-/* ---- Ozaki scheme II: the passes around the int8 GEMMs (ozaki.c) ---------
+/* ---- Ozaki scheme II: the passes around the int8 GEMMs (ozaki_*.c) -------
  *
  * All take element strides (any layout: transposed views, negative strides),
  * run on nthreads threads (<= 0: all CPUs; small inputs run on one), use

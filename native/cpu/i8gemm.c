@@ -136,8 +136,7 @@ DEFINE_GENERIC_KERNEL(generic_avx2, __attribute__((target("avx2,fma"))), vf8, vi
 static const emublas__i8kernel *generic_kernel(void)
 {
 #if EMUBLAS_X86
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    if (emublas__cpu_features() & EMUBLAS__CPU_AVX2_FMA)
         return &kernel_generic_avx2;
 #endif
     return &kernel_generic;

@@ -26,6 +26,19 @@
 #define EMUBLAS_X86 0
 #endif
 
+/* ---- CPU features (features.c) ---------------------------------------------- */
+
+/* Bits of emublas__cpu_features(): the public EMUBLAS_CPU_* bits
+ * (emublas_cpu.h) and these, which only the kernels' dispatch asks about. */
+#define EMUBLAS__CPU_AVX2_FMA (1 << 8)        /* avx2+fma: the generic int8 GEMM's build */
+#define EMUBLAS__CPU_AVX512_FVLDQBW (1 << 9)  /* avx512f+vl+dq+bw: the Ozaki-II passes */
+#define EMUBLAS__CPU_AVX512BW (1 << 10)       /* avx512f+bw: with VPOPCNTDQ, the boolpack kernel */
+#define EMUBLAS__CPU_POPCNT (1 << 11)         /* popcnt: the generic boolpack kernel's build */
+
+/* Usable CPU features, a mask of EMUBLAS_CPU_* and EMUBLAS__CPU_* bits
+ * (probed once; 0 off x86). */
+EMUBLAS_HIDDEN int emublas__cpu_features(void);
+
 /* ---- thread pool (pool.c) ------------------------------------------------ */
 
 /* A task runs as fn(ctx, tid, nthreads) for tid = 0 .. nthreads-1; it must

@@ -1,0 +1,115 @@
+/*
+ * ozaki.h -- what the Ozaki scheme II passes around the int8 GEMMs share
+ * (ozaki_dispatch.c, ozaki_residues.c, ozaki_accumulate.c, ozaki_finalize.c;
+ * docs/design.md §2): the SIMD dispatch, the thread split, and the exact
+ * scalar and vector reductions modulo m.  Internal; every symbol is hidden.
+ *
+ * Exactness.  Every residue computation is exact, so the AVX-512 path and the
+ * portable C path give bit-identical results whatever rounding their
+ * intermediate steps do; the floating-point steps of the CRT (two-prod,
+ * two-sum, the complex alpha/beta arithmetic) are written in one fixed order
+ * with explicit fma() in both paths.  Contraction of a*b+c into an FMA would
+ * break the error-free transformations (a two-sum whose sum came out of an
+ * FMA is no longer error-free) and make the paths differ, so every source
+ * that includes this header starts with
+ *     #pragma GCC optimize("fp-contract=off")
+ * (before this #include, so that the inline helpers below are compiled
+ * without contraction too) whatever -ffp-contract the build uses.
+ *
+ * Include it first: it sets _POSIX_C_SOURCE before the system headers.
+ */
+#ifndef EMUBLAS_OZAKI_H
+#define EMUBLAS_OZAKI_H
+
+#if !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE)
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emublas_constants.h"
+#include "internal.h"
+
+#if EMUBLAS_X86
+#include <immintrin.h>
+#define OZ_TARGET __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw")))
+#endif
+
+#define OZ_PAR_MIN (1 << 17) /* element-planes below which one thread runs */
+
+#define OZ_INLINE static inline __attribute__((always_inline))
+
+/* ---- dispatch (ozaki_dispatch.c) ----------------------------------------- */
+
+/* Whether the AVX-512 path runs: the CPU has it and emublas_oz_force_generic
+ * has not switched it off. */
+EMUBLAS_HIDDEN int oz_simd(void);
+
+/* Threads for a pass of the given work (element-planes): nthreads (<= 0: all
+ * CPUs), at most EMUBLAS_MAX_THREADS, one below OZ_PAR_MIN. */
+EMUBLAS_HIDDEN int oz_threads(int nthreads, double work);
+
+/* Columns [j0, j1) of thread tid: equal shares of the work, where column j
+ * of an m-row matrix holds min(j+1, m) entries for uplo 1, max(m-j, 0) for
+ * uplo 2 and m otherwise. */
+EMUBLAS_HIDDEN void split_cols(int64_t m, int64_t n, int uplo, int tid, int nt, int64_t *j0, int64_t *j1);
+
+/* Rows [i0, i1) of column j in the triangle uplo (0 full, 1 upper, 2 lower). */
+static inline void row_range(int64_t m, int uplo, int64_t j, int64_t *i0, int64_t *i1)
+{
+    *i0 = 0;
+    *i1 = m;
+    if (uplo == 1)
+        *i1 = j + 1 < m ? j + 1 : m;
+    else if (uplo == 2)
+        *i0 = j < m ? j : m;
+}
+
+/* ---- scalar arithmetic ---------------------------------------------------- */
+
+typedef struct {
+    double m, inv, bias, c49;
+} ozmod;
+
+static inline void ozmod_init(ozmod *M, int64_t m)
+{
+    int64_t c = ((int64_t)1 << 49) % m;
+    if (2 * c > m)
+        c -= m;
+    M->m = (double)m;
+    M->inv = 1.0 / (double)m;
+    M->bias = (m % 2 == 0) ? 0.5 / (double)m : 0.0;
+    M->c49 = (double)c;
+}
+
+/* Round to nearest even for |z| < 2^51 (no SSE4.1 in the baseline ISA). */
+OZ_INLINE double rnd(double z)
+{
+    return (z + EMUBLAS_OZ_MAGIC) - EMUBLAS_OZ_MAGIC;
+}
+
+OZ_INLINE double trunc_int(double v)
+{
+    return fabs(v) < 0x1p52 ? (double)(int64_t)v : v; /* NaN passes through */
+}
+
+/* Symmetric residue of an integer t, |t| < 2^49 (see ozaki_residues.c). */
+OZ_INLINE double red_small(double t, const ozmod *M)
+{
+    double q = rnd(fma(t, M->inv, M->bias));
+    return fma(-q, M->m, t);
+}
+
+#if EMUBLAS_X86
+/* red_small on 8 lanes. */
+OZ_TARGET OZ_INLINE __m512d vred(__m512d t, __m512d m, __m512d inv, __m512d bias)
+{
+    __m512d q = _mm512_roundscale_pd(_mm512_fmadd_pd(t, inv, bias), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return _mm512_fnmadd_pd(q, m, t);
+}
+#endif
+
+#endif /* EMUBLAS_OZAKI_H */

@@ -1,0 +1,245 @@
+/*
+ * ozaki_accumulate.c -- the modular reduction of one modulus's int32 products
+ * (w1 X1 + w2 X2 mod m, X2 possibly X1 transposed for the rank-k updates)
+ * fused with the double-double CRT accumulation, AVX-512 and portable C in
+ * one fixed operation order (see ozaki.h).
+ */
+#pragma GCC optimize("fp-contract=off") /* see ozaki.h */
+
+#include "ozaki.h"
+
+/* ---- CRT accumulate --------------------------------------------------------- */
+
+typedef struct {
+    int64_t m, n;
+    const int32_t *X1, *X2;
+    int64_t rs1, cs1, rs2, cs2;
+    double w1, w2;
+    ozmod M;
+    double bh, bl;
+    double *hi, *lo;
+    int first, uplo, simd, nt;
+} acc_job;
+
+/* One entry: the fixed operation order both paths follow. */
+OZ_INLINE void acc_entry(const acc_job *J, double x1, double x2, double *ph, double *pl, int first)
+{
+    double v = fma(J->w1, x1, J->w2 * x2); /* exact: |v| < 2^49 */
+    double t = red_small(v, &J->M);
+    double p = t * J->bh;
+    double e = fma(t, J->bh, -p);
+    double ah = first ? 0.0 : *ph, al = first ? 0.0 : *pl;
+    double s = ah + p;
+    double bb = s - ah;
+    double err = (ah - (s - bb)) + (p - bb);
+    *ph = s;
+    *pl = al + fma(t, J->bl, err + e);
+}
+
+static void acc_cols_generic(acc_job *J, int64_t j0, int64_t j1)
+{
+    for (int64_t j = j0; j < j1; j++) {
+        int64_t i0, i1;
+        row_range(J->m, J->uplo, j, &i0, &i1);
+        for (int64_t i = i0; i < i1; i++) {
+            double x1 = (double)J->X1[i * J->rs1 + j * J->cs1];
+            double x2 = J->X2 ? (double)J->X2[i * J->rs2 + j * J->cs2] : 0.0;
+            acc_entry(J, x1, x2, J->hi + i + j * J->m, J->lo + i + j * J->m, J->first);
+        }
+    }
+}
+
+#if EMUBLAS_X86
+OZ_TARGET OZ_INLINE __m512d load_i32(const int32_t *p, int64_t stride, __mmask8 k)
+{
+    if (stride == 1)
+        return _mm512_cvtepi32_pd(_mm256_maskz_loadu_epi32(k, p));
+    const __m512i idx = _mm512_mullo_epi64(_mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi64(stride));
+    return _mm512_cvtepi32_pd(_mm512_mask_i64gather_epi32(_mm256_setzero_si256(), k, idx, p, 4));
+}
+
+typedef struct {
+    __m512d m, inv, bias, w1, w2, bh, bl;
+} acc_vc;
+
+/* 8 entries (lanes k) at ph, pl: the operation order of acc_entry. */
+OZ_TARGET OZ_INLINE void acc8(const acc_vc *C, __m512d x1, __m512d x2, double *ph, double *pl, __mmask8 k,
+                              int first)
+{
+    const __m512d zero = _mm512_setzero_pd();
+    __m512d v = _mm512_fmadd_pd(C->w1, x1, _mm512_mul_pd(C->w2, x2));
+    __m512d t = vred(v, C->m, C->inv, C->bias);
+    __m512d p = _mm512_mul_pd(t, C->bh);
+    __m512d e = _mm512_fmsub_pd(t, C->bh, p);
+    __m512d ah = first ? zero : _mm512_maskz_loadu_pd(k, ph);
+    __m512d al = first ? zero : _mm512_maskz_loadu_pd(k, pl);
+    __m512d s = _mm512_add_pd(ah, p);
+    __m512d bb = _mm512_sub_pd(s, ah);
+    __m512d err = _mm512_add_pd(_mm512_sub_pd(ah, _mm512_sub_pd(s, bb)), _mm512_sub_pd(p, bb));
+    __m512d lo = _mm512_add_pd(al, _mm512_fmadd_pd(t, C->bl, _mm512_add_pd(err, e)));
+    _mm512_mask_storeu_pd(ph, k, s);
+    _mm512_mask_storeu_pd(pl, k, lo);
+}
+
+/* Rows i0 .. i0+nr-1 (nr <= 8; the rest zero), columns j .. j+7 (lanes kc) of
+ * a matrix contiguous along j, transposed: c[q] holds column j+q. */
+OZ_TARGET OZ_INLINE void load_t8x8(const int32_t *X, int64_t rs, int64_t i0, int nr, int64_t j, __mmask8 kc,
+                                   __m256i c[8])
+{
+    __m256i r[8];
+    for (int q = 0; q < 8; q++)
+        r[q] = q < nr ? _mm256_maskz_loadu_epi32(kc, X + (i0 + q) * rs + j) : _mm256_setzero_si256();
+    __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
+    __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
+    __m256i t4 = _mm256_unpacklo_epi32(r[4], r[5]), t5 = _mm256_unpackhi_epi32(r[4], r[5]);
+    __m256i t6 = _mm256_unpacklo_epi32(r[6], r[7]), t7 = _mm256_unpackhi_epi32(r[6], r[7]);
+    __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+    __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+    __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
+    __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
+    c[0] = _mm256_permute2x128_si256(u0, u4, 0x20);
+    c[1] = _mm256_permute2x128_si256(u1, u5, 0x20);
+    c[2] = _mm256_permute2x128_si256(u2, u6, 0x20);
+    c[3] = _mm256_permute2x128_si256(u3, u7, 0x20);
+    c[4] = _mm256_permute2x128_si256(u0, u4, 0x31);
+    c[5] = _mm256_permute2x128_si256(u1, u5, 0x31);
+    c[6] = _mm256_permute2x128_si256(u2, u6, 0x31);
+    c[7] = _mm256_permute2x128_si256(u3, u7, 0x31);
+}
+
+#define OZ_TB 32 /* columns per transposed block */
+
+/* Columns jb .. jb+nc-1 (nc <= OZ_TB), rows [r0, r1) of X (contiguous along
+ * j, row stride rs) into buf: column q at buf + q*ld, 8x8 tiles transposed in
+ * registers, each row's cache lines used up before the next row. */
+OZ_TARGET static void transpose_block(const int32_t *X, int64_t rs, int64_t ld, int64_t r0, int64_t r1, int64_t jb,
+                                      int nc, int32_t *buf)
+{
+    for (int64_t i0 = r0; i0 < r1; i0 += 8) {
+        const int nr = r1 - i0 < 8 ? (int)(r1 - i0) : 8;
+        const __mmask8 kr = (__mmask8)((1u << nr) - 1);
+        for (int h = 0; h < nc; h += 8) {
+            const int w = nc - h < 8 ? nc - h : 8;
+            __m256i c[8];
+            load_t8x8(X, rs, i0, nr, jb + h, (__mmask8)((1u << w) - 1), c);
+            for (int q = 0; q < w; q++)
+                _mm256_mask_storeu_epi32(buf + (int64_t)(h + q) * ld + i0, kr, c[q]);
+        }
+    }
+}
+
+/* An operand contiguous along j but not along i (e.g. X2 = X1^T for the
+ * rank-k updates): blocks of OZ_TB columns are first transposed into a
+ * per-thread buffer (full cache lines read row by row), then the column loop
+ * reads the buffer.  Each entry still goes through acc8 alone, so the
+ * results are those of the plain column loop.  Returns 0 without a buffer. */
+OZ_TARGET static int acc_cols_transposed(acc_job *J, const acc_vc *C, int64_t j0, int64_t j1, int t1, int t2)
+{
+    const int64_t m = J->m;
+    const int64_t ld = (m + 15) / 16 * 16 + 16; /* columns not 4 KiB apart: no cache-set pile-up */
+    int32_t *buf = malloc(sizeof(int32_t) * (size_t)ld * OZ_TB * (size_t)(t1 + t2));
+    if (!buf)
+        return 0;
+    int32_t *b1 = buf, *b2 = buf + (t1 ? ld * OZ_TB : 0);
+    const __m512d zero = _mm512_setzero_pd();
+    const int first = J->first;
+    for (int64_t jb = j0; jb < j1; jb += OZ_TB) {
+        const int nc = j1 - jb < OZ_TB ? (int)(j1 - jb) : OZ_TB;
+        int64_t ra[OZ_TB], rb[OZ_TB], lo_i = m, hi_i = 0;
+        for (int q = 0; q < nc; q++) {
+            row_range(m, J->uplo, jb + q, &ra[q], &rb[q]);
+            if (ra[q] < rb[q]) {
+                lo_i = ra[q] < lo_i ? ra[q] : lo_i;
+                hi_i = rb[q] > hi_i ? rb[q] : hi_i;
+            }
+        }
+        if (lo_i >= hi_i)
+            continue;
+        if (t1)
+            transpose_block(J->X1, J->rs1, ld, lo_i, hi_i, jb, nc, b1);
+        if (t2)
+            transpose_block(J->X2, J->rs2, ld, lo_i, hi_i, jb, nc, b2);
+        for (int q = 0; q < nc; q++) {
+            const int64_t j = jb + q;
+            const int32_t *p1 = t1 ? b1 + (int64_t)q * ld : J->X1 + j * J->cs1;
+            const int32_t *p2 = t2 ? b2 + (int64_t)q * ld : J->X2 ? J->X2 + j * J->cs2 : NULL;
+            const int64_t s1 = t1 ? 1 : J->rs1, s2 = t2 ? 1 : J->rs2;
+            double *ph = J->hi + j * m, *pl = J->lo + j * m;
+            for (int64_t i = ra[q]; i < rb[q]; i += 8) {
+                const int n = rb[q] - i < 8 ? (int)(rb[q] - i) : 8;
+                const __mmask8 k = (__mmask8)((1u << n) - 1);
+                __m512d x1 = load_i32(p1 + i * s1, s1, k);
+                __m512d x2 = p2 ? load_i32(p2 + i * s2, s2, k) : zero;
+                acc8(C, x1, x2, ph + i, pl + i, k, first);
+            }
+        }
+    }
+    free(buf);
+    return 1;
+}
+
+OZ_TARGET static void acc_cols_simd(acc_job *J, int64_t j0, int64_t j1)
+{
+    const acc_vc C = {
+        .m = _mm512_set1_pd(J->M.m), .inv = _mm512_set1_pd(J->M.inv), .bias = _mm512_set1_pd(J->M.bias),
+        .w1 = _mm512_set1_pd(J->w1), .w2 = _mm512_set1_pd(J->w2),
+        .bh = _mm512_set1_pd(J->bh), .bl = _mm512_set1_pd(J->bl),
+    };
+    const __m512d zero = _mm512_setzero_pd();
+    const int t1 = J->rs1 != 1 && J->cs1 == 1, t2 = J->X2 && J->rs2 != 1 && J->cs2 == 1;
+    if ((t1 || t2) && acc_cols_transposed(J, &C, j0, j1, t1, t2))
+        return;
+    const int first = J->first;
+    for (int64_t j = j0; j < j1; j++) {
+        int64_t i0, i1;
+        row_range(J->m, J->uplo, j, &i0, &i1);
+        double *ph = J->hi + j * J->m, *pl = J->lo + j * J->m;
+        for (int64_t i = i0; i < i1; i += 8) {
+            const int n = i1 - i < 8 ? (int)(i1 - i) : 8;
+            const __mmask8 k = (__mmask8)((1u << n) - 1);
+            __m512d x1 = load_i32(J->X1 + i * J->rs1 + j * J->cs1, J->rs1, k);
+            __m512d x2 = J->X2 ? load_i32(J->X2 + i * J->rs2 + j * J->cs2, J->rs2, k) : zero;
+            acc8(&C, x1, x2, ph + i, pl + i, k, first);
+        }
+    }
+}
+#endif
+
+static void acc_task(void *ctx, int tid, int nt)
+{
+    acc_job *J = ctx;
+    int64_t j0, j1;
+    split_cols(J->m, J->n, J->uplo, tid, nt, &j0, &j1);
+#if EMUBLAS_X86
+    if (J->simd) {
+        acc_cols_simd(J, j0, j1);
+        return;
+    }
+#endif
+    acc_cols_generic(J, j0, j1);
+}
+
+int emublas_oz_crt_accumulate(int64_t m, int64_t n, const int32_t *X1, int64_t rs1, int64_t cs1,
+                              int32_t w1, const int32_t *X2, int64_t rs2, int64_t cs2, int32_t w2,
+                              int32_t modulus, double big_hi, double big_lo, double *acc_hi,
+                              double *acc_lo, int first, int uplo, int nthreads)
+{
+    if (m < 0 || n < 0 || uplo < 0 || uplo > 2 || modulus < 2 || w1 <= -65536 || w1 >= 65536 ||
+        w2 <= -65536 || w2 >= 65536)
+        return EMUBLAS_EINVAL;
+    if (m == 0 || n == 0)
+        return EMUBLAS_OK;
+    if (!X1 || !acc_hi || !acc_lo || !isfinite(big_hi) || !isfinite(big_lo))
+        return EMUBLAS_EINVAL;
+    acc_job J = {
+        .m = m, .n = n, .X1 = X1, .X2 = X2, .rs1 = rs1, .cs1 = cs1, .rs2 = rs2, .cs2 = cs2,
+        .w1 = (double)w1, .w2 = X2 ? (double)w2 : 0.0, .bh = big_hi, .bl = big_lo,
+        .hi = acc_hi, .lo = acc_lo, .first = first != 0, .uplo = uplo, .simd = oz_simd(),
+    };
+    ozmod_init(&J.M, modulus);
+    int nt = oz_threads(nthreads, (double)m * (double)n * (uplo ? 0.5 : 1.0) * 16);
+    if (nt > n)
+        nt = (int)n;
+    emublas__parallel(acc_task, &J, nt);
+    return EMUBLAS_OK;
+}

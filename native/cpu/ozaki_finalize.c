@@ -1,0 +1,404 @@
+/*
+ * ozaki_finalize.c -- the last pass of Ozaki scheme II: the CRT sum's
+ * symmetric representative, unscaling, alpha/beta and the write-out, with the
+ * per-entry accuracy certificate and its float64 fallback (emublas_cpu.h),
+ * AVX-512 and portable C in one fixed operation order (see ozaki.h).
+ */
+#pragma GCC optimize("fp-contract=off") /* see ozaki.h */
+
+#include "ozaki.h"
+
+/* ---- CRT finalize ------------------------------------------------------------ */
+
+enum { OUT_F32 = 0, OUT_F64 = 1, OUT_C64 = 2, OUT_C128 = 3 };
+
+typedef struct {
+    int64_t m, n;
+    const double *rh, *rl, *ih, *il;
+    double Ph, Pl, Pinv;
+    const int32_t *rsh, *csh;
+    double ar, ai, br, bi;
+    int beta0, dtype, uplo, simd;
+    char *out;
+    int64_t rso, cso;
+    emublas_oz_cert *cert; /* NULL: no certificate */
+} fin_job;
+
+/* ---- the accuracy certificate (emublas_cpu.h) ------------------------------- */
+
+static inline int floor_log2(double a) /* a > 0, finite */
+{
+    int e;
+    frexp(a, &e);
+    return e - 1;
+}
+
+/* Whether entry (i, j), reconstructed as (cr, ci) in the units of C', is certified. */
+static int cert_ok(const emublas_oz_cert *C, int64_t i, int64_t j, double cr, double ci)
+{
+    const double re = C->row_err[i], ce = C->col_err[j];
+    if (re == INFINITY || ce == INFINITY)
+        return 0; /* NaN/Inf in the row or column */
+    if (re == -INFINITY || ce == -INFINITY)
+        return 1; /* an all-zero row or column: its entries are exact */
+    if (C->W && C->W[i + j * C->ldw] == 0)
+        return 1; /* no l with x_il y_jl != 0: the entry is an exact zero (sparse, triangular data) */
+    const double E = fmax(fmax(re, ce), C->crt_err);
+    double B = -INFINITY;
+    const double a = fmax(fabs(cr), fabs(ci));
+    if (a > 0) {
+        const double g = (double)(floor_log2(a) - 1);
+        if (g >= E)
+            B = g;
+    }
+    if (C->W) {
+        const double d = (double)C->W[i + j * C->ldw] - C->row_wsum[i] - C->col_wsum[j];
+        if (d > 0)
+            B = fmax(B, ((double)C->row_budget[i] + (double)C->col_budget[j]) + (double)(floor_log2(d) - 14));
+    }
+    return E <= C->target + B;
+}
+
+static inline double cert_load(int dtype, const void *p, int64_t off)
+{
+    return dtype ? ((const double *)p)[off] : (double)((const float *)p)[off];
+}
+
+/* The fallback: entry (i, j) as a float64 dot product of the factors, in order, with the
+ * factors' rows scaled by 2^si and 2^sj (exactly: the product then comes out in the units
+ * of C', where nothing over- or underflows; si = sj = 0 for a row holding NaN/Inf). */
+static void cert_dot(const emublas_oz_cert *C, int64_t i, int64_t j, int si, int sj, double *vr, double *vi)
+{
+    double sr = 0.0, si_ = 0.0;
+    for (int64_t l = 0; l < C->k; l++) {
+        const int64_t ol = i * C->rsl + l * C->csl, orr = j * C->rsr + l * C->csr;
+        const double xr = ldexp(cert_load(C->dtype, C->Lr, ol), si), yr = ldexp(cert_load(C->dtype, C->Rr, orr), sj);
+        if (!C->Li) {
+            sr = fma(xr, yr, sr);
+            continue;
+        }
+        double xi = ldexp(cert_load(C->dtype, C->Li, ol), si), yi = ldexp(cert_load(C->dtype, C->Ri, orr), sj);
+        if (C->conj_l)
+            xi = -xi;
+        if (C->conj_r)
+            yi = -yi;
+        sr = fma(xr, yr, sr);
+        sr = fma(-xi, yi, sr);
+        si_ = fma(xr, yi, si_);
+        si_ = fma(xi, yr, si_);
+    }
+    *vr = sr;
+    *vi = si_;
+}
+
+/* An entry cert_ok rejected: a row or column holding NaN/Inf (error term +inf) takes the
+ * dot product of the original data, native BLAS's pattern; any other is counted and, when
+ * asked, replaced by the dot product. */
+static void cert_fail(emublas_oz_cert *C, int64_t i, int64_t j, int si, int sj, double *cr, double *ci, int *e)
+{
+    const int dead = C->row_err[i] == INFINITY || C->col_err[j] == INFINITY;
+    if (!dead) {
+        __atomic_fetch_add(&C->uncertified, 1, __ATOMIC_RELAXED);
+        if (!C->fix)
+            return;
+    }
+    /* the dot product as the data stand (v itself, e = 0); where that overflows but the
+     * data are finite, again in the units of C' (then alpha can still bring it back) */
+    double r, q;
+    cert_dot(C, i, j, 0, 0, &r, &q);
+    if (!dead && !(fabs(r) <= DBL_MAX && fabs(q) <= DBL_MAX)) {
+        cert_dot(C, i, j, si, sj, cr, ci);
+        return;
+    }
+    *cr = r;
+    *ci = q;
+    *e = 0;
+}
+
+/* C' = S - Q*P in double (see emublas_cpu.h). */
+OZ_INLINE double crt_rep(const fin_job *J, double hi, double lo)
+{
+    double Q = rnd(hi * J->Pinv);
+    double QP = Q * J->Ph;
+    double QPe = fma(Q, J->Ph, -QP);
+    double d1 = hi - QP; /* exact (Sterbenz) */
+    double tail = fma(-Q, J->Pl, lo - QPe);
+    return d1 + tail;
+}
+
+static int clamp_exp(int64_t e)
+{
+    return e > 4000 ? 4000 : e < -4000 ? -4000 : (int)e;
+}
+
+static void fin_load_c(const fin_job *J, int64_t off, double *cr, double *ci)
+{
+    switch (J->dtype) {
+    case OUT_F32: *cr = ((const float *)J->out)[off]; *ci = 0; break;
+    case OUT_F64: *cr = ((const double *)J->out)[off]; *ci = 0; break;
+    case OUT_C64: *cr = ((const float *)J->out)[2 * off]; *ci = ((const float *)J->out)[2 * off + 1]; break;
+    default: *cr = ((const double *)J->out)[2 * off]; *ci = ((const double *)J->out)[2 * off + 1]; break;
+    }
+}
+
+static void fin_store(const fin_job *J, int64_t off, double re, double im)
+{
+    switch (J->dtype) {
+    case OUT_F32: ((float *)J->out)[off] = (float)re; break;
+    case OUT_F64: ((double *)J->out)[off] = re; break;
+    case OUT_C64: ((float *)J->out)[2 * off] = (float)re; ((float *)J->out)[2 * off + 1] = (float)im; break;
+    default: ((double *)J->out)[2 * off] = re; ((double *)J->out)[2 * off + 1] = im; break;
+    }
+}
+
+/* out = alpha v + beta c with v = (vr + i vi) 2^e, in the order both paths use: alpha
+ * times the reconstructed integer first, then the power of two (exact), so that no
+ * intermediate overflows where the result does not (alpha < 1 on a huge product). */
+OZ_INLINE void fin_combine(const fin_job *J, double vr, double vi, int e, double cr, double ci, double *re,
+                           double *im)
+{
+    if (J->dtype < OUT_C64) {
+        const double x = ldexp(J->ar * vr, e);
+        *re = J->beta0 ? x : x + J->br * cr;
+        *im = 0;
+        return;
+    }
+    double xr = ldexp(J->ar * vr - J->ai * vi, e), xi = ldexp(J->ar * vi + J->ai * vr, e);
+    if (J->beta0) {
+        *re = xr;
+        *im = xi;
+    } else if (J->br == 1.0 && J->bi == 0.0) { /* beta = 1 adds c, as native BLAS: no inf*0 */
+        *re = xr + cr;
+        *im = xi + ci;
+    } else {
+        *re = xr + (J->br * cr - J->bi * ci);
+        *im = xi + (J->br * ci + J->bi * cr);
+    }
+}
+
+static void fin_cols_generic(fin_job *J, int64_t j0, int64_t j1)
+{
+    for (int64_t j = j0; j < j1; j++) {
+        int64_t i0, i1;
+        row_range(J->m, J->uplo, j, &i0, &i1);
+        for (int64_t i = i0; i < i1; i++) {
+            int64_t a = i + j * J->m, off = i * J->rso + j * J->cso;
+            int e = clamp_exp(-((int64_t)J->rsh[i] + (int64_t)J->csh[j]));
+            double vr = crt_rep(J, J->rh[a], J->rl[a]);
+            double vi = J->ih ? crt_rep(J, J->ih[a], J->il[a]) : 0.0;
+            if (J->cert && !cert_ok(J->cert, i, j, vr, vi))
+                cert_fail(J->cert, i, j, J->rsh[i], J->csh[j], &vr, &vi, &e);
+            double cr = 0, ci = 0, re, im;
+            if (!J->beta0)
+                fin_load_c(J, off, &cr, &ci);
+            fin_combine(J, vr, vi, e, cr, ci, &re, &im);
+            fin_store(J, off, re, im);
+        }
+    }
+}
+
+#if EMUBLAS_X86
+OZ_TARGET OZ_INLINE __m512d vcrt_rep(const fin_job *J, __m512d hi, __m512d lo)
+{
+    const __m512d Ph = _mm512_set1_pd(J->Ph), Pl = _mm512_set1_pd(J->Pl), Pinv = _mm512_set1_pd(J->Pinv);
+    __m512d Q = _mm512_roundscale_pd(_mm512_mul_pd(hi, Pinv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512d QP = _mm512_mul_pd(Q, Ph);
+    __m512d QPe = _mm512_fmsub_pd(Q, Ph, QP);
+    __m512d d1 = _mm512_sub_pd(hi, QP);
+    __m512d tail = _mm512_fnmadd_pd(Q, Pl, _mm512_sub_pd(lo, QPe));
+    return _mm512_add_pd(d1, tail);
+}
+
+/* cert_ok for 8 rows i.. of column j (lanes in k): the mask of lanes NOT certified. */
+OZ_TARGET OZ_INLINE __mmask8 vcert_bad(const emublas_oz_cert *C, int64_t i, int64_t j, __mmask8 k, __m512d cr,
+                                        __m512d ci)
+{
+    const double ce = C->col_err[j];
+    if (ce == INFINITY)
+        return k;
+    const __m512d ninf = _mm512_set1_pd(-INFINITY);
+    const __m512d re = _mm512_mask_loadu_pd(ninf, k, C->row_err + i);
+    const __mmask8 dead = _mm512_cmp_pd_mask(re, _mm512_set1_pd(INFINITY), _CMP_EQ_OQ);
+    if (ce == -INFINITY)
+        return (__mmask8)(k & dead);
+    const __mmask8 zero = _mm512_cmp_pd_mask(re, ninf, _CMP_EQ_OQ);
+    const __m512d E = _mm512_max_pd(_mm512_max_pd(re, _mm512_set1_pd(ce)), _mm512_set1_pd(C->crt_err));
+    const __m512d a = _mm512_max_pd(_mm512_abs_pd(cr), _mm512_abs_pd(ci));
+    const __m512d g = _mm512_sub_pd(_mm512_getexp_pd(a), _mm512_set1_pd(1.0)); /* getexp(0) = -inf */
+    __m512d B = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(g, E, _CMP_GE_OQ), ninf, g);
+    __mmask8 wzero = 0;
+    if (C->W) {
+        const __m512d w = _mm512_cvtepi32_pd(_mm256_maskz_loadu_epi32(k, C->W + i + j * C->ldw));
+        wzero = _mm512_cmp_pd_mask(w, _mm512_setzero_pd(), _CMP_EQ_OQ);
+        const __m512d d = _mm512_sub_pd(_mm512_sub_pd(w, _mm512_maskz_loadu_pd(k, C->row_wsum + i)),
+                                        _mm512_set1_pd(C->col_wsum[j]));
+        const __mmask8 pos = _mm512_cmp_pd_mask(d, _mm512_setzero_pd(), _CMP_GT_OQ);
+        const __m512d rb = _mm512_cvtepi32_pd(_mm256_maskz_loadu_epi32(k, C->row_budget + i));
+        const __m512d gw = _mm512_add_pd(_mm512_add_pd(rb, _mm512_set1_pd((double)C->col_budget[j])),
+                                         _mm512_sub_pd(_mm512_getexp_pd(d), _mm512_set1_pd(14.0)));
+        B = _mm512_mask_max_pd(B, pos, B, gw);
+    }
+    const __mmask8 ok = _mm512_cmp_pd_mask(E, _mm512_add_pd(_mm512_set1_pd(C->target), B), _CMP_LE_OQ);
+    return (__mmask8)(k & ~(ok | zero | (wzero & ~dead)));
+}
+
+OZ_TARGET static void fin_cols_simd(fin_job *J, int64_t j0, int64_t j1)
+{
+    const __m512d ar = _mm512_set1_pd(J->ar), ai = _mm512_set1_pd(J->ai);
+    const __m512d br = _mm512_set1_pd(J->br), bi = _mm512_set1_pd(J->bi);
+    const __m512i even = _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odd = _mm512_set_epi64(15, 13, 11, 9, 7, 5, 3, 1);
+    const __m512i ilo = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
+    const __m512i ihi = _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
+    const int cplx = J->dtype >= OUT_C64;
+    for (int64_t j = j0; j < j1; j++) {
+        int64_t i0, i1;
+        row_range(J->m, J->uplo, j, &i0, &i1);
+        const __m512d ncs = _mm512_set1_pd(-(double)J->csh[j]);
+        for (int64_t i = i0; i < i1; i += 8) {
+            const int n = i1 - i < 8 ? (int)(i1 - i) : 8;
+            const __mmask8 k = (__mmask8)((1u << n) - 1);
+            const int64_t a = i + j * J->m, off = i * J->rso + j * J->cso;
+            __m512d rs = _mm512_cvtepi32_pd(_mm256_maskz_loadu_epi32(k, J->rsh + i));
+            __m512d e = _mm512_sub_pd(ncs, rs);
+            __m512d cr_ = vcrt_rep(J, _mm512_maskz_loadu_pd(k, J->rh + a), _mm512_maskz_loadu_pd(k, J->rl + a));
+            __m512d ci_ = _mm512_setzero_pd();
+            if (J->ih)
+                ci_ = vcrt_rep(J, _mm512_maskz_loadu_pd(k, J->ih + a), _mm512_maskz_loadu_pd(k, J->il + a));
+            __mmask8 bad = J->cert ? vcert_bad(J->cert, i, j, k, cr_, ci_) : 0;
+            if (bad) {
+                double br_[8], bi_[8], be_[8];
+                _mm512_storeu_pd(br_, cr_);
+                _mm512_storeu_pd(bi_, ci_);
+                _mm512_storeu_pd(be_, e);
+                for (int q = 0; q < n; q++)
+                    if (bad >> q & 1) {
+                        int eq = clamp_exp((int64_t)be_[q]);
+                        cert_fail(J->cert, i + q, j, J->rsh[i + q], J->csh[j], &br_[q], &bi_[q], &eq);
+                        be_[q] = eq;
+                    }
+                cr_ = _mm512_loadu_pd(br_);
+                ci_ = _mm512_loadu_pd(bi_);
+                e = _mm512_loadu_pd(be_);
+            }
+            const __m512d vr = cr_, vi = ci_; /* alpha first, then the power of two, as fin_combine */
+            const int fast = n == 8 && J->rso == 1;
+            __m512d cr = _mm512_setzero_pd(), ci = cr, re, im;
+            if (!J->beta0) {
+                if (fast) {
+                    switch (J->dtype) {
+                    case OUT_F32: cr = _mm512_cvtps_pd(_mm256_loadu_ps((const float *)J->out + off)); break;
+                    case OUT_F64: cr = _mm512_loadu_pd((const double *)J->out + off); break;
+                    case OUT_C64: {
+                        __m512 c = _mm512_loadu_ps((const float *)J->out + 2 * off);
+                        __m512d c0 = _mm512_cvtps_pd(_mm512_castps512_ps256(c));
+                        __m512d c1 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(c), 1)));
+                        cr = _mm512_permutex2var_pd(c0, even, c1);
+                        ci = _mm512_permutex2var_pd(c0, odd, c1);
+                        break;
+                    }
+                    default: {
+                        __m512d c0 = _mm512_loadu_pd((const double *)J->out + 2 * off);
+                        __m512d c1 = _mm512_loadu_pd((const double *)J->out + 2 * off + 8);
+                        cr = _mm512_permutex2var_pd(c0, even, c1);
+                        ci = _mm512_permutex2var_pd(c0, odd, c1);
+                    }
+                    }
+                } else {
+                    double bufr[8] = {0}, bufi[8] = {0};
+                    for (int q = 0; q < n; q++)
+                        fin_load_c(J, off + q * J->rso, &bufr[q], &bufi[q]);
+                    cr = _mm512_loadu_pd(bufr);
+                    ci = _mm512_loadu_pd(bufi);
+                }
+            }
+            if (!cplx) {
+                re = _mm512_scalef_pd(_mm512_mul_pd(ar, vr), e);
+                if (!J->beta0)
+                    re = _mm512_add_pd(re, _mm512_mul_pd(br, cr));
+                im = _mm512_setzero_pd();
+            } else {
+                re = _mm512_scalef_pd(_mm512_sub_pd(_mm512_mul_pd(ar, vr), _mm512_mul_pd(ai, vi)), e);
+                im = _mm512_scalef_pd(_mm512_add_pd(_mm512_mul_pd(ar, vi), _mm512_mul_pd(ai, vr)), e);
+                if (!J->beta0 && J->br == 1.0 && J->bi == 0.0) { /* as fin_combine */
+                    re = _mm512_add_pd(re, cr);
+                    im = _mm512_add_pd(im, ci);
+                } else if (!J->beta0) {
+                    re = _mm512_add_pd(re, _mm512_sub_pd(_mm512_mul_pd(br, cr), _mm512_mul_pd(bi, ci)));
+                    im = _mm512_add_pd(im, _mm512_add_pd(_mm512_mul_pd(br, ci), _mm512_mul_pd(bi, cr)));
+                }
+            }
+            if (fast) {
+                switch (J->dtype) {
+                case OUT_F32: _mm256_storeu_ps((float *)J->out + off, _mm512_cvtpd_ps(re)); break;
+                case OUT_F64: _mm512_storeu_pd((double *)J->out + off, re); break;
+                case OUT_C64: {
+                    __m512d o0 = _mm512_permutex2var_pd(re, ilo, im), o1 = _mm512_permutex2var_pd(re, ihi, im);
+                    _mm256_storeu_ps((float *)J->out + 2 * off, _mm512_cvtpd_ps(o0));
+                    _mm256_storeu_ps((float *)J->out + 2 * off + 8, _mm512_cvtpd_ps(o1));
+                    break;
+                }
+                default:
+                    _mm512_storeu_pd((double *)J->out + 2 * off, _mm512_permutex2var_pd(re, ilo, im));
+                    _mm512_storeu_pd((double *)J->out + 2 * off + 8, _mm512_permutex2var_pd(re, ihi, im));
+                }
+            } else {
+                double bufr[8], bufi[8];
+                _mm512_storeu_pd(bufr, re);
+                _mm512_storeu_pd(bufi, im);
+                for (int q = 0; q < n; q++)
+                    fin_store(J, off + q * J->rso, bufr[q], bufi[q]);
+            }
+        }
+    }
+}
+#endif
+
+static void fin_task(void *ctx, int tid, int nt)
+{
+    fin_job *J = ctx;
+    int64_t j0, j1;
+    split_cols(J->m, J->n, J->uplo, tid, nt, &j0, &j1);
+#if EMUBLAS_X86
+    if (J->simd) {
+        fin_cols_simd(J, j0, j1);
+        return;
+    }
+#endif
+    fin_cols_generic(J, j0, j1);
+}
+
+int emublas_oz_crt_finalize(int64_t m, int64_t n, const double *re_hi, const double *re_lo,
+                            const double *im_hi, const double *im_lo, double P_hi, double P_lo,
+                            const int32_t *row_shift, const int32_t *col_shift, double alpha_re,
+                            double alpha_im, double beta_re, double beta_im, int out_dtype,
+                            void *out, int64_t rso, int64_t cso, int uplo, emublas_oz_cert *cert,
+                            int nthreads)
+{
+    if (m < 0 || n < 0 || uplo < 0 || uplo > 2 || out_dtype < 0 || out_dtype > 3)
+        return EMUBLAS_EINVAL;
+    if (m == 0 || n == 0)
+        return EMUBLAS_OK;
+    if (!re_hi || !re_lo || !row_shift || !col_shift || !out || (!im_hi) != (!im_lo) ||
+        (im_hi && out_dtype < OUT_C64) || !(P_hi > 0) || !isfinite(P_hi) || !isfinite(P_lo))
+        return EMUBLAS_EINVAL;
+    const int cplx = out_dtype >= OUT_C64;
+    fin_job J = {
+        .m = m, .n = n, .rh = re_hi, .rl = re_lo, .ih = im_hi, .il = im_lo,
+        .Ph = P_hi, .Pl = P_lo, .Pinv = 1.0 / P_hi, .rsh = row_shift, .csh = col_shift,
+        .ar = alpha_re, .ai = cplx ? alpha_im : 0.0, .br = beta_re, .bi = cplx ? beta_im : 0.0,
+        .dtype = out_dtype, .uplo = uplo, .simd = oz_simd(), .out = out, .rso = rso, .cso = cso,
+        .cert = cert,
+    };
+    if (cert && (!cert->row_err || !cert->col_err ||
+                 (cert->W && (!cert->row_wsum || !cert->col_wsum || !cert->row_budget || !cert->col_budget ||
+                              cert->ldw < m)) ||
+                 !cert->Lr || !cert->Rr || (!cert->Li) != (!cert->Ri) || cert->k < 0))
+        return EMUBLAS_EINVAL;
+    J.beta0 = J.br == 0.0 && J.bi == 0.0;
+    int nt = oz_threads(nthreads, (double)m * (double)n * (uplo ? 0.5 : 1.0) * (cplx ? 32 : 16));
+    if (nt > n)
+        nt = (int)n;
+    emublas__parallel(fin_task, &J, nt);
+    return EMUBLAS_OK;
+}
