@@ -374,7 +374,7 @@ def vnni_peak_probe(threads: int | None = None, iters: int = 10_000_000) -> floa
 
 
 # ---------------------------------------------------------------------------
-# Ozaki scheme II: the passes around the int8 GEMMs (native/cpu/ozaki.c)
+# Ozaki scheme II: the passes around the int8 GEMMs (native/cpu/ozaki_*.c)
 # ---------------------------------------------------------------------------
 
 _OUT_DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1,
@@ -431,8 +431,9 @@ def _moduli_vector(moduli: Any) -> np.ndarray:
         raise ValueError(f"moduli must be a 1-D sequence, got shape {mods.shape}")
     if mods.size and mods.dtype.kind not in "iu":
         raise TypeError(f"moduli must be integers, got dtype {mods.dtype}")
-    if mods.size > 64:
-        raise ValueError(f"at most 64 moduli per call, got {mods.size}")
+    limit = _require()[1].EMUBLAS_OZ_MAX_MODULI  # the compiled kernels' (native/include/emublas_constants.h)
+    if mods.size > limit:
+        raise ValueError(f"at most {limit} moduli per call, got {mods.size}")
     if mods.size and (mods.min() < 2 or mods.max() > 256):
         raise ValueError("every modulus must be in 2..256")
     return np.ascontiguousarray(mods, dtype=np.int32)

@@ -18,12 +18,13 @@ import re
 import threading
 from typing import Any
 
-__all__ = ["source_path", "header_path", "source_text", "module"]
+from .constants import header_path
+
+__all__ = ["source_path", "source_text", "module"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _NATIVE = os.path.join(os.path.dirname(os.path.dirname(_HERE)), "native")
 _CANDIDATES = (os.path.join(_HERE, "cuda"), os.path.join(_NATIVE, "cuda"))
-_HEADER_CANDIDATES = (os.path.join(_HERE, "include"), os.path.join(_NATIVE, "include"))
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"\.\./include/([\w.]+)".*$', re.M)
 _lock = threading.Lock()
 _cache: dict[tuple[str, int, tuple[str, ...]], Any] = {}
@@ -36,15 +37,6 @@ def source_path(name: str) -> str:
         if os.path.exists(path):
             return path
     raise FileNotFoundError(f"CUDA source {name!r} not found in {', '.join(_CANDIDATES)}")
-
-
-def header_path(name: str) -> str:
-    """Path of the shared header ``name`` (e.g. ``"emublas_constants.h"``)."""
-    for folder in _HEADER_CANDIDATES:
-        path = os.path.join(folder, name)
-        if os.path.exists(path):
-            return path
-    raise FileNotFoundError(f"header {name!r} not found in {', '.join(_HEADER_CANDIDATES)}")
 
 
 def source_text(name: str) -> str:

@@ -16,13 +16,14 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import cuda_source
+from . import constants, cuda_source
 
 __all__ = ["PAD", "pad", "row_stats", "row_stats_host", "bound_planes", "row_plan", "residues", "gemm_tn", "terms",
            "crt_final",
            "int_residues", "int_accumulate", "int_garner", "device_constants"]
 
-PAD = 32
+PAD = constants.OZ_PAD  # also the CUDA kernels' tile edge (one header sets both)
+MAX_MODULI = constants.OZ_MAX_MODULI  # per residue pass
 _OPTIONS = ("--fmad=false",)  # the CRT's two-sum must not be contracted into FMAs
 _ptr = np.uintp
 _i64 = np.int64
@@ -174,8 +175,8 @@ def residues(kind: str, x, shift_d, moduli, roots, conj: bool, out=None):
     rp, cp = pad(rows), pad(cols)
     pl = PLANES[kind]
     nmod = len(moduli)
-    if nmod > 64:
-        raise ValueError("at most 64 moduli per residue pass")
+    if nmod > MAX_MODULI:
+        raise ValueError(f"at most {MAX_MODULI} moduli per residue pass")
     if out is None:
         out = cupy.empty((pl * nmod, rp, cp), np.int8)
     xr, xi, rs, cs, suffix, size = _views(x)
@@ -233,7 +234,7 @@ def terms(products, ldp: int, rows: int, cols: int, r0: int, j0: int, spec_d, nt
                      _i64(ldt), _i32(uplo)))
 
 
-MAX_TERMS = 1024  # oz_crt_final keeps the term constants in shared memory
+MAX_TERMS = constants.OZ_MAX_TERMS  # oz_crt_final keeps the term constants in shared memory
 
 
 def cert_args(cert, w_j0: int = 0) -> tuple:

@@ -26,13 +26,13 @@ from functools import cached_property
 import numpy as np
 
 from .._arrays import is_cupy, namespace
-from .._kernels import cpu
+from .._kernels import constants, cpu
 
 __all__ = ["Side", "side", "RowPlan", "row_plan", "bound_product", "growth", "needed_bits", "K_CHUNK", "DEAD"]
 
 #: Longest inner dimension of one int8 product whose int32 sum cannot overflow:
 #: residues are in [-128, 127], so each term is at most 2^14 in size.
-K_CHUNK = 2**17 - 32  # a multiple of the GPU planes' padding, so that chunks start aligned
+K_CHUNK = constants.OZ_K_CHUNK  # below the int8 GEMM's exact k, a multiple of the GPU planes' padding
 _SAFETY = 2.0**-20  # slack against rounding in the floating-point norms
 LOG2_127SQ = float(np.log2(127.0 * 127.0))
 #: The shift of a row holding NaN or Inf: its residues are zero and its entries come
