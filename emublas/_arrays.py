@@ -22,7 +22,16 @@ Matrix = Any
 
 
 def is_cupy(x: Any) -> bool:
-    """True for a ``cupy.ndarray`` (checked without importing cupy)."""
+    """True for a ``cupy.ndarray`` (checked without importing cupy).
+
+    Parameters
+    ----------
+    x : object
+
+    Returns
+    -------
+    bool
+    """
     return type(x).__module__.split(".", 1)[0] == "cupy" and hasattr(x, "__cuda_array_interface__")
 
 
@@ -31,6 +40,16 @@ def namespace(**arrays: Any):
 
     Lists, scalars and ``None`` follow the others; numpy and cupy arrays in
     the same call are an error, and so are cupy arrays on different devices.
+
+    Parameters
+    ----------
+    **arrays
+        The call's operands by argument name (the names appear in errors).
+
+    Returns
+    -------
+    module
+        ``numpy``, or ``cupy`` when any operand is a cupy array.
 
     Raises
     ------
@@ -59,7 +78,21 @@ def namespace(**arrays: Any):
 
 
 def device_of(xp, *arrays: Any):
-    """Context manager that makes the arrays' GPU current (no-op on the CPU)."""
+    """Context manager that makes the arrays' GPU current (no-op on the CPU).
+
+    Parameters
+    ----------
+    xp : module
+        The namespace :func:`namespace` returned.
+    *arrays
+        The operands; the first cupy array among them decides the device.
+
+    Returns
+    -------
+    context manager
+        A ``cupy.cuda.Device`` (the current one when no operand is a cupy
+        array), or a null context for numpy.
+    """
     if xp is np:
         import contextlib
 
@@ -71,8 +104,25 @@ def device_of(xp, *arrays: Any):
 
 
 def as_2d(arr: Any, name: str) -> Any:
-    """A scalar as 1×1, a 1-D array as a column, 2-D as is (numpy, cupy or dask arrays);
-    ``ValueError`` naming ``name`` for more dimensions."""
+    """A scalar as 1×1, a 1-D array as a column, a 2-D array as is.
+
+    Parameters
+    ----------
+    arr : array
+        A numpy, cupy or dask array.
+    name : str
+        The argument's name, for the error message.
+
+    Returns
+    -------
+    array
+        A 2-D view of ``arr``.
+
+    Raises
+    ------
+    ValueError
+        ``arr`` has more than two dimensions.
+    """
     if arr.ndim == 0:
         return arr.reshape(1, 1)
     if arr.ndim == 1:
@@ -89,6 +139,29 @@ def as_matrix(x: Any, dtype: np.dtype, xp, name: str):
 
     A scalar becomes 1×1 and a 1-D array a column; the memory layout is kept
     (no copy when the dtype already matches), so transposed views stay views.
+
+    Parameters
+    ----------
+    x : array_like
+        The operand as the caller passed it.
+    dtype : numpy.dtype
+        The routine's dtype.
+    xp : module
+        numpy or cupy (lists and scalars go to this namespace).
+    name : str
+        The argument's name, for error messages.
+
+    Returns
+    -------
+    array
+        2-D, of ``dtype``, in ``xp``.
+
+    Raises
+    ------
+    TypeError
+        Python complex numbers for a real routine, or a non-numeric dtype.
+    ValueError
+        More than two dimensions, or strings that do not parse as numbers.
     """
     if xp is np:
         arr = np.asarray(x)
@@ -127,8 +200,22 @@ def _item(value: Any, name: str) -> Any:
 def real_scalar(value: Any, name: str) -> float:
     """A real BLAS scalar; complex input keeps only its real part, as BLAS reads it.
 
-    ``TypeError`` for what is not a number (``None``, objects), ``ValueError`` for a
-    string that does not parse or an array of more than one element, as scipy.
+    Parameters
+    ----------
+    value : number or array_like of one element
+    name : str
+        The argument's name (``alpha``, ``beta``), for error messages.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    TypeError
+        Not a number (``None``, other objects), as scipy.
+    ValueError
+        A string that does not parse, or an array of more than one element.
     """
     v = _item(value, name)
     try:
@@ -138,7 +225,25 @@ def real_scalar(value: Any, name: str) -> float:
 
 
 def complex_scalar(value: Any, name: str) -> complex:
-    """A complex BLAS scalar (``TypeError`` for strings and non-numbers, as scipy)."""
+    """A complex BLAS scalar.
+
+    Parameters
+    ----------
+    value : number or array_like of one element
+    name : str
+        The argument's name (``alpha``, ``beta``), for error messages.
+
+    Returns
+    -------
+    complex
+
+    Raises
+    ------
+    TypeError
+        Strings and what is not a number, as scipy.
+    ValueError
+        An array of more than one element.
+    """
     v = _item(value, name)
     if isinstance(v, str):
         raise TypeError(f"{name} = {value!r} is a string, not a complex number")
@@ -149,10 +254,32 @@ def complex_scalar(value: Any, name: str) -> complex:
 
 
 def flag(value: Any, name: str, allowed: tuple[int, ...], default: int = 0) -> int:
-    """An integer code (trans, lower) restricted to ``allowed``.
+    """An integer code (trans, lower, side, diag) restricted to ``allowed``.
 
     As scipy's wrapper reads it: ``None`` is the default, a real number is
-    truncated toward zero (``1.5`` is 1); anything else is a ``TypeError``.
+    truncated toward zero (``1.5`` is 1).
+
+    Parameters
+    ----------
+    value : int, float or None
+    name : str
+        The argument's name, for error messages.
+    allowed : tuple of int
+        The legal codes.
+    default : int, optional
+        The code ``None`` stands for.
+
+    Returns
+    -------
+    int
+        One of ``allowed``.
+
+    Raises
+    ------
+    TypeError
+        Strings, complex numbers and what is not a number.
+    ValueError
+        A code outside ``allowed`` (NaN and infinities included).
     """
     if value is None:
         return default
@@ -172,7 +299,21 @@ def flag(value: Any, name: str, allowed: tuple[int, ...], default: int = 0) -> i
 
 
 def overwrite_flag(value: Any) -> bool:
-    """``overwrite_c``: an integer (any nonzero value is on), ``TypeError`` otherwise, as scipy."""
+    """``overwrite_c`` as scipy reads it: any nonzero integer is on.
+
+    Parameters
+    ----------
+    value : int
+
+    Returns
+    -------
+    bool
+
+    Raises
+    ------
+    TypeError
+        Not an integer.
+    """
     try:
         return operator.index(value) != 0
     except TypeError:

@@ -14,7 +14,22 @@ __all__ = ["int_range", "boolean", "env_value", "env_flag", "env_int"]
 
 
 def int_range(lo: int, hi: int, *, also: tuple[str, ...] = ()) -> Callable[[Any], int | str]:
-    """Parser accepting an integer in ``[lo, hi]`` or one of the words ``also``."""
+    """Parser accepting an integer in ``[lo, hi]`` or one of the words ``also``.
+
+    Parameters
+    ----------
+    lo, hi : int
+        The inclusive range.
+    also : tuple of str, optional
+        Words accepted as well (lower-cased), such as ``"auto"``.
+
+    Returns
+    -------
+    callable
+        ``parse(raw) -> int | str``; it raises ``ValueError`` naming the range
+        (booleans, non-integral numbers and out-of-range values included), and
+        its ``valid`` attribute describes the valid values for error messages.
+    """
 
     def parse(raw: Any) -> int | str:
         if isinstance(raw, str) and raw.strip().lower() in also:
@@ -37,7 +52,21 @@ def int_range(lo: int, hi: int, *, also: tuple[str, ...] = ()) -> Callable[[Any]
 
 
 def boolean(raw: Any) -> bool:
-    """Parser for on/off options (``1/0``, ``true/false``, ``yes/no``, ``on/off``)."""
+    """Parser for on/off options (``1/0``, ``true/false``, ``yes/no``, ``on/off``).
+
+    Parameters
+    ----------
+    raw : bool, str or int
+
+    Returns
+    -------
+    bool
+
+    Raises
+    ------
+    ValueError
+        Any other value; the message lists the accepted words.
+    """
     if isinstance(raw, bool):
         return raw
     text = str(raw).strip().lower()
@@ -53,6 +82,20 @@ boolean.valid = "1/0, true/false, yes/no, on/off"  # type: ignore[attr-defined]
 
 def env_value(var: str, parse: Callable[[Any], Any], default: Any) -> Any:
     """``parse`` applied to environment variable ``var``; ``default`` when unset or empty.
+
+    Parameters
+    ----------
+    var : str
+        The variable's name.
+    parse : callable
+        A parser such as :func:`int_range` or :func:`boolean`.
+    default : object
+        Returned when the variable is unset or blank.
+
+    Returns
+    -------
+    object
+        What ``parse`` returns, or ``default``.
 
     Raises
     ------
@@ -71,10 +114,42 @@ def env_value(var: str, parse: Callable[[Any], Any], default: Any) -> Any:
 
 
 def env_flag(var: str, default: bool = False) -> bool:
-    """A boolean environment variable (see :func:`boolean`); empty means unset."""
+    """A boolean environment variable (see :func:`boolean`); empty means unset.
+
+    Parameters
+    ----------
+    var : str
+    default : bool, optional
+
+    Returns
+    -------
+    bool
+
+    Raises
+    ------
+    ValueError
+        The value is not one of the boolean words.
+    """
     return env_value(var, boolean, default)
 
 
 def env_int(var: str, default: int, lo: int, hi: int) -> int:
-    """An integer environment variable in ``[lo, hi]``; empty means unset."""
+    """An integer environment variable in ``[lo, hi]``; empty means unset.
+
+    Parameters
+    ----------
+    var : str
+    default : int
+    lo, hi : int
+        The inclusive range.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ValueError
+        Not an integer in the range; the message names the variable.
+    """
     return env_value(var, int_range(lo, hi), default)

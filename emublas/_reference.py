@@ -47,7 +47,17 @@ def _scaled_dot(u: np.ndarray, v: np.ndarray) -> tuple[int, int]:
 
 
 def round_scaled(n: int, e: int) -> float:
-    """``n·2^e`` rounded once to the nearest float64 (ties to even; ±inf on overflow)."""
+    """``n·2^e`` rounded once to the nearest float64 (ties to even; ±inf on overflow).
+
+    Parameters
+    ----------
+    n, e : int
+        The exact value's integer and power of two.
+
+    Returns
+    -------
+    float
+    """
     if n == 0:
         return 0.0
     try:
@@ -61,8 +71,21 @@ def round_scaled(n: int, e: int) -> float:
 def exact_dot(u, v) -> float | complex:
     """``Σ u_k·v_k`` exactly, rounded once per real/imaginary part to float64.
 
-    ``u`` and ``v`` are 1-D arrays of float32/float64 or complex64/complex128
-    (no implicit conjugation).
+    Parameters
+    ----------
+    u, v : array_like
+        1-D (raveled otherwise) float32/float64 or complex64/complex128 vectors
+        of one length; no implicit conjugation.
+
+    Returns
+    -------
+    float or complex
+        complex when either vector is complex.
+
+    Raises
+    ------
+    ValueError
+        The lengths differ, or an entry is NaN or infinite.
     """
     u = np.asarray(u).ravel()
     v = np.asarray(v).ravel()
@@ -83,6 +106,24 @@ def entry_vectors(op: str, a, b, i: int, j: int):
     gemm: ``a[i,:]·b[:,j]``; syrk: ``a[i]·a[j]``; herk: ``a[i]·conj(a[j])``;
     syr2k: ``[a[i] b[i]]·[b[j] a[j]]``; her2k: ``[a[i] b[i]]·conj([b[j] a[j]])``
     (trans=0, alpha=1, beta=0).
+
+    Parameters
+    ----------
+    op : {"gemm", "syrk", "herk", "syr2k", "her2k"}
+    a, b : numpy.ndarray
+        The operands (``b`` unused by syrk and herk).
+    i, j : int
+        The entry.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(u, v)`` for :func:`exact_dot`.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``op``.
     """
     if op == "gemm":
         return a[i, :], b[:, j]
@@ -98,7 +139,26 @@ def entry_vectors(op: str, a, b, i: int, j: int):
 
 
 def exact_entries(op: str, a, b, rows, cols) -> np.ndarray:
-    """Exact (once-rounded) entries ``(rows[t], cols[t])`` of the product of ``op``."""
+    """Exact (once-rounded) entries ``(rows[t], cols[t])`` of the product of ``op``.
+
+    Parameters
+    ----------
+    op : {"gemm", "syrk", "herk", "syr2k", "her2k"}
+    a, b : array_like
+        The untransposed operands, finite (``b`` None for syrk and herk).
+    rows, cols : sequence of int
+        The entries, pairwise.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, or complex128 when an operand is complex; one value per entry.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``op`` or a non-finite operand entry.
+    """
     a = np.asarray(a)
     b = None if b is None else np.asarray(b)
     cplx = a.dtype.kind == "c" or (b is not None and b.dtype.kind == "c")

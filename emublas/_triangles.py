@@ -48,7 +48,16 @@ def _gpu(op: str, out, lower: int, value=0, src=None) -> None:
 
 
 def fill(out, lower: int, value=0) -> None:
-    """Set the referenced triangle (diagonal included) to ``value``."""
+    """Set the referenced triangle (diagonal included) to ``value``.
+
+    Parameters
+    ----------
+    out : array
+        Square, Fortran-ordered numpy or cupy array, updated in place.
+    lower : {0, 1}
+        0: the upper triangle, 1: the lower.
+    value : scalar, optional
+    """
     if isinstance(out, np.ndarray):
         for j, rows in _column_ranges(out.shape[0], lower):
             out[rows, j] = value
@@ -57,7 +66,16 @@ def fill(out, lower: int, value=0) -> None:
 
 
 def scale(out, lower: int, factor) -> None:
-    """Multiply the referenced triangle by ``factor``."""
+    """Multiply the referenced triangle (diagonal included) by ``factor``.
+
+    Parameters
+    ----------
+    out : array
+        Square, Fortran-ordered numpy or cupy array, updated in place.
+    lower : {0, 1}
+        0: the upper triangle, 1: the lower.
+    factor : scalar
+    """
     if isinstance(out, np.ndarray):
         for j, rows in _column_ranges(out.shape[0], lower):
             out[rows, j] *= factor
@@ -66,7 +84,17 @@ def scale(out, lower: int, factor) -> None:
 
 
 def copy(out, src, lower: int) -> None:
-    """Copy the referenced triangle of ``src`` into ``out``; the rest of ``out`` stays."""
+    """Copy the referenced triangle of ``src`` into ``out``; the rest of ``out`` stays.
+
+    Parameters
+    ----------
+    out : array
+        Square, Fortran-ordered numpy or cupy array, updated in place.
+    src : array
+        Same shape, dtype, layout and device as ``out``.
+    lower : {0, 1}
+        0: the upper triangle, 1: the lower.
+    """
     if isinstance(out, np.ndarray):
         for j, rows in _column_ranges(out.shape[0], lower):
             out[rows, j] = src[rows, j]
@@ -75,7 +103,13 @@ def copy(out, src, lower: int) -> None:
 
 
 def real_diagonal(out) -> None:
-    """Zero the imaginary part of the diagonal (Hermitian results)."""
+    """Zero the imaginary part of the diagonal (Hermitian results).
+
+    Parameters
+    ----------
+    out : array
+        Square complex, Fortran-ordered numpy or cupy array, updated in place.
+    """
     if isinstance(out, np.ndarray):
         diag = np.einsum("ii->i", out)  # a writeable view of the diagonal
         diag.imag = 0

@@ -124,13 +124,37 @@ def set_backend(name: str | None, **options: Any) -> None:
 
 
 def process_selection() -> Selection | None:
-    """What :func:`set_backend` chose (None when nothing was chosen or it was cleared)."""
+    """What :func:`set_backend` chose.
+
+    Returns
+    -------
+    Selection or None
+        None when nothing was chosen or the choice was cleared.
+    """
     return _global
 
 
 @contextmanager
 def use(name: str, **options: Any) -> Iterator[Selection]:
     """Select a backend for the calls made inside a ``with`` block (this thread only).
+
+    Parameters
+    ----------
+    name : str
+        Backend name (see :func:`emublas.info` for the usable ones).
+    **options
+        Backend options, validated on entry.
+
+    Yields
+    ------
+    Selection
+        The selection in force inside the block.
+
+    Raises
+    ------
+    ValueError
+        Unknown backend, unknown option or bad value; the message lists the
+        valid ones.
 
     Examples
     --------
@@ -159,7 +183,18 @@ def _explicit() -> Selection | None:
 def get_backend() -> Selection:
     """The selection that applies to a call made here without ``backend=``.
 
-    Reads (and validates) the environment when nothing else decides.
+    The innermost :func:`use` block, else :func:`set_backend`'s choice, else
+    ``EMUBLAS_BACKEND`` (read and validated now), else ``"native"``.
+
+    Returns
+    -------
+    Selection
+        Its ``source`` says which of these decided.
+
+    Raises
+    ------
+    ValueError
+        ``EMUBLAS_BACKEND`` names no backend; the message lists the valid ones.
     """
     chosen = _explicit()
     if chosen is not None:
@@ -183,6 +218,18 @@ def resolve(backend: str | None = None, options: Mapping[str, Any] | None = None
         The call's ``backend=`` keyword.
     options : mapping, optional
         The call's option keywords.
+
+    Returns
+    -------
+    tuple of (Backend, dict)
+        The backend and every one of its options: defaults, overridden by the
+        environment, by the selection (when it names the same backend) and by
+        the call's keywords, in that order.
+
+    Raises
+    ------
+    ValueError
+        Unknown backend, unknown option or bad value.
     """
     # a call's backend= decides alone: EMUBLAS_BACKEND is not read (a typo there cannot break it)
     chosen: Selection | None

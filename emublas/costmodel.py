@@ -117,24 +117,82 @@ class Table:
 
     @property
     def label(self) -> str:
-        """What ``emublas info`` and the shim's verbose lines say about the table."""
+        """What ``emublas info`` and the shim's verbose lines say about the table.
+
+        Returns
+        -------
+        str
+            The hardware of a shipped table, else the file's path.
+        """
         return f"shipped default for {self.hardware}" if self.shipped else self.path
 
     def min_dim_for(self, routine: str, prefix: str) -> int:
-        """Below this smallest dimension a call of ``prefix``+``routine`` (as measured) is native."""
+        """Below this smallest dimension a call of ``prefix``+``routine`` (as measured) is native.
+
+        Parameters
+        ----------
+        routine : str
+            Routine kind without prefix, as the table names it (``gemm``, ``herk``, ...).
+        prefix : {"s", "d", "c", "z"}
+
+        Returns
+        -------
+        int
+            The threshold (huge when nothing emulated ever beat native).
+        """
         return self._min_dims.get((routine, prefix), 2**62)
 
     def knobs(self, backend: str, routine: str, prefix: str) -> list:
-        """The knob values measured for ``backend`` (moduli counts, levels), sorted."""
+        """The knob values measured for ``backend`` (moduli counts, levels), sorted.
+
+        Parameters
+        ----------
+        backend : str
+        routine : str
+            Routine kind without prefix, as the table names it (``gemm``, ``herk``, ...).
+        prefix : {"s", "d", "c", "z"}
+
+        Returns
+        -------
+        list
+        """
         return sorted({k[1] for k in self._series if k[0] == backend and k[2] == routine and k[3] == prefix
                        and k[1] is not None})
 
     def has(self, routine: str, prefix: str) -> bool:
+        """Whether native was measured for ``prefix``+``routine`` (so ratios can be read).
+
+        Parameters
+        ----------
+        routine : str
+            Routine kind without prefix, as the table names it (``gemm``, ``herk``, ...).
+        prefix : {"s", "d", "c", "z"}
+
+        Returns
+        -------
+        bool
+        """
         return ("native", None, routine, prefix) in self._series
 
     def native_seconds(self, routine: str, prefix: str, work: float) -> float:
-        """Native time of a product of ``work`` multiply-adds (n³ for the n-grid), scaled
-        from the nearest measured size by work (clamped to the measured rate outside)."""
+        """Native time of a product of ``work`` multiply-adds.
+
+        Scaled from the nearest measured size by work (n³ for the n-grid), with
+        the measured rate held outside the measured range.
+
+        Parameters
+        ----------
+        routine : str
+            Routine kind without prefix, as the table names it (``gemm``, ``herk``, ...).
+        prefix : {"s", "d", "c", "z"}
+        work : float
+            Multiply-adds of the product.
+
+        Returns
+        -------
+        float
+            Seconds.
+        """
         s = self._series[("native", None, routine, prefix)]
         x = math.log(max(work, 1.0))
         rates = [(lx, math.exp(lx) / t) for lx, _, t in s]
@@ -146,6 +204,21 @@ class Table:
         Piecewise linear in log(work) between measured sizes, held constant outside them;
         for ozaki2 counts that were not measured, linear in the count between (or past)
         the two nearest measured counts (its phases grow linearly with the count).
+
+        Parameters
+        ----------
+        backend : str
+        knob : int or None
+            The moduli count or levels (None for a backend without a knob).
+        routine : str
+            Routine kind without prefix, as the table names it (``gemm``, ``herk``, ...).
+        prefix : {"s", "d", "c", "z"}
+        work : float
+            Multiply-adds of the product.
+
+        Returns
+        -------
+        float or None
         """
         x = math.log(max(work, 1.0))
         key = (backend, knob, routine, prefix)
@@ -182,7 +255,26 @@ def _interp(points: list[tuple[float, float]], x: float) -> float:
 
 
 def from_dict(raw: dict, path: str, shipped: bool) -> Table:
-    """A :class:`Table` from its JSON form, checked enough to fail with a clear message."""
+    """A :class:`Table` from its JSON form, checked enough to fail with a clear message.
+
+    Parameters
+    ----------
+    raw : dict
+        The parsed JSON.
+    path : str
+        Where it came from (for messages and :attr:`Table.label`).
+    shipped : bool
+        Whether it is one of the tables shipped with emublas.
+
+    Returns
+    -------
+    Table
+
+    Raises
+    ------
+    ValueError
+        Not a cost table of this format, or an entry lacks a field.
+    """
     where = f"cost table {path}"
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
         raise ValueError(f"{where}: not an emublas cost table of format {FORMAT}")
@@ -207,7 +299,25 @@ _loaded: dict[str, tuple[float, Table]] = {}
 
 
 def load(path: str | os.PathLike, *, shipped: bool = False) -> Table:
-    """Read a table file (cached until the file changes)."""
+    """Read a table file (cached until the file changes).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    shipped : bool, optional
+        Whether it is one of the tables shipped with emublas.
+
+    Returns
+    -------
+    Table
+
+    Raises
+    ------
+    FileNotFoundError
+        No such file.
+    ValueError
+        Not JSON, or not a cost table (see :func:`from_dict`).
+    """
     p = str(path)
     mtime = os.stat(p).st_mtime
     with _lock:
@@ -226,18 +336,55 @@ def load(path: str | os.PathLike, *, shipped: bool = False) -> Table:
 
 
 def cache_path(device: str) -> Path:
-    """Where ``emublas calibrate`` stores the table of ``device`` ("cpu" or "gpu")."""
+    """Where ``emublas calibrate`` stores the table of ``device``.
+
+    Parameters
+    ----------
+    device : {"cpu", "gpu"}
+
+    Returns
+    -------
+    pathlib.Path
+        In the user cache directory (platformdirs).
+    """
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("emublas")) / f"costs-{device}.json"
 
 
 def shipped_path(device: str) -> Path:
+    """The table shipped with emublas for ``device``.
+
+    Parameters
+    ----------
+    device : {"cpu", "gpu"}
+
+    Returns
+    -------
+    pathlib.Path
+    """
     return _DATA / _SHIPPED[device]
 
 
 def table_source(device: str, explicit: str | None = None, *, read_env: bool = True) -> tuple[Path, bool]:
-    """``(path, shipped)`` of the table a call on ``device`` uses (see the module docstring)."""
+    """Which table a call on ``device`` uses (see the module docstring).
+
+    The explicit path, else ``EMUBLAS_COST_TABLE``, else the calibrated table
+    in the user cache, else the shipped one.
+
+    Parameters
+    ----------
+    device : {"cpu", "gpu"}
+    explicit : str, optional
+        A path given by the call or the selection (the ``table`` option).
+    read_env : bool, optional
+        Whether ``EMUBLAS_COST_TABLE`` is consulted.
+
+    Returns
+    -------
+    tuple of (pathlib.Path, bool)
+        The path, and whether it is the shipped table.
+    """
     if explicit:
         return Path(explicit), False
     env = os.environ.get(ENV_TABLE, "").strip() if read_env else ""
@@ -256,10 +403,25 @@ _resolved: dict[tuple, tuple[float, Table]] = {}
 
 
 def table_for(device: str, explicit: str | None = None, *, read_env: bool = True) -> Table:
-    """The table a call on ``device`` uses; a named file that is missing or bad raises ValueError.
+    """The table a call on ``device`` uses, resolved at most every ``RECHECK_S`` seconds.
 
-    ``read_env=False``: ``explicit`` already reflects ``EMUBLAS_COST_TABLE`` (the auto
-    backend's ``table`` option reads that variable), so it is not read again.
+    Parameters
+    ----------
+    device : {"cpu", "gpu"}
+    explicit : str, optional
+        A path given by the call or the selection (the ``table`` option).
+    read_env : bool, optional
+        False when ``explicit`` already reflects ``EMUBLAS_COST_TABLE`` (the auto
+        backend's ``table`` option reads that variable), so it is not read again.
+
+    Returns
+    -------
+    Table
+
+    Raises
+    ------
+    ValueError
+        A named file that is missing or bad, or a table for the other device.
     """
     key = (device, explicit, os.environ.get(ENV_TABLE, "") if read_env else None)
     hit = _resolved.get(key)
@@ -287,8 +449,25 @@ def _table_for(device: str, explicit: str | None, read_env: bool) -> Table:
 # ---------------------------------------------------------------------------
 
 def ozaki2_count_for_bits(bits: int, k: int, complex_data: bool) -> int | None:
-    """Smallest ozaki2 moduli count whose product of moduli (``ModulusSet.bits``; the 2M
-    list for complex data) covers ``2·bits + log2(k) + OZAKI2_SLACK_BITS``; None if none does."""
+    """Smallest ozaki2 moduli count that reaches ``bits`` correct bits at depth ``k``.
+
+    The product of the moduli (``ModulusSet.bits``; the 2M list for complex
+    data) must cover ``2·bits + log2(k) + OZAKI2_SLACK_BITS``.
+
+    Parameters
+    ----------
+    bits : int
+        Required correct bits.
+    k : int
+        Inner dimension of the product.
+    complex_data : bool
+        Whether the 2M moduli list applies.
+
+    Returns
+    -------
+    int or None
+        None when no count does.
+    """
     from .ozaki2.moduli import REAL_MODULI, TWO_M_MODULI, real_set, two_m_set
 
     need = 2.0 * bits + math.log2(max(k, 1)) + OZAKI2_SLACK_BITS
@@ -315,6 +494,13 @@ class Candidate:
     seconds: float | None   # predicted time
 
     def as_dict(self) -> dict:
+        """The candidate as a JSON-ready dict.
+
+        Returns
+        -------
+        dict
+            backend, options, qualifies, accuracy, predicted_ratio, predicted_s.
+        """
         return {"backend": self.backend, "options": dict(self.options), "qualifies": self.qualifies,
                 "accuracy": self.accuracy, "predicted_ratio": self.ratio, "predicted_s": self.seconds}
 
@@ -334,13 +520,33 @@ class Decision:
 
     @property
     def backend(self) -> str:
+        """Name of the chosen backend.
+
+        Returns
+        -------
+        str
+        """
         return self.chosen.backend
 
     @property
     def options(self) -> dict:
+        """Options the chosen backend is called with.
+
+        Returns
+        -------
+        dict
+        """
         return dict(self.chosen.options)
 
     def as_dict(self) -> dict:
+        """The decision as a JSON-ready dict (what :func:`emublas.explain` returns).
+
+        Returns
+        -------
+        dict
+            routine, m, n, k, device, requirement, table, backend, options, reason
+            and the candidates (see :meth:`Candidate.as_dict`).
+        """
         return {"routine": self.routine, "m": self.shape[0], "n": self.shape[1], "k": self.shape[2],
                 "device": self.device, "requirement": self.requirement, "table": self.table,
                 "backend": self.chosen.backend, "options": dict(self.chosen.options), "reason": self.reason,
@@ -361,6 +567,18 @@ def _model_work(routine: str, m: int, n: int, k: int) -> tuple[float, int]:
 
 
 def requirement_text(accuracy: str, bits: int | None) -> str:
+    """The accuracy requirement in words.
+
+    Parameters
+    ----------
+    accuracy : {"native", "normwise"}
+    bits : int or None
+        Required correct bits; None: native BLAS's accuracy.
+
+    Returns
+    -------
+    str
+    """
     if bits is None:
         return "native accuracy (each entry within native BLAS's error bound)"
     kind = "normwise, relative to k*max|a|*max|b|" if accuracy == "normwise" else "per entry, relative to sum|a||b|"
@@ -477,6 +695,11 @@ def decide(table: Table, routine: str, prefix: str, m: int, n: int, k: int, *, a
         Required correct bits (1 up to the precision); None: native BLAS's accuracy.
     usable : tuple of str
         Emulating backends that can run here.
+
+    Returns
+    -------
+    Decision
+        The chosen candidate, every candidate considered and the reason.
 
     Raises
     ------

@@ -11,9 +11,15 @@ __all__ = ["explain", "auto_last", "format_decision"]
 
 
 def auto_last() -> dict | None:
-    """What the last ``auto`` call of this thread chose: routine, shape, requirement, table,
-    every candidate's predicted time and accuracy verdict, the chosen backend and options,
-    and the reason (None before the first call)."""
+    """What the last ``auto`` call of this thread chose.
+
+    Returns
+    -------
+    dict or None
+        Routine, shape, requirement, table, every candidate's predicted time
+        and accuracy verdict, the chosen backend and options, and the reason;
+        None before the first call.
+    """
     from .backends.auto import last_run
 
     return last_run()
@@ -57,6 +63,13 @@ def explain(routine_name: str, *args: Any, **kw: Any) -> dict:
         candidates (each with its predicted ratio to native, predicted seconds, and the
         accuracy verdict).
 
+    Raises
+    ------
+    ValueError
+        Unknown routine name, or a bad ``accuracy``/``bits``/``table`` option.
+    TypeError
+        Arguments that do not fit the routine's signature.
+
     Examples
     --------
     >>> import numpy as np, emublas
@@ -83,12 +96,24 @@ def explain(routine_name: str, *args: Any, **kw: Any) -> dict:
         kind = "symm"
     # resolve("auto") gives the auto backend; decide() is its own, not part of the shared protocol
     decision = cast(Any, be).decide(kind, prefix, m, n, k, device, accuracy=opts["accuracy"], bits=opts["bits"],
-                         table=opts["table"])
+                                    table=opts["table"])
     return decision.as_dict()
 
 
 def format_decision(d: dict) -> str:
-    """A decision record as readable lines."""
+    """A decision record as readable lines.
+
+    Parameters
+    ----------
+    d : dict
+        What :func:`explain` or :func:`auto_last` returned.
+
+    Returns
+    -------
+    str
+        The choice and its reason, then one line per candidate (``+`` for those
+        that meet the requirement).
+    """
     lines = [f"{d['routine']} {d['m']}x{d['n']}x{d['k']} on the {d['device'].upper()}: {d['backend']}"
              + (f" ({', '.join(f'{k}={v}' for k, v in d['options'].items())})" if d["options"] else ""),
              f"  requirement: {d['requirement']}", f"  table: {d['table']}", f"  reason: {d['reason']}"]

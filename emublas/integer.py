@@ -12,8 +12,23 @@ __all__ = ["intmatmul", "product_bound"]
 
 
 def product_bound(a, b) -> int:
-    """An upper bound of ``max |(a·b)_ij|`` as a Python int (exact arithmetic on
-    numpy arrays; on cupy arrays float64 sums rounded upwards by their error bound)."""
+    """An upper bound of ``max |(a·b)_ij|``.
+
+    Exact integer arithmetic on numpy arrays; on cupy arrays float64 sums
+    rounded upwards by their error bound.
+
+    Parameters
+    ----------
+    a, b : array
+        2-D integer (or bool) arrays with ``a.shape[1] == b.shape[0]``, both on
+        the CPU or both on one GPU.
+
+    Returns
+    -------
+    int
+        ``min(max_i ‖a_i‖₁ · max|b|, max|a| · max_j ‖b_j‖₁)``: exact on numpy,
+        rounded up on cupy; 0 for empty operands.
+    """
     if a.size == 0 or b.size == 0:
         return 0
     if is_cupy(a):
