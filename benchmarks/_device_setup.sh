@@ -1,4 +1,4 @@
-# Sourced by the benchmarks/device_*.sh scripts on the lent GPU machine: install the
+# Sourced by the GPU jobs of benchmarks/device_run.sh on the lent GPU machine: install the
 # carried cffi/pycparser wheels (.whl/, carry it) and build the package in place.
 # Sets OUT (the tool's output folder, or a temporary one) and PYTHONPATH.
 set -uo pipefail

@@ -1,49 +1,21 @@
-"""Wall-clock timing shared by the CPU benchmarks (GPU ones time with CUDA events)."""
+"""The benchmarks' timing: :mod:`emublas.timing` of this checkout, loaded by path.
+
+Loaded by file path rather than imported, so that a script's timing is this
+checkout's whichever emublas it imports (bench_against_commit.py times another
+commit's build) and importing it never imports the emublas package (the
+GEMMul8 workers of bench_gemmul8.py).
+"""
 from __future__ import annotations
 
-import statistics
-import time
-from typing import Callable
+import importlib.util
+import os
+import sys
 
+_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "emublas", "timing.py")
+_spec = importlib.util.spec_from_file_location("_emublas_timing", _PATH)
+_mod = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = _mod  # dataclasses look their module up by name
+_spec.loader.exec_module(_mod)
 
-def wall_times(fn: Callable[[], object], reps: int, pause: float = 0.0) -> tuple[object, list[float]]:
-    """``fn()``'s result from one warm-up call and the wall-clock seconds of ``reps`` further calls.
-
-    ``pause`` sleeps before each timed call: OpenBLAS's idle threads spin for
-    about 0.1 s after each of its calls and would steal a core from the next one.
-    """
-    out = fn()
-    times = []
-    for _ in range(reps):
-        if pause:
-            time.sleep(pause)
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return out, times
-
-
-def median_time(fn: Callable[[], object], reps: int, pause: float = 0.0) -> float:
-    """Median seconds of ``fn()`` over ``reps`` calls after one warm-up call (see :func:`wall_times`)."""
-    return statistics.median(wall_times(fn, reps, pause)[1])
-
-
-def cuda_times(cp, fn: Callable[[], object], reps: int) -> tuple[object, list[float]]:
-    """``fn()``'s result from one synchronized warm-up call and the GPU seconds of ``reps``
-    further calls, each timed with its own pair of CUDA events."""
-    out = fn()
-    cp.cuda.Device().synchronize()
-    times = []
-    for _ in range(reps):
-        start, stop = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, stop) / 1e3)
-    return out, times
-
-
-def cuda_median_time(cp, fn: Callable[[], object], reps: int) -> float:
-    """Median seconds of ``fn()`` on the GPU with CUDA events, after one synchronized warm-up."""
-    return statistics.median(cuda_times(cp, fn, reps)[1])
+__all__ = list(_mod.__all__)
+globals().update({name: getattr(_mod, name) for name in __all__})

@@ -7,7 +7,7 @@ Each round runs one subprocess per tree (alternating, so that a change in the
 machine's load hits both), and each subprocess times dgemm and zgemm through
 ozaki2 (16 moduli, accurate mode, φ = 0.5 inputs from one seed) and through
 OpenBLAS on the same arrays: medians of ``--reps`` calls after a warm-up
-(benchmarks/_timing.py), with [min–max] over the rounds.  Printed: each tree's
+(emublas.timing via benchmarks/_timing.py), with [min–max] over the rounds.  Printed: each tree's
 time, its ratio to OpenBLAS in the same process, and this tree over the other.
 """
 from __future__ import annotations

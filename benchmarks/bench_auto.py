@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
-import time
 import warnings
 
 import numpy as np
@@ -30,39 +28,18 @@ import numpy as np
 import emublas
 from emublas import costmodel
 from emublas.errors import OzakiAccuracyWarning
+from emublas.timing import settled_time, wall_times
 
 PAUSE = 0.3
 BATCH_S = 0.05
-
-
-def _others_cpu() -> float:
-    """CPU seconds the machine spent outside this process so far, steal time included
-    (other processes, other guests of the host); Linux /proc/stat."""
-    with open("/proc/stat") as fh:
-        ticks = [int(v) for v in fh.readline().split()[1:]]
-    busy = (sum(ticks[:8]) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
-    own = os.times()
-    return busy - (own.user + own.system)
 
 
 def timed(fn, count: int, wait_idle: bool, tries: int = 3) -> float:
     """Seconds per call of ``count`` back-to-back calls after the pause; with ``wait_idle``
     the pause repeats while others use more than 10% of a core, and a batch they disturbed
     (more than 5% of a core) is timed again, up to ``tries`` times."""
-    for _ in range(tries):
-        for _ in range(tries):
-            before = _others_cpu()
-            time.sleep(PAUSE)
-            if not wait_idle or _others_cpu() - before < 0.1 * PAUSE:
-                break
-        before = _others_cpu()
-        t0 = time.perf_counter()
-        for _ in range(count):
-            fn()
-        t = time.perf_counter() - t0
-        if not wait_idle or _others_cpu() - before < 0.05 * t + 0.005:
-            break
-    return t / count
+    return settled_time(fn, count=count, pause=PAUSE, wait_idle=wait_idle, tries=tries, idle_tries=tries,
+                        slack=0.005)
 
 
 def inputs(prefix, n, rng):
@@ -109,12 +86,7 @@ def main(argv=None) -> int:
                     warnings.simplefilter("ignore", OzakiAccuracyWarning)
                     counts = []
                     for fn in fns:
-                        fn()  # warm-up
-                        once = []
-                        for _ in range(3):
-                            t0 = time.perf_counter()
-                            fn()
-                            once.append(time.perf_counter() - t0)
+                        _, once = wall_times(fn, 3)  # a warm-up, then 3 single calls
                         # small calls are timed in back-to-back batches of >= BATCH_S, as programs make them
                         counts.append(max(1, round(BATCH_S / max(min(once), 1e-7))))
                     counts[1] = counts[0]  # auto: the same batch as native, whatever it picks

@@ -33,35 +33,22 @@ import argparse
 import json
 import platform
 import statistics
-import time
 
 import numpy as np
 import scipy.linalg.blas as sblas
 
-from _timing import cuda_median_time, median_time  # benchmarks/ is on sys.path when a script runs
 import emublas
 from emublas._kernels import boolpack_cpu, cpu
 from emublas.info import cpu_model
+from emublas.timing import cuda_median_time, interleaved, median_time
 
 PAUSE = 0.3
 
 
 def interleaved_medians(fns: dict, reps: int, pause: float = PAUSE) -> dict:
-    """Median seconds of each function, the calls taken in turns (one warm-up each).
-
-    Taking turns keeps a passing load on the machine from landing on one
-    contender only, so the ratios stay fair on a shared machine.
-    """
-    for fn in fns.values():
-        fn()
-    times: dict = {name: [] for name in fns}
-    for _ in range(reps):
-        for name, fn in fns.items():
-            time.sleep(pause)
-            t0 = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t0)
-    return {name: statistics.median(ts) for name, ts in times.items()}
+    """Median seconds of each function, the calls taken in turns (one warm-up each;
+    see emublas.timing.interleaved)."""
+    return {name: statistics.median(ts) for name, ts in interleaved(fns, reps, pause).items()}
 
 
 def bench_binary(n: int, numpy_n: int, reps: int, rng) -> dict:

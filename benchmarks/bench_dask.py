@@ -34,45 +34,16 @@ import numpy as np
 import emublas
 import emublas.dask as ed
 from emublas.info import cpu_model
-
-
-def _foreign_cpu() -> float:
-    """CPU seconds used by the machine outside this process and its children (workers)."""
-    import psutil  # a dependency of distributed
-
-    with open("/proc/stat") as fh:
-        ticks = [int(v) for v in fh.readline().split()[1:]]
-    busy = (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
-    me = psutil.Process()
-    own = 0.0
-    for p in [me, *me.children(recursive=True)]:
-        try:
-            t = p.cpu_times()
-            own += t.user + t.system
-        except psutil.Error:  # a child that just ended
-            pass
-    return busy - own
+from emublas.timing import settled_time
 
 
 def _median(fn, reps: int, wait_idle: bool, tries: int = 10) -> tuple[float, list[float]]:
     """Median seconds of ``fn()`` over ``reps`` calls after one warm-up call (0.3 s pause
-    before each), and all the times."""
+    before each, which also lets OpenBLAS's spinning threads go idle), and all the times;
+    the workers' CPU time is this process's own."""
     fn()
-    times = []
-    for _ in range(reps):
-        for _ in range(tries):
-            while True:
-                before = _foreign_cpu() if wait_idle else 0.0
-                time.sleep(0.3)  # also lets OpenBLAS's spinning threads go idle
-                if not wait_idle or _foreign_cpu() - before < 0.03:
-                    break
-            before = _foreign_cpu() if wait_idle else 0.0
-            t0 = time.perf_counter()
-            fn()
-            t = time.perf_counter() - t0
-            if not wait_idle or _foreign_cpu() - before < 0.05 * t + 0.01:
-                break
-        times.append(t)
+    times = [settled_time(fn, pause=0.3, wait_idle=wait_idle, tries=tries, slack=0.01, children=True)
+             for _ in range(reps)]
     return statistics.median(times), times
 
 

@@ -23,17 +23,12 @@ import numpy as np
 
 import emublas
 import emublas.dask as ed
+from emublas.timing import wall_times
 
 
 def _median(fn, reps: int, sync) -> tuple[float, list[float]]:
-    fn()
-    sync()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - t0)
+    """Median wall seconds (synchronized) of ``fn()`` over ``reps`` calls after one warm-up, and all the times."""
+    _, times = wall_times(fn, reps, sync=sync)
     return statistics.median(times), times
 
 

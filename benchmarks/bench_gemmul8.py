@@ -1,6 +1,6 @@
 """emublas against GEMMul8 (hook mode), side by side in one run, paired at equal accuracy.
 
-    bash benchmarks/device_gemmul8.sh                    (on the GPU machine; carry .whl and .peers)
+    bash benchmarks/device_run.sh gemmul8                (on the GPU machine; carry .whl and .peers)
     python3 benchmarks/bench_gemmul8.py --gemmul8-lib .peers/gemmul8/libgemmul8.so --json out.json [--quick]
     python3 benchmarks/bench_gemmul8.py --dry-run        (no GPU: numpy stand-ins, checks the plumbing)
 

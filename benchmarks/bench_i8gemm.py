@@ -43,6 +43,7 @@ import scipy.linalg.blas as sblas
 
 from emublas._kernels import cpu
 from emublas.info import cpu_model
+from emublas.timing import elapsed, wall_times
 
 
 def blas_info() -> Any:
@@ -119,16 +120,7 @@ WARMUP_S = 0.25  # after idle the cores need tens of ms to reach full speed
 
 def time_call(fn: Callable[[], Any], reps: int) -> list[float]:
     """Wall times of reps calls, after warm-up calls for at least WARMUP_S."""
-    t_end = time.perf_counter() + WARMUP_S
-    fn()
-    while time.perf_counter() < t_end:
-        fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return times
+    return wall_times(fn, reps, warmup_s=WARMUP_S)[1]
 
 
 def interference(i8: Callable[[], Any], sg: Callable[[], Any], reps: int) -> dict[str, float]:
@@ -139,12 +131,8 @@ def interference(i8: Callable[[], Any], sg: Callable[[], Any], reps: int) -> dic
     sg_after, i8_after = [], []
     for _ in range(reps):
         i8()
-        t0 = time.perf_counter()
-        sg()
-        sg_after.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        i8()
-        i8_after.append(time.perf_counter() - t0)
+        sg_after.append(elapsed(sg))
+        i8_after.append(elapsed(i8))
     return {
         "sgemm_alone_s": sg_alone,
         "sgemm_after_i8gemm_s": statistics.median(sg_after),

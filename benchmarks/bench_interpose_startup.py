@@ -22,7 +22,8 @@ import platform
 import statistics
 import subprocess
 import sys
-import time
+
+from _timing import elapsed  # emublas.timing, without importing emublas in the timing process
 
 PROGRAMS = {"pass": "pass", "import scipy.linalg": "import scipy.linalg"}
 LINE_COST = """
@@ -45,9 +46,8 @@ def _env(on: bool) -> dict[str, str]:
 
 
 def _time(python: str, program: str, env: dict[str, str], flags=()) -> float:
-    t0 = time.perf_counter()
-    subprocess.run([python, *flags, "-c", program], env=env, check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - t0
+    return elapsed(lambda: subprocess.run([python, *flags, "-c", program], env=env, check=True,
+                                          stdout=subprocess.DEVNULL))
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ import argparse
 import json
 
 import numpy as np
-from _timing import cuda_median_time  # benchmarks/ is on sys.path when a script runs
+from emublas.timing import cuda_median_time
 
 
 def main() -> None:

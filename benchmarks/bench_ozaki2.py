@@ -25,7 +25,7 @@ from fractions import Fraction
 import numpy as np
 import scipy.linalg.blas as sblas
 
-from _timing import median_time  # benchmarks/ is on sys.path when a script runs
+from emublas.timing import median_time
 import emublas
 from emublas._kernels import cpu
 from emublas.info import cpu_model

@@ -16,7 +16,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _timing import cuda_median_time  # noqa: E402
+from emublas.timing import cuda_median_time  # noqa: E402
 
 
 def main() -> None:

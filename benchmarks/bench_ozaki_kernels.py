@@ -15,7 +15,7 @@ import argparse
 
 import numpy as np
 
-from _timing import median_time  # benchmarks/ is on sys.path when a script runs
+from emublas.timing import median_time
 from emublas._kernels import cpu
 from emublas.ozaki2.moduli import REAL_MODULI, TWO_M_MODULI, TWO_M_ROOTS, real_set
 

@@ -12,45 +12,23 @@ the C driver of native/cpu/strassen.c).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import time
 
 import numpy as np
 
 import emublas
 from emublas import strassen
 from emublas.info import cpu_model
+from emublas.timing import settled_time
 
 PAUSE = 0.3
-
-
-def _others_cpu() -> float:
-    """CPU seconds used so far by the whole machine minus this process (Linux /proc/stat)."""
-    with open("/proc/stat") as fh:
-        ticks = [int(v) for v in fh.readline().split()[1:]]
-    busy = (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
-    own = os.times()
-    return busy - own.user - own.system
 
 
 def _timed(fn, wait_idle: bool, tries: int = 20) -> float:
     """Seconds of one ``fn()`` after the pause; with ``wait_idle`` (Linux), the pause is
     repeated while other processes use the CPUs, and a call they disturbed (more than
     5% of a core) is timed again, up to ``tries`` times."""
-    for _ in range(tries):
-        while True:
-            before = _others_cpu() if wait_idle else 0.0
-            time.sleep(PAUSE)
-            if not wait_idle or _others_cpu() - before < 0.1 * PAUSE:
-                break
-        before = _others_cpu() if wait_idle else 0.0
-        t0 = time.perf_counter()
-        fn()
-        t = time.perf_counter() - t0
-        if not wait_idle or _others_cpu() - before < 0.05 * t + 0.01:
-            break
-    return t
+    return settled_time(fn, pause=PAUSE, wait_idle=wait_idle, tries=tries, slack=0.01)
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from _timing import cuda_median_time  # benchmarks/ is on sys.path when a script runs
+from emublas.timing import cuda_median_time
 
 import emublas
 from emublas import strassen

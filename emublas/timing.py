@@ -16,14 +16,17 @@ checkout's emublas.
 """
 from __future__ import annotations
 
+import os
 import statistics
 import time
 import warnings
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
-__all__ = ["Timing", "wall_times", "cuda_times", "time_call", "median_time", "cuda_median_time", "summary"]
+__all__ = ["Timing", "elapsed", "wall_times", "cuda_times", "cuda_batch", "interleaved", "time_call", "median_time",
+           "cuda_median_time", "summary", "others_cpu", "settled_time"]
 
 
 @dataclass(frozen=True)
@@ -75,8 +78,35 @@ def _silenced(quiet: bool) -> Iterator[None]:
         yield
 
 
+def elapsed(fn: Callable[[], Any], count: int = 1, sync: Callable[[], Any] | None = None) -> float:
+    """Wall-clock seconds of ``count`` back-to-back calls of ``fn`` (no warm-up).
+
+    Parameters
+    ----------
+    fn : callable
+        Called with no arguments.
+    count : int, optional
+        Calls in the batch.
+    sync : callable, optional
+        Called after the last call, before the clock stops (``cupy.cuda.Device().synchronize``
+        for the wall time of GPU work).
+
+    Returns
+    -------
+    float
+        Seconds of the whole batch.
+    """
+    t0 = time.perf_counter()
+    for _ in range(count):
+        fn()
+    if sync is not None:
+        sync()
+    return time.perf_counter() - t0
+
+
 def wall_times(fn: Callable[[], Any], reps: int, pause: float = 0.0, *, warmup: bool = True,
-               quiet: bool = False) -> tuple[Any, list[float]]:
+               quiet: bool = False, sync: Callable[[], Any] | None = None,
+               warmup_s: float = 0.0) -> tuple[Any, list[float]]:
     """Wall-clock seconds of ``reps`` calls of ``fn``, after one warm-up call.
 
     Parameters
@@ -94,6 +124,12 @@ def wall_times(fn: Callable[[], Any], reps: int, pause: float = 0.0, *, warmup: 
     quiet : bool, optional
         Ignore warnings raised by the timed calls (the warm-up's are the ones
         worth reporting).
+    sync : callable, optional
+        Called after the warm-up and after each timed call, inside its time
+        (the wall time of GPU work).
+    warmup_s : float, optional
+        Repeat the warm-up call until this many seconds have passed (caches,
+        clocks and thread pools up to speed).
 
     Returns
     -------
@@ -102,15 +138,20 @@ def wall_times(fn: Callable[[], Any], reps: int, pause: float = 0.0, *, warmup: 
     times : list of float
         Seconds of each timed call.
     """
-    out = fn() if warmup else None
+    out = None
+    if warmup:
+        t_end = time.perf_counter() + warmup_s
+        out = fn()
+        while time.perf_counter() < t_end:
+            fn()
+        if sync is not None:
+            sync()
     times = []
     for _ in range(reps):
         if pause:
             time.sleep(pause)
         with _silenced(quiet):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
+            times.append(elapsed(fn, 1, sync))
     return out, times
 
 
@@ -152,6 +193,154 @@ def cuda_times(cp, fn: Callable[[], Any], reps: int, *, warmup: bool = True,
         stop.synchronize()
         times.append(cp.cuda.get_elapsed_time(start, stop) / 1e3)
     return out, times
+
+
+def cuda_batch(cp, fn: Callable[[], Any], reps: int, warmups: int = 3) -> tuple[float, float]:
+    """Host and GPU seconds per call of a batch of ``reps`` back-to-back calls.
+
+    The host time is the wall time of issuing the batch (without waiting for
+    the GPU), the GPU time the span between CUDA events around the whole
+    batch: together they show whether the host keeps the GPU busy.
+
+    Parameters
+    ----------
+    cp : module
+        cupy.
+    fn : callable
+    reps : int
+        Calls in the timed batch.
+    warmups : int, optional
+        Untimed calls before it (followed by a device synchronization).
+
+    Returns
+    -------
+    host_s, device_s : float
+        Seconds per call.
+    """
+    for _ in range(warmups):
+        fn()
+    cp.cuda.Device().synchronize()
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    start.record()
+    host = elapsed(fn, reps) / reps
+    end.record()
+    end.synchronize()
+    return host, cp.cuda.get_elapsed_time(start, end) / 1e3 / reps
+
+
+def interleaved(fns: dict[str, Callable[[], Any]], reps: int, pause: float = 0.0) -> dict[str, list[float]]:
+    """Wall-clock seconds of each function, the calls taken in turns after one warm-up each.
+
+    Taking turns keeps a passing load on the machine from landing on one
+    contender only, so the ratios stay fair on a shared machine.
+
+    Parameters
+    ----------
+    fns : dict
+        Name -> function of no arguments.
+    reps : int
+        Rounds; each round calls every function once, in order.
+    pause : float, optional
+        Seconds slept before each timed call.
+
+    Returns
+    -------
+    dict
+        Name -> seconds of its calls, in round order.
+    """
+    for fn in fns.values():
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(reps):
+        for name, fn in fns.items():
+            if pause:
+                time.sleep(pause)
+            times[name].append(elapsed(fn))
+    return times
+
+
+def others_cpu(children: bool = False) -> float:
+    """CPU seconds the machine has spent outside this process so far (Linux ``/proc/stat``).
+
+    Parameters
+    ----------
+    children : bool, optional
+        Count this process's child processes as its own (needs psutil), e.g.
+        the workers of a local Dask cluster.
+
+    Returns
+    -------
+    float
+        Busy seconds of all CPUs (steal time included: other guests of the
+        host) less this process's user and system time.
+    """
+    with open("/proc/stat") as fh:
+        ticks = [int(v) for v in fh.readline().split()[1:]]
+    busy = (sum(ticks[:8]) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+    if not children:
+        own = os.times()
+        return busy - (own.user + own.system)
+    import psutil
+
+    me = psutil.Process()
+    mine = 0.0
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            t = proc.cpu_times()
+            mine += t.user + t.system
+        except psutil.Error:  # a child that just ended
+            pass
+    return busy - mine
+
+
+def settled_time(fn: Callable[[], Any], *, count: int = 1, pause: float = 0.3, wait_idle: bool = True,
+                 tries: int = 20, idle_tries: int | None = None, slack: float = 0.01,
+                 children: bool = False) -> float:
+    """Seconds per call of a batch of ``count`` calls timed on a quiet machine (no warm-up).
+
+    Before the batch the function sleeps ``pause`` seconds (OpenBLAS's idle
+    threads spin about 0.1 s after each call).  With ``wait_idle`` (Linux) the
+    pause repeats while other processes use more than 10% of a core, and a
+    batch they disturbed (more than ``0.05 * t + slack`` CPU seconds during
+    its ``t`` seconds) is timed again.
+
+    Parameters
+    ----------
+    fn : callable
+    count : int, optional
+        Calls in the batch.
+    pause : float, optional
+    wait_idle : bool, optional
+    tries : int, optional
+        Batches timed at most.
+    idle_tries : int, optional
+        Pauses at most before each batch; None: until the machine is quiet.
+    slack : float, optional
+        CPU seconds of others tolerated in any batch.
+    children : bool, optional
+        Child processes count as this process (:func:`others_cpu`).
+
+    Returns
+    -------
+    float
+        Seconds per call of the last batch timed.
+    """
+    t = 0.0
+    for _ in range(tries):
+        waited = 0
+        while True:
+            before = others_cpu(children) if wait_idle else 0.0
+            time.sleep(pause)
+            waited += 1
+            if not wait_idle or others_cpu(children) - before < 0.1 * pause:
+                break
+            if idle_tries is not None and waited >= idle_tries:
+                break
+        before = others_cpu(children) if wait_idle else 0.0
+        t = elapsed(fn, count)
+        if not wait_idle or others_cpu(children) - before < 0.05 * t + slack:
+            break
+    return t / count
 
 
 def time_call(fn: Callable[[], Any], reps: int, *, device: str = "cpu", pause: float = 0.0,

@@ -1,7 +1,7 @@
 """Adversarial cases for every routine and backend, checked entry by entry against exact values.
 
 Used by ``tests/test_hunt.py`` (hypothesis draws the case parameters) and
-``benchmarks/hunt.py`` (a seeded loop that counts).  A case is a small problem
+``benchmarks/bench_hunt.py`` (a seeded loop that counts).  A case is a small problem
 (dimensions up to a dozen, so the exact reference stays cheap) whose matrices
 come from one structured family at exponents drawn across the dtype's whole
 range.  Every entry the routine writes is compared with the exact value of

@@ -375,8 +375,8 @@ def test_shipped_tables_load_and_h200_table_is_reproducible():
         t = cm.load(cm.shipped_path(device), shipped=True)
         assert t.device == device and t.label.startswith("shipped default for ")
         assert t.has("gemm", "d") and t.has("gemm", "z")
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "derive_h200_costs.py"
-    spec = importlib.util.spec_from_file_location("derive_h200_costs", path)
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_derive_h200_costs.py"
+    spec = importlib.util.spec_from_file_location("bench_derive_h200_costs", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     built = mod.build()

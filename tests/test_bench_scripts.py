@@ -69,3 +69,29 @@ def test_bench_gemmul8_dry_run(tmp_path):
     assert row[0]["err_max"] == bg.rel_errors(got, exact)[0]
     assert row[0]["digest"] == bg.digest(a, b)
 
+
+
+def test_scripts_follow_one_naming_convention():
+    """Benchmark scripts are bench_*.py; device runs go through one runner, device_run.sh <job>."""
+    names = sorted(os.listdir(BENCH))
+    scripts = [n for n in names if n.endswith(".py") and n != "_timing.py"]
+    assert scripts and all(n.startswith("bench_") for n in scripts), scripts
+    assert [n for n in names if n.endswith(".sh")] == ["_device_setup.sh", "device_run.sh"]
+    proc = subprocess.run(["bash", os.path.join(BENCH, "device_run.sh"), "nosuchjob"], capture_output=True, text=True,
+                          timeout=20)
+    assert proc.returncode == 2
+    for job in ("foundation", "ozaki2", "gemmul8", "min-dim"):
+        assert job in proc.stderr
+
+
+def test_timing_loader_is_emublas_timing_without_emublas():
+    """benchmarks/_timing.py is emublas/timing.py, loaded without importing the emublas package."""
+    code = (f"import sys; sys.path.insert(0, {BENCH!r}); import _timing; "
+            "out, t = _timing.time_call(lambda: 7, 3); "
+            "assert out == 7 and len(t.times) == 3 and t.min <= t.median <= t.max; "
+            "assert 'emublas' not in sys.modules; print(sorted(_timing.__all__))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    from emublas import timing
+
+    assert proc.stdout.strip() == str(sorted(timing.__all__))

@@ -7,7 +7,7 @@ reproduce.  The targets and the families are described in ``hunt_cases.py``.
 
 The normal run checks a few hundred cases (seconds); the long hunt is marked
 ``slow`` and runs only when selected: ``python3 -m pytest -m slow tests/test_hunt.py``.
-``benchmarks/hunt.py`` counts over many more cases.
+``benchmarks/bench_hunt.py`` counts over many more cases.
 """
 import numpy as np
 import pytest

@@ -13,7 +13,6 @@ from emublas._reference import exact_dot, exact_entries, round_scaled
 from emublas.backends.base import Backend, Option, int_range
 from emublas.cli import main
 
-
 # ---------------------------------------------------------------------------
 # exact reference
 # ---------------------------------------------------------------------------

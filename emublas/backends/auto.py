@@ -85,7 +85,7 @@ def last_run() -> dict | None:
                             usable=usable).as_dict()
 
 
-_NATIVE = []
+_NATIVE: list[Backend] = []
 
 
 def _native():

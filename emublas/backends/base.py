@@ -43,8 +43,9 @@ No caller looks at a backend's ``name`` to decide what it can do.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar
 
 # the value parsers and environment readers live in the lowest layer (the kernels read them too)
 from .._env import boolean, env_flag, env_int, env_value, int_range
@@ -104,6 +105,7 @@ def device_list(raw: Any) -> tuple[int, ...] | str | None:
     ``"all"``, an integer, or integers separated by commas (``"0,1"``) or in a sequence."""
     if raw is None:
         return None
+    parts: list[Any]
     if isinstance(raw, str):
         text = raw.strip().lower()
         if text in ("", "current", "none"):

@@ -38,8 +38,18 @@ from typing import Any
 from .cli import add_arguments, command, replot
 from .inputs import CANCEL_DELTA, DTYPES, FAMILIES_HELP, make_inputs, parse_family, sample_entries
 from .measure import OPENBLAS_SPIN_S, error_stats, nominal_flops, run_sweep
-from .plan import (OPS, QUICK_PLAN, Config, Plan, declared_grids, knobs_shown, knobs_text, parse_grid_specs,
-                   plan, validate_grid)
+from .plan import (
+    OPS,
+    QUICK_PLAN,
+    Config,
+    Plan,
+    declared_grids,
+    knobs_shown,
+    knobs_text,
+    parse_grid_specs,
+    plan,
+    validate_grid,
+)
 from .plots import plot_results
 from .report import NOISY_SPREAD, format_table, noisy
 from .results import COLUMNS, json_row, load_rows, metadata

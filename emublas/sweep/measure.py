@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from .. import timing
-from .plan import Config, Plan, knobs_text
 from .inputs import group_rng, make_inputs, sample_entries
+from .plan import Config, Plan, knobs_text
 from .results import append_csv, load_rows, metadata, write_csv, write_json
 
 __all__ = ["OPENBLAS_SPIN_S", "run_sweep", "nominal_flops", "error_stats"]
@@ -213,7 +213,7 @@ def run_sweep(the_plan: Plan, out_dir: str, *, reps: int = 3, argv=None, progres
     count = 0
     t_start = time.perf_counter()
     try:
-        for gkey, cfgs in groups.items():
+        for cfgs in groups.values():
             cfgs.sort(key=lambda c: c.backend != "native")
             first = cfgs[0]
             try:
@@ -241,7 +241,7 @@ def run_sweep(the_plan: Plan, out_dir: str, *, reps: int = 3, argv=None, progres
                     _progress(count, total, cfg.label(), progress)
                 row = _base_row(cfg, reps)
                 try:
-                    if prep_error:
+                    if data is None:
                         raise RuntimeError(f"preparing inputs failed: {prep_error}")
                     res = _measure(cfg, data, timer, reps)
                     row.update(res)

@@ -8,8 +8,9 @@ parsers; ``--grid`` replaces a backend's grid.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from .inputs import DTYPES, parse_family
 
@@ -57,13 +58,13 @@ def _parse_shapes(sizes: str | None, mnk: str | None) -> list[tuple[int, int, in
         parts = s.lower().split("x")
         if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
             raise ValueError(f"bad shape {s!r} in --mnk: write MxNxK, e.g. 300x200x500")
-        shapes.append(tuple(int(p) for p in parts))
+        shapes.append((int(parts[0]), int(parts[1]), int(parts[2])))
     return shapes
 
 
 def _expand_values(text: str) -> list[str]:
     """``8,12`` / ``8..22`` / ``8..22:2`` -> list of raw strings."""
-    out = []
+    out: list[str] = []
     for item in _split(text):
         m = re.fullmatch(r"(-?\d+)\.\.(-?\d+)(?::(-?\d+))?", item)
         if m:

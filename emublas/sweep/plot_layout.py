@@ -93,6 +93,7 @@ def place_labels(ax, items, renderer, *, points=(), fontsize: float = LABEL_SIZE
                 best = (cost, (ox, oy), box)
             if cost == 0.0:
                 break
+        assert best is not None  # the candidate offsets are never empty
         _, (ox, oy), box = best
         far = math.hypot(ox, oy) > 10
         ann = ax.annotate(text, (x, y), xytext=(ox, oy), textcoords="offset points", fontsize=fontsize,

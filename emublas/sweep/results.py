@@ -21,8 +21,8 @@ COLUMNS = ["key", "status", "op", "routine", "dtype", "m", "n", "k", "family", "
            "moduli_used", "run_info", "warning", "error"]
 _INT_COLS = {"m", "n", "k", "seed", "samples", "reps", "moduli_used"}
 _FLOAT_COLS = {"time_s", "time_min_s", "time_max_s", "native_time_min_s", "native_time_max_s", "gflops", "speedup",
-               "max_rel_err", "median_rel_err", "norm_rel_err", "bits", "native_time_s", "native_max_rel_err", "native_median_rel_err", "native_norm_rel_err",
-               "native_bits"}
+               "max_rel_err", "median_rel_err", "norm_rel_err", "bits", "native_time_s", "native_max_rel_err",
+               "native_median_rel_err", "native_norm_rel_err", "native_bits"}
 
 
 def _typed(row: dict[str, str]) -> dict[str, Any]:

@@ -6,7 +6,7 @@ Sources (each entry names its own in ``from``):
 
 * benchmarks/results/ozaki2_gpu_h200.json (bench_ozaki2_gpu.py: dgemm 4096-16384 and
   zgemm 4096/16384 at 13-16 moduli against cuBLAS; zherk n = k = 16384);
-* benchmarks/results/ozaki2_gpu_phases_h200.json (phases_ozaki2_gpu.py: d/z gemm
+* benchmarks/results/ozaki2_gpu_phases_h200.json (bench_ozaki2_gpu_phases.py: d/z gemm
   2048-8192, 16 moduli, back-to-back device time against cuBLAS);
 * benchmarks/results/sweep_gpu_h200.json (emublas sweep: d/z gemm 1024 and 4096,
   ozaki2 8-20 moduli; its strassen rows predate the fused kernels and are left out);
@@ -16,7 +16,7 @@ zherk below n = 16384 was not measured: those entries are zgemm's ratio at the s
 times the measured zherk/zgemm ratio at 16384 (marked ``derived``).  dsyrk was not
 measured on the GPU at all, so the table has no real rank-k rows (auto keeps those native).
 
-    python3 benchmarks/derive_h200_costs.py [--out emublas/data/costs_gpu_h200.json]
+    python3 benchmarks/bench_derive_h200_costs.py [--out emublas/data/costs_gpu_h200.json]
 """
 from __future__ import annotations
 

@@ -8,35 +8,24 @@ same product.  Inputs rand − 0.5 (complex: both parts), Fortran order.
 
 Usage::
 
-    python3 benchmarks/phases_ozaki2_gpu.py --sizes 4096 8192 --dtypes z d --moduli 16 [--json out.json]
+    python3 benchmarks/bench_ozaki2_gpu_phases.py --sizes 4096 8192 --dtypes z d --moduli 16 [--json out.json]
 """
 from __future__ import annotations
 
 import argparse
 import json
-import time
 from functools import partial
 
 import emublas
 from emublas.ozaki2 import routines
+from emublas.timing import cuda_batch
 
 
 def _per_call(fn, reps: int = 10) -> tuple[float, float]:
     """(host seconds per call, device seconds per call) over ``reps`` calls after 3 warm-ups."""
     import cupy
 
-    for _ in range(3):
-        fn()
-    cupy.cuda.Device().synchronize()
-    start, end = cupy.cuda.Event(), cupy.cuda.Event()
-    start.record()
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    host = (time.perf_counter() - t0) / reps
-    end.record()
-    end.synchronize()
-    return host, cupy.cuda.get_elapsed_time(start, end) / 1e3 / reps
+    return cuda_batch(cupy, fn, reps, warmups=3)
 
 
 def main() -> None:

@@ -1,10 +1,10 @@
 """Quick check on a GPU: ozaki2 (16 moduli) against cuBLAS at n = 16384, dgemm and zgemm (CUDA events, median of 3).
 
-    python3 benchmarks/check_ozaki2_gpu_16384.py
+    python3 benchmarks/bench_ozaki2_gpu_16384.py
 """
 import sys, cupy as cp, emublas
 sys.path.insert(0, "benchmarks")
-from _timing import cuda_median_time
+from emublas.timing import cuda_median_time
 from bench_ozaki2_gpu import wide
 for dt, fn, f in (("float64", emublas.dgemm, 2), ("complex128", emublas.zgemm, 8)):
     n = 16384

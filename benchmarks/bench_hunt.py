@@ -1,7 +1,7 @@
 """Count silent errors: N adversarial cases per routine family, precision and backend.
 
-    python3 benchmarks/hunt.py --cases 10000                      # every family, prefix, backend
-    python3 benchmarks/hunt.py --cases 500 --backends ozaki2 --kinds gemm,syr2k --show 5
+    python3 benchmarks/bench_hunt.py --cases 10000                      # every family, prefix, backend
+    python3 benchmarks/bench_hunt.py --cases 500 --backends ozaki2 --kinds gemm,syr2k --show 5
 
 Each case (tests/hunt_cases.py: structured matrices at exponents across the whole
 float32/float64 range) is run and every written entry is compared with its exact

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The benchmarks' runner: one named job per call, on the lent GPU machine (../.library/device)
+# or, for the CPU jobs, here.
+#
+#   bash benchmarks/device_run.sh foundation          build; the whole test suite (GPU tests included);
+#                                                     native on cupy (bench_native_gpu.py)   (carry: .whl)
+#   bash benchmarks/device_run.sh ozaki2 [--quick]    build; the GPU tests; bench_ozaki2_gpu.py,
+#                                                     writing $OUT/ozaki2_gpu.json            (carry: .whl)
+#   bash benchmarks/device_run.sh gemmul8 [--quick]   build; emublas against GEMMul8 in hook mode
+#                                                     (bench_gemmul8.py): $OUT/gemmul8.json, $OUT/gemmul8.md,
+#                                                     the logs and the workers' partial rows ($OUT/work, kept
+#                                                     even if the call is cut short)  (carry: .whl, .peers)
+#         before gemmul8, here: mkdir -p .peers/gemmul8 && cp ../shared/peers/gemmul8/libgemmul8.so .peers/gemmul8/
+#   bash benchmarks/device_run.sh min-dim [OUT_DIR]   CPU, no build: the sweep behind EMUBLAS_MIN_DIM
+#                                                     (BENCHMARKS.md, "The interpose size threshold")
+#
+# The GPU jobs source _device_setup.sh (installs the carried wheels, builds the package in place,
+# sets OUT); extra arguments go to the job's script.
+job=${1:-}
+shift || true
+here="$(dirname "$0")"
+
+case "$job" in
+foundation)
+    source "$here/_device_setup.sh"
+    nvidia-smi -L
+    python3 -m emublas info | tee "$OUT/info.txt"
+    python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tee "$OUT/pytest.log" | tail -4
+    python3 -m pytest -q -p no:cacheprovider -m gpu tests 2>&1 | tail -1
+    python3 benchmarks/bench_native_gpu.py --sizes 4096 8192 --reps 10 --json "$OUT/native_gpu.json" "$@" \
+        | tee "$OUT/native_gpu.md"
+    ;;
+ozaki2)
+    source "$here/_device_setup.sh"
+    nvidia-smi -L
+    python3 -m pytest -q -p no:cacheprovider -m gpu tests >"$OUT/pytest_gpu.log" 2>&1
+    tail -3 "$OUT/pytest_gpu.log"
+    grep -E "^(FAILED|ERROR)" "$OUT/pytest_gpu.log" | head -20
+    python3 benchmarks/bench_ozaki2_gpu.py --json "$OUT/ozaki2_gpu.json" "$@" 2>&1 | tee "$OUT/bench.log" | cut -c1-400
+    ;;
+gemmul8)
+    source "$here/_device_setup.sh"
+    LIB="$PWD/.peers/gemmul8/libgemmul8.so"
+    [ -f "$LIB" ] || { echo "no $LIB: copy ../shared/peers/gemmul8/libgemmul8.so there and carry .peers"; exit 1; }
+    nvidia-smi -L
+    # the workers' budget: what is left of the device call's 600 s after setup, less a margin for the tables
+    python3 benchmarks/bench_gemmul8.py --gemmul8-lib "$LIB" --json "$OUT/gemmul8.json" --tables "$OUT/gemmul8.md" \
+        --workdir "$OUT/work" --budget-s $((520 - SECONDS)) "$@" >"$OUT/bench.log" 2>&1
+    rc=$?
+    grep -E "FAILED|Traceback|Error" "$OUT/bench.log" | grep -v "^\[.*\] {" | head -10
+    sed -n '/^=== tables/,$p' "$OUT/bench.log"
+    [ $rc -eq 0 ] || { echo "bench_gemmul8.py exit status $rc; last lines:"; tail -20 "$OUT/bench.log"; }
+    exit $rc
+    ;;
+min-dim)
+    set -euo pipefail
+    out=${1:-min-dim-out}
+    python3 -m emublas sweep --ops gemm --dtypes d --sizes 32,64,128,256 --backends native,ozaki2 \
+        --grid 'ozaki2:moduli=16' --families phi0.5 --reps 5 --no-plots --out "$out"
+    ;;
+*)
+    echo "usage: bash benchmarks/device_run.sh {foundation|ozaki2|gemmul8|min-dim} [ARGS...]" >&2
+    exit 2
+    ;;
+esac
