@@ -66,6 +66,17 @@ def _inputs(xp, prefix: str, n: int, seed: int):
 
 
 def costmodel_dtype(prefix: str):
+    """The numpy dtype of a BLAS prefix.
+
+    Parameters
+    ----------
+    prefix : {"s", "d", "c", "z"}
+
+    Returns
+    -------
+    type
+        ``numpy.float32``, ``float64``, ``complex64`` or ``complex128``.
+    """
     import numpy as np
 
     return {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}[prefix]
@@ -131,6 +142,22 @@ def calibrate(device: str = "cpu", *, quick: bool = False, prefixes: tuple[str, 
         BLAS prefixes to measure.
     sizes, reps : optional
         Override the grid's sizes and repetitions.
+    seed : int, optional
+        Seed of the random inputs.
+    log : callable, optional
+        Called with one line of progress per measured group.
+
+    Returns
+    -------
+    dict
+        The cost table in its JSON form (format, device, hardware, entries, ...),
+        ready for :func:`emublas.costmodel.from_dict`.
+
+    Raises
+    ------
+    ValueError
+        A bad device, prefix, size or repetition count, or a device the native
+        backend cannot run on here (a one-line message for the command line).
     """
     import numpy as np
 
@@ -255,6 +282,12 @@ def _commit() -> str | None:
 
 
 def add_arguments(p) -> None:
+    """The options of ``emublas calibrate`` on an argparse (sub)parser.
+
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+    """
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="what to time (default cpu)")
     p.add_argument("--quick", action="store_true", help="a short grid (seconds): to try it, not to trust it")
     p.add_argument("--out", default=None,
@@ -265,6 +298,23 @@ def add_arguments(p) -> None:
 
 
 def command(args) -> int:
+    """Run ``emublas calibrate`` with parsed arguments and write the table.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        From a parser set up by :func:`add_arguments`.
+
+    Returns
+    -------
+    int
+        The exit status (0).
+
+    Raises
+    ------
+    ValueError
+        Bad ``--sizes`` or any argument :func:`calibrate` rejects.
+    """
     prefixes = tuple(p.strip().lower() for p in args.dtypes.split(",") if p.strip())
     try:
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()] if args.sizes else None

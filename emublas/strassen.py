@@ -32,12 +32,26 @@ _local = threading.local()
 
 
 def last_run() -> dict | None:
-    """Levels used and output writes per level of the last strassen call in this thread."""
+    """What the last strassen call in this thread did.
+
+    Returns
+    -------
+    dict or None
+        ``levels``, ``impl`` (``"c"``, ``"cuda"`` or ``"reference"``) and the
+        output writes per level (or the C driver's own report), plus what
+        :func:`note` added; None before the first call.
+    """
     return getattr(_local, "info", None)
 
 
 def note(**extra) -> None:
-    """Add entries to :func:`last_run`'s record (the backend's recomputed rows)."""
+    """Add entries to :func:`last_run`'s record (the backend's recomputed rows).
+
+    Parameters
+    ----------
+    **extra
+        Entries merged into the record.
+    """
     _local.info = {**(last_run() or {}), **extra}
 
 
@@ -136,7 +150,21 @@ def _namespace(x):
 
 
 def levels_for(m: int, n: int, k: int, crossover: int, max_levels: int = 6) -> int:
-    """Levels that keep every block's smallest dimension at or above ``crossover``."""
+    """Levels that keep every block's smallest dimension at or above ``crossover``.
+
+    Parameters
+    ----------
+    m, n, k : int
+        The product's dimensions.
+    crossover : int
+        Smallest block dimension worth another level.
+    max_levels : int, optional
+
+    Returns
+    -------
+    int
+        0 when even one level would go below ``crossover``.
+    """
     levels, size = 0, min(m, n, k)
     while levels < max_levels and size // 2 >= crossover:
         size //= 2
@@ -168,8 +196,21 @@ def gemm(alpha, a, b, beta, c, trans_a: int, trans_b: int, *, levels: int, leaf)
     numpy operands run in the C driver (emublas._kernels.strassen_cpu) where the
     extension is built; cupy operands use the fused CUDA kernels
     (emublas._kernels.strassen_gpu) where they compile.  Otherwise this
-    module's recursion runs with array expressions and
-    ``leaf(alpha, a, b, beta, c)``, the plain GEMM of the blocks (no trans).
+    module's recursion runs with array expressions and the leaf GEMM.
+
+    Parameters
+    ----------
+    alpha, beta : scalar
+    a, b : array
+        numpy or cupy operands of ``c``'s dtype.
+    c : array
+        ``(m, n)``, Fortran-ordered, updated in place.
+    trans_a, trans_b : {0, 1, 2}
+        0: no transpose, 1: transpose, 2: conjugate transpose.
+    levels : int
+        Strassen levels (0: one leaf GEMM).
+    leaf : callable
+        ``leaf(alpha, a, b, beta, c)``, the plain GEMM of the blocks (no trans).
     """
     from ._arrays import is_cupy
 

@@ -37,28 +37,101 @@ class CpuLeaf:
     def pack_planes(self, x: np.ndarray, side: int, nplanes: int) -> boolpack_cpu.Packed:
         # No layout copies: 1-byte data packs C-ordered B 8 x 8 bits at a time,
         # and int64 planes cost the same along either axis (measured).
+        """Bit planes of an integer (or 0/1) matrix, packed for the C kernel.
+
+        Parameters
+        ----------
+        x : numpy.ndarray
+            int64 (two's complement bits) or 1-byte 0/1 data.
+        side : {0, 1}
+            0: the left operand (planes along rows), 1: the right one (along columns).
+        nplanes : int
+            Planes to extract (:func:`width`).
+
+        Returns
+        -------
+        boolpack_cpu.Packed
+        """
         return boolpack_cpu.pack(x, side, nplanes, threads=self.threads)
 
     def nonzero(self, packed: boolpack_cpu.Packed) -> list[bool]:
+        """Which packed planes hold any 1.
+
+        Parameters
+        ----------
+        packed : boolpack_cpu.Packed
+
+        Returns
+        -------
+        list of bool
+            One per plane.
+        """
         return [bool(v) for v in packed.nonzero_planes()]
 
     def zeros(self, m: int, n: int) -> np.ndarray:
+        """An int64 accumulator of zeros.
+
+        Parameters
+        ----------
+        m, n : int
+
+        Returns
+        -------
+        numpy.ndarray
+        """
         return np.zeros((m, n), np.int64)
 
     def accumulate(self, pa, p: int, pb, q: int, out: np.ndarray, weight: int, first: bool) -> None:
+        """``out (+)= weight · A_p·B_q`` for one pair of planes, in wrapping int64.
+
+        Parameters
+        ----------
+        pa, pb : boolpack_cpu.Packed
+            The packed operands.
+        p, q : int
+            The planes of each.
+        out : numpy.ndarray
+            int64 accumulator, updated in place.
+        weight : int
+            ``±2^(p+q)``.
+        first : bool
+            Whether this product overwrites ``out`` instead of adding to it.
+        """
         boolpack_cpu.gemm(pa, pb, out, plane_a=p, plane_b=q, weight=weight, accumulate=not first,
                           impl=self.impl, threads=self.threads)
 
 
 def is_binary(x: Any) -> bool:
-    """Whether an integer/bool array holds only 0 and 1."""
+    """Whether an integer/bool array holds only 0 and 1.
+
+    Parameters
+    ----------
+    x : array
+        numpy or cupy, integer or bool.
+
+    Returns
+    -------
+    bool
+        True for bool arrays and empty ones.
+    """
     if x.dtype == bool:
         return True
     return x.size == 0 or (int(x.min()) >= 0 and int(x.max()) <= 1)
 
 
 def width(lo: int, hi: int) -> tuple[int, bool]:
-    """Planes needed for values in [lo, hi], and whether the top one is a sign plane."""
+    """Planes needed for values in [lo, hi], and whether the top one is a sign plane.
+
+    Parameters
+    ----------
+    lo, hi : int
+        The smallest and largest values.
+
+    Returns
+    -------
+    tuple of (int, bool)
+        The plane count (two's complement when ``lo < 0``), and whether it is signed.
+    """
     if lo >= 0:
         return max(hi.bit_length(), 1), False
     # two's complement: w bits hold -2^(w-1)..2^(w-1)-1 (INT64_MIN alone needs 64, not 65)
@@ -73,10 +146,23 @@ def _weights(w: int, signed: bool) -> list[int]:
 
 
 def plane_product(a64: Any, b64: Any, wa: tuple[int, bool], wb: tuple[int, bool], leaf: Any) -> Any:
-    """``a64 @ b64`` modulo 2^64 from the planes: a64, b64 int64 (two's complement bits).
+    """``a64 @ b64`` modulo 2^64 from the bit planes.
 
-    ``wa``/``wb`` are :func:`width` of each operand.  Planes that are all zero
-    are skipped.
+    Planes that are all zero are skipped.
+
+    Parameters
+    ----------
+    a64, b64 : array
+        int64 (two's complement bits), numpy or cupy as the leaf expects.
+    wa, wb : tuple of (int, bool)
+        :func:`width` of each operand.
+    leaf : CpuLeaf or GpuLeaf
+        The 0/1 product kernels.
+
+    Returns
+    -------
+    array
+        int64, right modulo 2^64 (exact when the true entries fit int64).
     """
     m, n = a64.shape[0], b64.shape[1]
     pa = leaf.pack_planes(a64, 0, wa[0])
@@ -98,7 +184,19 @@ def check_overflow(a: np.ndarray, b: np.ndarray, result: np.ndarray) -> None:
     """Raise OverflowError when an entry of the exact ``a @ b`` does not fit int64.
 
     Only entries whose bound ``Σ|a_il||b_lj|`` may exceed int64 are recomputed
-    exactly (Python integers); ``result`` is right modulo 2^64 everywhere.
+    exactly (Python integers).
+
+    Parameters
+    ----------
+    a, b : numpy.ndarray
+        The integer operands.
+    result : numpy.ndarray or None
+        The product modulo 2^64 (not read: the check is on the operands).
+
+    Raises
+    ------
+    OverflowError
+        Naming the first entry found that does not fit.
     """
     k = a.shape[1]
     amax = max(abs(int(a.min())), abs(int(a.max()))) if a.size else 0
@@ -120,10 +218,25 @@ def check_overflow(a: np.ndarray, b: np.ndarray, result: np.ndarray) -> None:
 
 
 def intmatmul(a: np.ndarray, b: np.ndarray, *, impl: str = "auto", threads: int | None = None) -> np.ndarray:
-    """Exact ``a @ b`` as int64 for 2-D integer or bool numpy arrays.
+    """Exact ``a @ b`` as int64 for 2-D integer or bool arrays.
 
     0/1 data (any integer dtype, or bool) takes the binary path: one packed
     product.  Other data goes through bit planes (:func:`plane_product`).
+
+    Parameters
+    ----------
+    a, b : array
+        2-D integer or bool numpy arrays (cupy arrays take the GPU leaf), with
+        ``a.shape[1] == b.shape[0]``.
+    impl : {"auto", "generic", "vpopcntdq"}, optional
+        The CPU micro-kernel (``"auto"``: AVX-512 VPOPCNTDQ where the CPU has it).
+    threads : int, optional
+        CPU threads; None: the default (``EMUBLAS_NUM_THREADS``).
+
+    Returns
+    -------
+    array
+        int64, ``(m, n)``, on the operands' device.
 
     Raises
     ------

@@ -27,6 +27,15 @@ MIN_BITS, MAX_BITS = 2, 24
 def quantize(x: Any, bits: int, xp: Any = np) -> tuple[Any, Any]:
     """Rows of real or complex ``x`` as int64 (real, imaginary) parts and shifts.
 
+    Parameters
+    ----------
+    x : array
+        2-D float or complex numpy/cupy array, finite.
+    bits : int
+        Bits per integer, sign included.
+    xp : module, optional
+        numpy or cupy.
+
     Returns
     -------
     parts : list of arrays
@@ -53,7 +62,22 @@ def _chunk(bits: int) -> int:
 
 
 def gemm(alpha, a, b, beta, c, trans_a, trans_b, *, bits: int, leaf: Any) -> None:
-    """``c = alpha·op(a)·op(b) + beta·c`` with quantized inputs (finite data only)."""
+    """``c = alpha·op(a)·op(b) + beta·c`` with quantized inputs (finite data only).
+
+    Parameters
+    ----------
+    alpha, beta : scalar
+    a, b : array
+        numpy or cupy operands of ``c``'s dtype, finite.
+    c : array
+        ``(m, n)``, Fortran-ordered, updated in place.
+    trans_a, trans_b : {0, 1, 2}
+        0: no transpose, 1: transpose, 2: conjugate transpose.
+    bits : int
+        Bits each input entry is rounded to (``MIN_BITS``..``MAX_BITS``).
+    leaf : CpuLeaf or GpuLeaf
+        The 0/1 product kernels.
+    """
     xp = namespace(a=a, b=b, c=c)
     x = _op(a, trans_a)            # m x k
     y = _op(b, trans_b).T          # n x k: columns of op(b) as rows
