@@ -67,7 +67,7 @@ def _options(parser: argparse.ArgumentParser, backend_name: str | None, items: l
         backend = backends.get(backend_name)
     except ValueError as exc:
         parser.error(f"--backend {backend_name}: {exc}")
-    options = {}
+    options: dict[str, object] = {}
     for item in items:
         key, sep, value = item.partition("=")
         key = key.strip()
@@ -106,12 +106,13 @@ def main(argv: list[str] | None = None) -> None:
 
     from emublas import config
 
-    from . import _verbose, install, min_dim
+    from . import install
+    from .policy import min_dim, verbose
 
     try:
         install(args.backend, **options)
         config.resolve()  # the chosen backend's option variables (EMUBLAS_MODULI=abc), before the program runs
-        min_dim(), _verbose()
+        min_dim(), verbose()
     except ValueError as exc:  # an environment variable the shim or the selection reads
         parser.error(str(exc))
     if args.module is not None:

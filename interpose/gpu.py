@@ -1,20 +1,25 @@
 """cupy entry points of the interpose shim.
 
 cupy is not imported by the shim: if it is already imported when the shim is
-installed its entry points are swapped at once, otherwise an import hook swaps
-them right after the program imports cupy (so a scipy-only program pays no
-CUDA start-up cost).
+installed its entry points are swapped at once, otherwise the import hook
+(:mod:`.import_hook`) swaps them right after the program imports cupy (so a
+scipy-only program pays no CUDA start-up cost).
 """
 from __future__ import annotations
 
 import functools
-import importlib.abc
 import sys
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+
+from . import policy, swapping
+from .import_hook import AfterImport
+
+__all__ = ["not_swapped", "replacements", "disarm"]
 
 _FLOATS = "fdFD"
 _TRANS = {"N": 0, "n": 0, "T": 1, "t": 1, "H": 2, "h": 2, "C": 2, "c": 2, 0: 0, 1: 1, 2: 2}
@@ -25,20 +30,13 @@ not_swapped: list[str] = []
 _inside = threading.local()
 
 
-def _shim():
-    from . import _fallthrough_reason, _record, _selection
-
-    return _fallthrough_reason, _record, _selection
-
-
 def _dispatch(name: str, dims, dtype, native: Callable, emulate: Callable):
     """Route one call: the original (``native()``) or emublas (``emulate()``), and record it."""
-    reason, record, selection = _shim()
     t0 = time.perf_counter()
-    backend, opts, usable = selection("gpu")
-    why = reason(backend, usable, dims)
+    backend, opts, usable = policy.selection("gpu")
+    why = policy.fallthrough_reason(backend, usable, dims)
     result = native() if why else emulate()  # errors inside emulation propagate
-    record(name, dims or (), dtype, not why, why, time.perf_counter() - t0, backend, opts)
+    policy.record(name, dims or (), dtype, not why, why, time.perf_counter() - t0, backend, opts)
     return result
 
 
@@ -169,40 +167,11 @@ def _cupy_swaps(cupy) -> list[tuple[Any, str, Any]]:
     return swaps
 
 
-class _CupyImportHook(importlib.abc.MetaPathFinder):
-    """Swaps cupy's entry points right after the program imports cupy."""
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != "cupy":
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None and spec.loader is not None:
-                loader = spec.loader
-                exec_module = loader.exec_module
-
-                def exec_and_swap(module, _exec=exec_module):
-                    _exec(module)
-                    _on_cupy(module)
-
-                loader.exec_module = exec_and_swap
-                return spec
-        return None
-
-
-_hook = _CupyImportHook()
-
-
 def _on_cupy(cupy) -> None:
-    from . import _lock, _originals, _swap
+    swapping.swap_while_installed(lambda: _cupy_swaps(cupy))  # nothing if uninstalled meanwhile
 
-    with _lock:
-        if not _originals:
-            return  # uninstalled meanwhile
-        for module, attr, new in _cupy_swaps(cupy):
-            _swap(module, attr, new)
+
+_hook = AfterImport(("cupy",), _on_cupy, "emublas-interpose-cupy")
 
 
 def replacements() -> list[tuple[Any, str, Any]]:
@@ -210,12 +179,10 @@ def replacements() -> list[tuple[Any, str, Any]]:
     cupy = sys.modules.get("cupy")
     if cupy is not None:
         return _cupy_swaps(cupy)
-    if _hook not in sys.meta_path:
-        sys.meta_path.insert(0, _hook)
+    _hook.arm()
     return []
 
 
 def disarm() -> None:
     """Remove the import hook (uninstall)."""
-    if _hook in sys.meta_path:
-        sys.meta_path.remove(_hook)
+    _hook.disarm()

@@ -163,3 +163,44 @@ def test_pth_file_matches_its_source():
     spec.loader.exec_module(hook)
     assert (folder / "emublas-interpose.pth").read_text() == hook.pth_text(), \
         "regenerate with: python3 interpose/startup_hook.py"
+
+
+def test_one_import_hook_behind_the_pth_file_and_the_cupy_part(tmp_path, monkeypatch):
+    """Both users of the import hook run import_hook.AfterImport; two such hooks on one
+    trigger (an older .pth copy in a parent environment, say) both fire, without asking
+    each other forever, and leave sys.meta_path."""
+    import sys
+    from pathlib import Path
+
+    from emublas.interpose import import_hook
+
+    pth = (Path(__file__).resolve().parents[1] / "interpose" / "emublas-interpose.pth").read_text()
+    assert "class AfterImport" in pth and "arm_startup()" in pth
+    (tmp_path / "emublas_hook_probe.py").write_text("X = 7\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    seen = []
+    hooks = [import_hook.AfterImport(("emublas_hook_probe",), lambda m, t=t: seen.append((t, m.X)), f"probe-{t}")
+             for t in "ab"]
+    for hook in hooks:
+        hook.arm()
+        hook.arm()  # once
+    assert sum(h in sys.meta_path for h in hooks) == 2
+    try:
+        import emublas_hook_probe  # noqa: F401
+    finally:
+        for hook in hooks:
+            hook.disarm()
+        sys.modules.pop("emublas_hook_probe", None)
+    assert sorted(seen) == [("a", 7), ("b", 7)]
+    assert not any(h in sys.meta_path for h in hooks)
+
+
+def test_shim_modules_import_no_private_names_of_each_other():
+    import ast
+    from pathlib import Path
+
+    for path in (Path(__file__).resolve().parents[1] / "interpose").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                assert not private, (path.name, private)

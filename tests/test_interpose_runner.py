@@ -12,6 +12,7 @@ import scipy.linalg.blas as sblas
 import emublas
 import emublas.interpose as shim
 from emublas import config
+from emublas.interpose import policy
 
 ORIGINAL_DGEMM = sblas.dgemm
 
@@ -136,7 +137,7 @@ def test_install_without_backend_leaves_selection_alone(clean):
 # ---------------------------------------------------------------------------
 
 def test_boolpack_under_the_shim_takes_nonfinite_from_native_and_warns_once(clean, rng):
-    shim._warned.clear()
+    policy.warned.clear()
     a = rng.standard_normal((70, 66))
     b = rng.standard_normal((66, 68))
     a[3, 5] = np.nan
@@ -158,7 +159,7 @@ def test_boolpack_under_the_shim_takes_nonfinite_from_native_and_warns_once(clea
 
 def test_boolpack_nonfinite_raise_still_chosen_explicitly(clean, rng, monkeypatch):
     monkeypatch.setenv("EMUBLAS_BOOLPACK_NONFINITE", "raise")
-    shim._warned.add(16)
+    policy.warned.add(16)
     a = rng.standard_normal((64, 64))
     a[0, 0] = np.nan
     shim.install("boolpack")
@@ -191,13 +192,13 @@ def test_verbose_lines_show_the_moduli_used_and_the_shape(clean, rng, monkeypatc
                                        ("", False), ("  ", False)])
 def test_verbose_reads_booleans_one_way(monkeypatch, value, on):
     monkeypatch.setenv("EMUBLAS_VERBOSE", value)
-    assert shim._verbose() is on
+    assert policy.verbose() is on
 
 
 def test_bad_boolean_and_integer_variables_name_the_variable(monkeypatch):
     monkeypatch.setenv("EMUBLAS_VERBOSE", "maybe")
     with pytest.raises(ValueError, match=r"EMUBLAS_VERBOSE='maybe'.*valid values: 1/0, true/false"):
-        shim._verbose()
+        policy.verbose()
     monkeypatch.setenv("EMUBLAS_MIN_DIM", "")
     assert shim.min_dim() == shim.DEFAULT_MIN_DIM
     monkeypatch.setenv("EMUBLAS_MIN_DIM", "99999999999999999999")
@@ -209,8 +210,8 @@ def test_bad_boolean_and_integer_variables_name_the_variable(monkeypatch):
 
 
 def test_startup_hook_reads_the_same_false_words():
-    from interpose import startup_hook  # noqa: F401  (the source of the .pth line)
     from emublas.backends.base import boolean
+    from interpose import startup_hook  # noqa: F401  (the source of the .pth line)
 
     for word in startup_hook.OFF:
         assert word == "" or boolean(word) is False

@@ -1,0 +1,193 @@
+"""Which calls the interpose shim hands to emublas, and what it reports about them.
+
+Everything here is read per call, so tests and programs can change the
+environment at run time: the selected backend (``EMUBLAS_BACKEND``,
+``emublas.set_backend``, ``emublas.use``), the size threshold
+``EMUBLAS_MIN_DIM``, the option defaults the shim adds (:data:`SHIM_DEFAULTS`)
+and the per-call line of ``EMUBLAS_VERBOSE``.  The scipy and cupy parts ask
+:func:`selection` and :func:`fallthrough_reason` before a call and
+:func:`record` after it.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ENV_ON", "ENV_MIN_DIM", "ENV_VERBOSE", "DEFAULT_MIN_DIM", "SHIM_DEFAULTS", "QuantizationWarning",
+           "min_dim", "verbose", "selection", "explicit_options", "fallthrough_reason", "shim_options",
+           "warn_quantized", "used_options", "record", "stats", "reset_stats", "warned"]
+
+ENV_ON = "EMUBLAS_INTERPOSE"
+ENV_MIN_DIM = "EMUBLAS_MIN_DIM"
+ENV_VERBOSE = "EMUBLAS_VERBOSE"
+#: Calls whose smallest dimension is below this run natively.  Measured
+#: (BENCHMARKS.md, "The interpose size threshold"): an ozaki2 call costs at
+#: least about 1 ms, 50–65× native dgemm below n = 64.
+DEFAULT_MIN_DIM = 64
+
+#: Option defaults under the shim, where the backend's own default would break unchanged
+#: programs: boolpack takes NaN/Inf rows and columns from native BLAS (as ozaki2 does)
+#: instead of raising.  An environment variable or the selection's options still win.
+SHIM_DEFAULTS: dict[str, dict[str, Any]] = {"boolpack": {"nonfinite": "native"}}
+
+#: Quantization warnings already given (bit counts): one per bit count per process.
+warned: set = set()
+
+_lock = threading.Lock()
+_counts: Counter = Counter()
+
+
+class QuantizationWarning(UserWarning):
+    """An interposed call computes with fewer bits than the program's floats hold (boolpack)."""
+
+
+def min_dim() -> int:
+    """The current size threshold (``EMUBLAS_MIN_DIM``, default 64; empty means unset).
+
+    Raises
+    ------
+    ValueError
+        When the variable is not a non-negative integer (the message names it).
+    """
+    from emublas.backends.base import env_int
+
+    return env_int(ENV_MIN_DIM, DEFAULT_MIN_DIM, 0, 2**62)
+
+
+def verbose() -> bool:
+    """Whether ``EMUBLAS_VERBOSE`` asks for one line per intercepted call on stderr.
+
+    Raises
+    ------
+    ValueError
+        When the variable is not a boolean (the message names it and the valid values).
+    """
+    from emublas.backends.base import env_flag
+
+    return env_flag(ENV_VERBOSE)
+
+
+def selection(device: str = "cpu") -> tuple[str, dict, bool]:
+    """Backend name, options and whether it can run on ``device``, for this call (thread-aware)."""
+    from emublas import config
+
+    backend, opts = config.resolve(None, None)
+    return backend.name, opts, backend.readiness()[device][0]
+
+
+def explicit_options(backend: str) -> dict:
+    """The options given with the process-wide selection, if ``backend`` is the one selected."""
+    from emublas import config
+
+    chosen = config.get_backend()
+    return dict(chosen.options) if chosen.backend == backend else {}
+
+
+def fallthrough_reason(backend: str, usable: bool, dims: tuple | None) -> str:
+    """Why a call goes to the original (``""``: it is emulated).
+
+    ``dims`` is ``(m, n, k, ...)``, or None where the arguments are left to the original.
+    """
+    if backend == "native":
+        return "backend native"
+    if not usable:
+        return f"{backend} cannot run on this device"
+    if dims is None:
+        return "arguments left to the original"
+    if min(dims[:3]) < min_dim():
+        return f"min dim < {min_dim()}"
+    return ""
+
+
+def shim_options(backend: str, selection_options) -> dict[str, Any]:
+    """Call keywords the shim adds: :data:`SHIM_DEFAULTS` not set by the environment or selection."""
+    from emublas import backends
+
+    extra = {}
+    for key, value in SHIM_DEFAULTS.get(backend, {}).items():
+        spec = backends.get(backend).options.get(key)
+        if spec is None or key in selection_options or os.environ.get(spec.env_var, "").strip():
+            continue
+        extra[key] = value
+    return extra
+
+
+def warn_quantized(backend: str, opts: dict, dtype) -> None:
+    """Once per bit count: a backend that rounds the program's floats (boolpack) is not an exact product.
+
+    Called by the routine that replaced the program's function, so that the warning
+    points at the program's call.
+    """
+    from emublas import backends
+
+    if not backends.get(backend).quantizes_floats or np.dtype(dtype).kind not in "fc":
+        return
+    bits: Any = opts.get("bits")
+    with _lock:
+        if bits in warned:
+            return
+        warned.add(bits)
+    import warnings
+
+    mantissa = 24 if np.dtype(dtype) in (np.float32, np.complex64) else 53
+    warnings.warn(f"emublas.interpose: boolpack keeps {bits} bits (sign included) of each float input,"
+                  f" scaled per row/column of its largest entry, where {np.dtype(dtype).name} holds"
+                  f" {mantissa}; results are accurate to about 2^-{int(bits) - 1} of the row/column scale"
+                  " (set EMUBLAS_BOOLPACK_BITS or --option bits=N; warned once per bit count)",
+                  QuantizationWarning, stacklevel=3)
+
+
+def used_options(backend: str, options: dict) -> dict:
+    """The options as the last call used them: ozaki2's moduli count instead of ``default``."""
+    shown = {k: ("current" if v is None else v) for k, v in options.items()}
+    if backend == "auto":  # what auto chose, and the cost table it chose from
+        try:
+            from emublas import auto_last
+
+            info = auto_last()
+            if info:
+                picked = info["options"].get("moduli", info["options"].get("levels"))
+                shown = {"chose": info["backend"] + ("" if picked is None else f":{picked}"),
+                         "table": info["table"]}
+        except Exception:  # a report must not break the call
+            pass
+    if backend == "ozaki2":
+        try:
+            from emublas.ozaki2 import last_run
+
+            info = last_run()
+            if info and "moduli" in info:
+                shown["moduli"] = info["moduli"]
+        except Exception:  # a report must not break the call
+            pass
+    return shown
+
+
+def record(routine: str, shape: tuple, dtype, emulated: bool, why: str, seconds: float, backend: str,
+           options: dict) -> None:
+    """Count one intercepted call and, under ``EMUBLAS_VERBOSE``, print its line."""
+    with _lock:
+        _counts[f"{routine}:{'emulated' if emulated else 'native'}"] += 1
+    if verbose():
+        opts = ",".join(f"{k}={v}" for k, v in used_options(backend, options).items())
+        target = f"{backend}({opts})" if emulated and opts else (backend if emulated else f"native [{why}]")
+        dims = "x".join(str(d) for d in shape) if shape else "(shape not checked)"
+        print(f"emublas: {routine} {dims} {np.dtype(dtype).name} -> {target} {seconds * 1e3:.3f} ms",
+              file=sys.stderr)
+
+
+def stats() -> dict[str, int]:
+    """Counters of intercepted calls: ``"<routine>:emulated"`` and ``"<routine>:native"``."""
+    with _lock:
+        return dict(_counts)
+
+
+def reset_stats() -> None:
+    """Zero the counters."""
+    with _lock:
+        _counts.clear()

@@ -1,0 +1,156 @@
+"""scipy entry points of the interpose shim: ``scipy.linalg.blas`` and ``scipy.linalg._fblas``.
+
+Each of :data:`SCIPY_NAMES` is replaced by a function with scipy's name,
+docstring and ``_fblas`` attributes that sends the call to emublas's routine of
+the same name, or to scipy's original where :mod:`.policy` says so (arguments
+scipy would reject or treat specially included, so that scipy's own errors and
+warnings are kept).
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from . import policy
+
+__all__ = ["SCIPY_NAMES", "call_dims", "replacement", "replacements", "clear_blas_memo"]
+
+SCIPY_NAMES = tuple(p + r for r in ("gemm", "syrk", "syr2k", "symm", "trmm", "trsm") for p in "sdcz") + (
+    "cherk", "zherk", "cher2k", "zher2k", "chemm", "zhemm")
+_FBLAS_ATTRS = ("typecode", "dtype", "prefix", "module_name", "int_dtype")
+
+
+def _sig(fn):
+    params = [p for p in inspect.signature(fn).parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD]
+    return inspect.Signature(params)
+
+
+def _make_signatures():
+    """The scipy routines' signatures, from emublas's own front (which has scipy's)."""
+    from emublas import blas as front
+
+    return {k: _sig(front.ROUTINES["d" + k] if k in ("gemm", "syrk", "syr2k") else front.ROUTINES["z" + k])
+            for k in ("gemm", "syrk", "syr2k", "herk", "her2k")}
+
+
+_SIGNATURES = _make_signatures()
+
+
+def call_dims(name: str, args: tuple, kwargs: dict):
+    """(m, n, k, dtype) of a scipy BLAS call, or None where scipy should handle it itself."""
+    from emublas import blas as front
+
+    if name[1:] in ("symm", "hemm", "trmm", "trsm"):
+        from emublas import level3
+
+        return level3.scipy_dims(name, args, kwargs)
+    sig = _SIGNATURES[name[1:]]
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError:
+        return None
+    bound.apply_defaults()
+    p = bound.arguments
+    dtype = front.DTYPES[name[0]]
+    try:
+        a = np.asarray(p["a"])
+        if a.ndim != 2 or a.dtype.kind not in "biufc":
+            return None
+        if name.endswith("gemm"):
+            b = np.asarray(p["b"])
+            ta, tb = int(p["trans_a"]), int(p["trans_b"])
+            if b.ndim != 2 or b.dtype.kind not in "biufc" or ta not in (0, 1, 2) or tb not in (0, 1, 2):
+                return None
+            m, k = a.shape[::-1] if ta else a.shape
+            kb, n = b.shape[::-1] if tb else b.shape
+            if k != kb:
+                return None
+        else:
+            trans, lower = int(p["trans"]), int(p["lower"])
+            legal = {"herk": (0, 2), "her2k": (0, 2)}.get(name[1:], (0, 1, 2) if name[0] in "sd" else (0, 1))
+            if trans not in legal or lower not in (0, 1):
+                return None  # scipy's own handling (BLAS's warning) is kept
+            if name.endswith("2k"):
+                b = np.asarray(p["b"])
+                if b.shape != a.shape:
+                    return None
+            n, k = a.shape[::-1] if trans else a.shape
+            m = n
+        c = p.get("c")
+        if c is not None:
+            c = np.asarray(c)
+            if c.shape != (m, n):
+                return None
+        if isinstance(p["alpha"], str) or isinstance(p.get("beta"), str):
+            return None
+    except (TypeError, ValueError):
+        return None
+    return m, n, k, dtype
+
+
+def replacement(name: str, original: Callable) -> Callable:
+    """The function that stands in for scipy's ``name`` (``original``)."""
+    from emublas import blas as front
+
+    routine = front.ROUTINES[name]
+
+    @functools.wraps(original)
+    def emulated(*args, **kwargs):
+        t0 = time.perf_counter()
+        dims = call_dims(name, args, kwargs)
+        backend, opts, usable = policy.selection("cpu")
+        why = policy.fallthrough_reason(backend, usable, dims)
+        if why:
+            try:
+                return original(*args, **kwargs)  # scipy's own errors and warnings, unchanged
+            finally:
+                policy.record(name, dims[:3] if dims else (), front.DTYPES[name[0]], False, why,
+                              time.perf_counter() - t0, backend, opts)
+        extra = policy.shim_options(backend, policy.explicit_options(backend))
+        policy.warn_quantized(backend, {**opts, **extra}, dims[3])
+        out = routine(*args, **kwargs, **extra)  # errors inside emulation propagate
+        policy.record(name, dims[:3], dims[3], True, "", time.perf_counter() - t0, backend, {**opts, **extra})
+        return out
+
+    emulated.__doc__ = (f"emublas interpose: ``{name}`` routed to the selected emublas backend"
+                        f" (falls through to scipy's original below EMUBLAS_MIN_DIM or with the native"
+                        f" backend).\n\n" + (original.__doc__ or ""))
+    emulated.__wrapped__ = original  # type: ignore[attr-defined]
+    emulated.__name__ = emulated.__qualname__ = name
+    for attr in _FBLAS_ATTRS:
+        if hasattr(original, attr):
+            setattr(emulated, attr, getattr(original, attr))
+    return emulated
+
+
+def replacements() -> list[tuple[Any, str, Any]]:
+    """``(module, name, replacement)`` for every routine of :data:`SCIPY_NAMES` that
+    ``scipy.linalg.blas`` and ``scipy.linalg._fblas`` hold (one replacement per name)."""
+    import scipy.linalg._fblas as fblas
+    import scipy.linalg.blas as blas
+
+    made: dict[str, Callable] = {}
+    swaps = []
+    for module in (blas, fblas):
+        for name in SCIPY_NAMES:
+            original = getattr(module, name, None)
+            if original is None:
+                continue
+            if name not in made:
+                made[name] = replacement(name, original)
+            swaps.append((module, name, made[name]))
+    return swaps
+
+
+def clear_blas_memo() -> None:
+    """Empty ``get_blas_funcs``'s memo, so that its callers look the routines up again."""
+    import scipy.linalg.blas as blas
+
+    memo = getattr(blas.get_blas_funcs, "memo", None)
+    if isinstance(memo, dict):
+        memo.clear()
