@@ -209,6 +209,12 @@ def gemm_tn(a_ptr: int, b_ptr: int, m: int, n: int, k: int, lda: int, ldb: int, 
                        m, n, k, a_ptr, lda, b_ptr, ldb, c.data.ptr + 4 * c_offset, ldc)
 
 
+def wmax_rows(w, rows: int, nb: int, ld: int, rowmax) -> None:
+    """``rowmax[i] = max(rowmax[i], max_j w[j, i])`` for the int32 ``(nb, ld)`` C-order block
+    ``w`` of the bound product (columns of W as rows), ``rowmax`` int32 on the device."""
+    _fn("oz_wmax_rows")(((rows + 255) // 256, (nb + 63) // 64), (256,), (_i64(rows), _i64(nb), w, _i64(ld), rowmax))
+
+
 def terms(products, ldp: int, rows: int, cols: int, r0: int, j0: int, spec_d, nterms: int, m: int,
           out, plane_offset: int, plane_stride: int, ldt: int, uplo: int, transposed: bool) -> None:
     """int32 products of one modulus -> int8 CRT term planes ``out[plane_offset + t]``.
@@ -222,7 +228,7 @@ def terms(products, ldp: int, rows: int, cols: int, r0: int, j0: int, spec_d, nt
     dst = _ptr(out.data.ptr + plane_offset * plane_stride)
     if not transposed:
         quads = ldp // 4
-        _fn("oz_terms_direct")(((quads * cols + 255) // 256,), (256,),
+        _fn("oz_terms_direct")(((quads + 255) // 256, min(cols, 65535)), (256,),
                                (_i64(quads), _i64(cols), *(_ptr(p) for p in ptrs), _i64(ldp), spec_d,
                                 _i32(nterms), np.float64(m), np.float64(inv), np.float64(bias), dst,
                                 _i64(plane_stride), _i64(ldt)))
@@ -283,8 +289,11 @@ def crt_final(term_planes, nterms: int, plane_stride: int, ldt: int, part_d, bhi
     alpha, beta = complex(alpha), complex(beta)
     if ldt % 4:
         raise ValueError("term planes need a leading dimension divisible by 4")
-    grid = ((rows + 255) // 256, (cols + 3) // 4)  # 64 × 4 threads, 4 rows each
-    _fn("oz_crt_final")(grid, (256,),
+    # one warp per column, 4 (real) or 2 (complex) rows per lane, 8 columns per block
+    cplx = code >= 2
+    per_warp = 64 if cplx else 128
+    grid = ((rows + per_warp - 1) // per_warp, (cols + 7) // 8)
+    _fn("oz_crt_final_cplx" if cplx else "oz_crt_final_real")(grid, (256,),
                         (_i64(rows), _i64(cols), _i64(r0), _i64(j0), term_planes, _i64(plane_stride), _i64(ldt),
                          _i32(nterms), part_d, bhi_d, blo_d, np.float64(P_hi), np.float64(P_lo),
                          np.float64(1.0 / P_hi), row_shift_d, col_shift_d, np.float64(alpha.real),

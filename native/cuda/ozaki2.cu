@@ -458,42 +458,62 @@ extern "C" __global__ void __launch_bounds__(256) oz_terms(
 }
 
 /* The same without transposed sources: 4 consecutive rows per thread (int4
- * loads, char4 stores; ldp and ldt multiples of 4).  Grid over ldp/4 x cols. */
+ * loads, char4 stores; ldp and ldt multiples of 4).  Grid (ceil(ldp/4 / 256),
+ * min(cols, 65535)): no 64-bit division per thread, columns looped past the
+ * grid's y limit. */
 extern "C" __global__ void __launch_bounds__(256) oz_terms_direct(
     long long quads, long long cols, const int *p0, const int *p1, const int *p2, const int *p3, long long ldp,
     const int *spec, int nterms, double m, double inv, double bias, signed char *out, long long plane_stride,
     long long ldt)
 {
-    long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (u >= quads * cols)
+    const long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (q >= quads)
         return;
-    long long j = u / quads, q = u % quads;
     const ozmod M = {m, inv, bias, 0.0};
-    int4 v[4];
     const int *P[4] = {p0, p1, p2, p3};
+    for (long long j = blockIdx.y; j < cols; j += gridDim.y) {
+        int4 v[4];
 #pragma unroll
-    for (int s = 0; s < 4; s++)
-        if (P[s])
-            v[s] = *(const int4 *)(P[s] + j * ldp + 4 * q);
-    for (int t = 0; t < nterms; t++) {
-        const int s1 = spec[6 * t], s2 = spec[6 * t + 3];
-        const double w1 = spec[6 * t + 2], w2 = spec[6 * t + 5];
-        int4 a = v[0], b = make_int4(0, 0, 0, 0);
+        for (int s = 0; s < 4; s++)
+            if (P[s])
+                v[s] = *(const int4 *)(P[s] + j * ldp + 4 * q);
+        for (int t = 0; t < nterms; t++) {
+            const int s1 = spec[6 * t], s2 = spec[6 * t + 3];
+            const double w1 = spec[6 * t + 2], w2 = spec[6 * t + 5];
+            int4 a = v[0], b = make_int4(0, 0, 0, 0);
 #pragma unroll
-        for (int s = 1; s < 4; s++) {
-            if (s1 == s)
-                a = v[s];
-            if (s2 == s)
-                b = v[s];
+            for (int s = 1; s < 4; s++) {
+                if (s1 == s)
+                    a = v[s];
+                if (s2 == s)
+                    b = v[s];
+            }
+            if (s2 == 0)
+                b = v[0];
+            double r0 = red_small(fma(w1, (double)a.x, w2 * (double)b.x), M);
+            double r1 = red_small(fma(w1, (double)a.y, w2 * (double)b.y), M);
+            double r2 = red_small(fma(w1, (double)a.z, w2 * (double)b.z), M);
+            double r3 = red_small(fma(w1, (double)a.w, w2 * (double)b.w), M);
+            *(int *)(out + (long long)t * plane_stride + j * ldt + 4 * q) = pack4(r0, r1, r2, r3);
         }
-        if (s2 == 0)
-            b = v[0];
-        double r0 = red_small(fma(w1, (double)a.x, w2 * (double)b.x), M);
-        double r1 = red_small(fma(w1, (double)a.y, w2 * (double)b.y), M);
-        double r2 = red_small(fma(w1, (double)a.z, w2 * (double)b.z), M);
-        double r3 = red_small(fma(w1, (double)a.w, w2 * (double)b.w), M);
-        *(int *)(out + (long long)t * plane_stride + j * ldt + 4 * q) = pack4(r0, r1, r2, r3);
     }
+}
+
+/* Row maxima of the bound product W (accurate mode's scaling): w holds nb
+ * columns of W, column j at j*ld, entries i < rows; rowmax[i] = max over
+ * the columns, merged by atomicMax (W >= 0, rowmax starts at 0).  Coalesced
+ * along i, 64 columns per thread.  Grid (ceil(rows/256), ceil(nb/64)). */
+extern "C" __global__ void __launch_bounds__(256) oz_wmax_rows(long long rows, long long nb, const int *w,
+                                                               long long ld, int *rowmax)
+{
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows)
+        return;
+    const long long j0 = (long long)blockIdx.y * 64, j1 = j0 + 64 < nb ? j0 + 64 : nb;
+    int mx = 0;
+    for (long long j = j0; j < j1; j++)
+        mx = max(mx, w[j * ld + i]);
+    atomicMax(rowmax + i, mx);
 }
 
 /* ---- the per-entry accuracy certificate (see emublas_cpu.h, emublas_oz_cert) ----
@@ -674,18 +694,19 @@ __device__ __forceinline__ void final_entry(double rh, double rl, double ih, dou
 
 #define OZ_MAX_TERMS EMUBLAS_OZ_MAX_TERMS
 
-extern "C" __global__ void __launch_bounds__(256) oz_crt_final(
+/* One warp per output column, ENT entries per lane at rows lane + 32 e: the
+ * term bytes, the certificate's per-row data and the output are read and
+ * written by 32 consecutive lanes (coalesced), and the accumulators of a real
+ * output (no imaginary part) take half the registers of a complex one, which
+ * is what bounds this kernel's occupancy.  Grid (ceil(rows / (32 ENT)),
+ * ceil(cols / 8)), 256 threads (8 columns per block). */
+template <bool CPLX, int ENT>
+__device__ __forceinline__ void crt_final(
     long long rows, long long cols, long long r0, long long j0, const signed char *terms, long long plane_stride,
     long long ldt, int nterms, const signed char *part, const double *bhi, const double *blo, double Ph,
     double Pl, double Pinv, const int *row_shift, const int *col_shift, double ar, double ai, double br,
-    double bi, int beta0, int dtype, void *out, long long rso, long long cso, int uplo, int certify,
-    const double *row_err, const double *col_err, double crt_err, double target, const int *W, long long ldw,
-    const double *row_wsum, const double *col_wsum, const int *row_budget, const int *col_budget, int fix,
-    int fdtype, const void *Lr, const void *Li, const void *Rr, const void *Ri, long long rsl, long long csl,
-    long long rsr, long long csr, long long k, int conj_l, int conj_r, unsigned long long *uncertified)
+    double bi, int beta0, int dtype, void *out, long long rso, long long cso, int uplo, const oz_cert *cert)
 {
-    const oz_cert C = {row_err, col_err, crt_err, target, W, ldw, row_wsum, col_wsum, row_budget, col_budget,
-                       fix, fdtype, Lr, Li, Rr, Ri, rsl, csl, rsr, csr, k, conj_l, conj_r, uncertified};
     __shared__ double sbh[OZ_MAX_TERMS], sbl[OZ_MAX_TERMS];
     __shared__ signed char spart[OZ_MAX_TERMS];
     for (int u = threadIdx.x; u < nterms; u += blockDim.x) {
@@ -694,37 +715,72 @@ extern "C" __global__ void __launch_bounds__(256) oz_crt_final(
         spart[u] = part[u];
     }
     __syncthreads();
-    /* 4 consecutive rows per thread: 32-bit loads of the term planes (ldt % 4 == 0) */
-    const long long i4 = ((long long)blockIdx.x * 64 + threadIdx.x % 64) * 4;
-    const long long j = (long long)blockIdx.y * 4 + threadIdx.x / 64;
-    if (i4 >= rows || j >= cols)
+    const int lane = threadIdx.x % 32;
+    const long long i0 = (long long)blockIdx.x * (32 * ENT) + lane;
+    const long long j = (long long)blockIdx.y * 8 + threadIdx.x / 32;
+    if (i0 >= rows || j >= cols)
         return;
-    double rh[4] = {0, 0, 0, 0}, rl[4] = {0, 0, 0, 0}, ih[4] = {0, 0, 0, 0}, il[4] = {0, 0, 0, 0};
-    const signed char *tp = terms + j * ldt + i4;
-    for (int t = 0; t < nterms; t++) {
-        char4 c = *(const char4 *)(tp + (long long)t * plane_stride);
-        double v[4] = {(double)c.x, (double)c.y, (double)c.z, (double)c.w};
-        if (spart[t]) {
+    const long long gj = j0 + j;
+    /* a lane whose rows all lie outside the uplo triangle has nothing to do */
+    if ((uplo == 1 && r0 + i0 > gj) || (uplo == 2 && r0 + i0 + 32 * (ENT - 1) < gj))
+        return;
+    double rh[ENT], rl[ENT], ih[ENT], il[ENT];
 #pragma unroll
-            for (int e = 0; e < 4; e++)
+    for (int e = 0; e < ENT; e++) {
+        rh[e] = rl[e] = 0.0;
+        ih[e] = il[e] = 0.0;
+    }
+    const signed char *tp = terms + j * ldt + i0;
+    const bool full = i0 + 32 * (ENT - 1) < rows;
+    for (int t = 0; t < nterms; t++) {
+        const signed char *pt = tp + (long long)t * plane_stride;
+        double v[ENT];
+#pragma unroll
+        for (int e = 0; e < ENT; e++)
+            v[e] = (full || i0 + 32 * e < rows) ? (double)pt[32 * e] : 0.0;
+        if (CPLX && spart[t]) {
+#pragma unroll
+            for (int e = 0; e < ENT; e++)
                 dd_add(v[e], sbh[t], sbl[t], ih[e], il[e]);
         } else {
 #pragma unroll
-            for (int e = 0; e < 4; e++)
+            for (int e = 0; e < ENT; e++)
                 dd_add(v[e], sbh[t], sbl[t], rh[e], rl[e]);
         }
     }
-    const long long gj = j0 + j;
     const int cs_ = col_shift[gj];
 #pragma unroll
-    for (int e = 0; e < 4; e++) {
-        const long long i = i4 + e, gi = r0 + i;
+    for (int e = 0; e < ENT; e++) {
+        const long long i = i0 + 32 * e, gi = r0 + i;
         if (i >= rows || (uplo == 1 && gi > gj) || (uplo == 2 && gi < gj))
             continue;
         final_entry(rh[e], rl[e], ih[e], il[e], Ph, Pl, Pinv, row_shift[gi], cs_, ar, ai, br, bi, beta0, dtype,
-                    out, gi * rso + gj * cso, certify ? &C : nullptr, gi, gj);
+                    out, gi * rso + gj * cso, cert, gi, gj);
     }
 }
+
+#define OZ_CRT_FINAL(NAME, CPLX, ENT)                                                                          \
+    extern "C" __global__ void __launch_bounds__(256, 4) NAME(                                                  \
+        long long rows, long long cols, long long r0, long long j0, const signed char *terms,                   \
+        long long plane_stride, long long ldt, int nterms, const signed char *part, const double *bhi,          \
+        const double *blo, double Ph, double Pl, double Pinv, const int *row_shift, const int *col_shift,        \
+        double ar, double ai, double br, double bi, int beta0, int dtype, void *out, long long rso,             \
+        long long cso, int uplo, int certify, const double *row_err, const double *col_err, double crt_err,     \
+        double target, const int *W, long long ldw, const double *row_wsum, const double *col_wsum,            \
+        const int *row_budget, const int *col_budget, int fix, int fdtype, const void *Lr, const void *Li,     \
+        const void *Rr, const void *Ri, long long rsl, long long csl, long long rsr, long long csr, long long k, \
+        int conj_l, int conj_r, unsigned long long *uncertified)                                                \
+    {                                                                                                            \
+        const oz_cert C = {row_err, col_err, crt_err, target, W, ldw, row_wsum, col_wsum, row_budget,           \
+                           col_budget, fix, fdtype, Lr, Li, Rr, Ri, rsl, csl, rsr, csr, k, conj_l, conj_r,      \
+                           uncertified};                                                                         \
+        crt_final<CPLX, ENT>(rows, cols, r0, j0, terms, plane_stride, ldt, nterms, part, bhi, blo, Ph, Pl, Pinv, \
+                             row_shift, col_shift, ar, ai, br, bi, beta0, dtype, out, rso, cso, uplo,            \
+                             certify ? &C : nullptr);                                                            \
+    }
+
+OZ_CRT_FINAL(oz_crt_final_real, false, 4)
+OZ_CRT_FINAL(oz_crt_final_cplx, true, 2)
 
 /* ---- exact integer products (intmatmul) -----------------------------------
  *
