@@ -707,11 +707,10 @@ __device__ __forceinline__ void crt_final(
     double Pl, double Pinv, const int *row_shift, const int *col_shift, double ar, double ai, double br,
     double bi, int beta0, int dtype, void *out, long long rso, long long cso, int uplo, const oz_cert *cert)
 {
-    __shared__ double sbh[OZ_MAX_TERMS], sbl[OZ_MAX_TERMS];
+    __shared__ double2 sb[OZ_MAX_TERMS]; /* (big_hi, big_lo): one 16-byte load per term */
     __shared__ signed char spart[OZ_MAX_TERMS];
     for (int u = threadIdx.x; u < nterms; u += blockDim.x) {
-        sbh[u] = bhi[u];
-        sbl[u] = blo[u];
+        sb[u] = make_double2(bhi[u], blo[u]);
         spart[u] = part[u];
     }
     __syncthreads();
@@ -732,20 +731,37 @@ __device__ __forceinline__ void crt_final(
     }
     const signed char *tp = terms + j * ldt + i0;
     const bool full = i0 + 32 * (ENT - 1) < rows;
+    /* the next term's bytes and weights are loaded while this term is summed: the
+     * loads' latency, not the arithmetic, is what held this loop back */
+    signed char nx[ENT];
+#pragma unroll
+    for (int e = 0; e < ENT; e++)
+        nx[e] = (nterms > 0 && (full || i0 + 32 * e < rows)) ? tp[32 * e] : 0;
+    double2 nb = nterms > 0 ? sb[0] : make_double2(0.0, 0.0);
+    int np = nterms > 0 ? spart[0] : 0;
     for (int t = 0; t < nterms; t++) {
-        const signed char *pt = tp + (long long)t * plane_stride;
         double v[ENT];
 #pragma unroll
         for (int e = 0; e < ENT; e++)
-            v[e] = (full || i0 + 32 * e < rows) ? (double)pt[32 * e] : 0.0;
-        if (CPLX && spart[t]) {
+            v[e] = (double)nx[e];
+        const double2 b = nb;
+        const int pt_ = np;
+        if (t + 1 < nterms) {
+            const signed char *pn = tp + (long long)(t + 1) * plane_stride;
 #pragma unroll
             for (int e = 0; e < ENT; e++)
-                dd_add(v[e], sbh[t], sbl[t], ih[e], il[e]);
+                nx[e] = (full || i0 + 32 * e < rows) ? pn[32 * e] : 0;
+            nb = sb[t + 1];
+            np = spart[t + 1];
+        }
+        if (CPLX && pt_) {
+#pragma unroll
+            for (int e = 0; e < ENT; e++)
+                dd_add(v[e], b.x, b.y, ih[e], il[e]);
         } else {
 #pragma unroll
             for (int e = 0; e < ENT; e++)
-                dd_add(v[e], sbh[t], sbl[t], rh[e], rl[e]);
+                dd_add(v[e], b.x, b.y, rh[e], rl[e]);
         }
     }
     const int cs_ = col_shift[gj];
