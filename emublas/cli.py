@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 __all__ = ["main"]
 
@@ -30,6 +30,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     import numpy as np
 
     import emublas
+
     from . import backends
     from .info import format_info
 
@@ -38,7 +39,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     if args.backends is None:
         args.backends = [b for b in backends.names() if backends.get(b).readiness()["cpu"][0]]
     else:  # every name checked before anything is printed
-        args.backends = [backends.get(b).name for b in backend_list(args.backends)]
+        args.backends = [backends.get(b).name for b in backend_list(args.backends) or []]
     print(format_info())
     print()
     rng = np.random.default_rng(args.seed)

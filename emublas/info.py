@@ -148,7 +148,7 @@ def format_info(report: dict[str, Any] | None = None) -> str:
         if "error" in b:
             lines.append(f"  {name:9s} ERROR {b['error']}")
             continue
-        state = lambda d: "yes" if b[d]["usable"] else "no"  # noqa: E731
+        state = lambda d, b=b: "yes" if b[d]["usable"] else "no"  # noqa: E731
         lines.append(f"  {name:9s} cpu: {state('cpu'):3s} gpu: {state('gpu'):3s} {b['description']}")
         for side in ("cpu", "gpu"):
             if not b[side]["usable"]:

@@ -20,16 +20,26 @@ the diagonal when ``diag=1``, nor the imaginary part of hemm's diagonal.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import contextmanager
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import numpy as np
 
 from . import config
 from ._arrays import as_matrix, complex_scalar, device_of, flag, is_cupy, namespace, real_scalar
-from .blas import (_CALL_OPTIONS_DOC, _OVERWRITE_C_DOC, DTYPES, _device, _gemm, _prefix_of, _prepare_out, _scale,
-                   _trans_codes)
+from .blas import (
+    _CALL_OPTIONS_DOC,
+    _OVERWRITE_C_DOC,
+    DTYPES,
+    _device,
+    _gemm,
+    _prefix_of,
+    _prepare_out,
+    _scale,
+    _trans_codes,
+)
 
 __all__ = ["symm", "hemm", "trmm", "trsm", "ROUTINES", "LEAF", "scipy_dims"]
 
@@ -60,7 +70,7 @@ _CUBLAS = {"trsm": "cublas{P}trsm_v2", "trmm": "cublas{P}trmm_v2",
            "symm": "cublas{P}symm_v2", "hemm": "cublas{P}hemm_v2"}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _cublas_function(kind: str, prefix: str):
     import ctypes
 
@@ -269,12 +279,12 @@ def _trmm_emulated(mm: _Products, alpha, a, b, side: int, lower: int, trans: int
     if side == 0:
         first, second = (s2, s1) if op_lower else (s1, s2)  # the half that reads the other one
         rec(mm, alpha, a[first, first], b[first, :], side, lower, trans, diag)
-        mm(alpha, *off, b[second, :], 0, 1.0, b[first, :])
+        mm(alpha, off[0], off[1], b[second, :], 0, 1.0, b[first, :])
         rec(mm, alpha, a[second, second], b[second, :], side, lower, trans, diag)
     else:
         first, second = (s1, s2) if op_lower else (s2, s1)
         rec(mm, alpha, a[first, first], b[:, first], side, lower, trans, diag)
-        mm(alpha, b[:, second], 0, *off, 1.0, b[:, first])
+        mm(alpha, b[:, second], 0, off[0], off[1], 1.0, b[:, first])
         rec(mm, alpha, a[second, second], b[:, second], side, lower, trans, diag)
 
 
@@ -291,12 +301,12 @@ def _trsm_emulated(mm: _Products, prefix: str, alpha, a, b, side: int, lower: in
     if side == 0:
         first, second = (s1, s2) if op_lower else (s2, s1)
         rec(mm, prefix, alpha, a[first, first], b[first, :], side, lower, trans, diag)
-        mm(-1.0, *off, b[first, :], 0, alpha, b[second, :])
+        mm(-1.0, off[0], off[1], b[first, :], 0, alpha, b[second, :])
         rec(mm, prefix, 1.0, a[second, second], b[second, :], side, lower, trans, diag)
     else:
         first, second = (s2, s1) if op_lower else (s1, s2)
         rec(mm, prefix, alpha, a[first, first], b[:, first], side, lower, trans, diag)
-        mm(-1.0, b[:, first], 0, *off, alpha, b[:, second])
+        mm(-1.0, b[:, first], 0, off[0], off[1], alpha, b[:, second])
         rec(mm, prefix, 1.0, a[second, second], b[:, second], side, lower, trans, diag)
 
 
@@ -542,7 +552,7 @@ hemm = _make_symm("hemm", None)
 trmm = _make_triangular("trmm", None)
 trsm = _make_triangular("trsm", None)
 
-ROUTINES = {"symm": symm, "hemm": hemm, "trmm": trmm, "trsm": trsm}
+ROUTINES: dict[str, Callable[..., Any]] = {"symm": symm, "hemm": hemm, "trmm": trmm, "trsm": trsm}
 for _p in "sdcz":
     ROUTINES[_p + "symm"] = _make_symm("symm", _p)
     ROUTINES[_p + "trmm"] = _make_triangular("trmm", _p)

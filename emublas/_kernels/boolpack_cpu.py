@@ -37,7 +37,7 @@ class Packed:
 
     def nonzero_planes(self) -> np.ndarray:
         """Boolean mask of the planes that hold at least one 1 (the others can be skipped)."""
-        return self.words.any(axis=1)
+        return np.asarray(self.words.any(axis=1))
 
 
 def _impl_code(impl: str) -> int:

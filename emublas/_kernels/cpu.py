@@ -326,8 +326,8 @@ def i8gemm(
     target = out if direct else np.empty((m, n), dtype=np.int32, order="F")
     if not direct and accumulate:
         target[...] = out
-    rsa, csa = _elem_strides(a)  # int8: always whole elements
-    rsb, csb = _elem_strides(b)
+    rsa, csa = _elem_strides(a)  # type: ignore[misc]  # int8: always whole elements
+    rsb, csb = _elem_strides(b)  # type: ignore[misc]
     rsc, csc = _elem_strides(target)  # type: ignore[misc]
     rc = lib.emublas_i8gemm(
         code, m, n, k,
@@ -601,7 +601,7 @@ def oz_row_stats(
         ffi.NULL if xi is None else _ptr(ffi, "const void *", xi), rs, cs,
         *(_ptr(ffi, "double *", o) for o in out), nthreads)
     _oz_check(rc, "oz_row_stats")
-    return tuple(out)
+    return out[0], out[1], out[2]
 
 
 def oz_bound_int8(x: np.ndarray, ea: Any, *, threads: int | None = None) -> np.ndarray:

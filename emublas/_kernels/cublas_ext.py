@@ -8,7 +8,7 @@ that same library, and the routines run on cupy's own handle and stream.
 from __future__ import annotations
 
 import ctypes
-from functools import lru_cache
+from functools import cache, lru_cache
 
 __all__ = ["library", "call", "gemm_i8"]
 
@@ -30,7 +30,7 @@ def library() -> ctypes.CDLL | None:
     return None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _function(kind: str, prefix: str):
     lib = library()
     if lib is None:

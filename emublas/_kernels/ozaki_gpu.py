@@ -83,7 +83,7 @@ def _grid(rows_pad: int, cols_pad: int) -> tuple[int, int]:
     return cols_pad // PAD, rows_pad // PAD
 
 
-def bound_planes(x, rowmax_d) -> "cupy.ndarray":
+def bound_planes(x, rowmax_d):
     """``ceil(127·|x|·2^-ea[row])`` as padded k-contiguous int8 ``(rows_pad, cols_pad)``, with ea
     the frexp exponent of ``rowmax_d`` (a float64 device vector); rows with NaN/Inf are zero."""
     import cupy

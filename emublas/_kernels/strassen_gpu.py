@@ -111,6 +111,7 @@ class _CudaOps:
         if st is None:
             x = cupy.asfortranarray(x)
             st = _elem_strides(x)
+        assert st is not None  # a Fortran-ordered copy has whole-element strides
         tile = _TILE[suffix]
         grid = ((h + tile - 1) // tile, (g + tile - 1) // tile)
         self._fn["sums", suffix](

@@ -25,6 +25,7 @@ import math
 import os
 import sys
 import warnings
+from types import FrameType
 
 from ..errors import OzakiAccuracyWarning, OzakiFallbackWarning
 from .moduli import ModulusSet
@@ -80,6 +81,7 @@ def certificate(px, py, mset: ModulusSet, nterms: int, *, k: int, precision: int
 def warn(routine: str, count: int, total: int, moduli: int, bits: float, fallback: str) -> None:
     """The accuracy warning of a call with ``count`` uncertified entries out of ``total``,
     attributed to the first frame outside emublas (the user's call, or the interposed program's)."""
+    category: type[Warning]
     if fallback == "dot":
         what, category = ("recomputed as float64 dot products: their accuracy is native BLAS's, only"
                           " slower"), OzakiFallbackWarning
@@ -98,7 +100,8 @@ def _caller_level() -> int:
     the emublas package and its interpose shim."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     shim = os.path.join(os.path.dirname(here), "interpose")
-    level, frame = 2, sys._getframe(2)
+    level = 2
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith((here, shim)):
         frame = frame.f_back
         level += 1

@@ -54,7 +54,7 @@ def residues(kind: str, x, shift, moduli, roots, conj: bool, threads=None) -> np
 def new_state(shape, complex_out: bool) -> dict:
     """Zeroed double-double accumulators (Fortran order) for an output of ``shape``."""
     parts = ("re", "im") if complex_out else ("re",)
-    state = {f"{p}_{h}": np.zeros(shape, order="F") for p in parts for h in ("hi", "lo")}
+    state: dict = {f"{p}_{h}": np.zeros(shape, order="F") for p in parts for h in ("hi", "lo")}
     state.update(first_re=True, first_im=True)
     return state
 

@@ -331,8 +331,8 @@ class _Blocks:
                 dev_cert = {key: (cupy.asarray(np.asarray(v)) if isinstance(v, np.ndarray) else v)
                             for key, v in cert.items()}
                 dev_cert["counter"] = cupy.zeros(1, np.uint64)
-            kg.crt_final(T, T.shape[0], my * rp, rp, part, bhi, blo, jb.mset.P_hi, jb.mset.P_lo, *shifts, mx, my, 0,
-                         0, alpha, beta, out, 0, cert=dev_cert)
+            kg.crt_final(T, T.shape[0], my * rp, rp, part, bhi, blo, jb.mset.P_hi, jb.mset.P_lo, shifts[0], shifts[1],
+                         mx, my, 0, 0, alpha, beta, out, 0, cert=dev_cert)
             count = int(dev_cert["counter"].get()[0]) if dev_cert is not None else 0
         return out, count
 

@@ -9,7 +9,7 @@ definitions, so the tables cannot drift from the mathematics.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from math import gcd, log2, prod
 
 import numpy as np
@@ -87,11 +87,11 @@ class ModulusSet:
     bits: float
 
     @classmethod
-    def from_moduli(cls, moduli) -> "ModulusSet":
+    def from_moduli(cls, moduli) -> ModulusSet:
         return _modulus_set(tuple(int(m) for m in moduli))
 
     @classmethod
-    def _build(cls, moduli: tuple[int, ...]) -> "ModulusSet":
+    def _build(cls, moduli: tuple[int, ...]) -> ModulusSet:
         if any(gcd(a, b) != 1 for i, a in enumerate(moduli) for b in moduli[i + 1:]):
             raise ValueError("moduli must be pairwise coprime")
         P = prod(moduli)
@@ -111,7 +111,7 @@ def _modulus_set(moduli: tuple[int, ...]) -> ModulusSet:
     return ModulusSet._build(moduli)
 
 
-@lru_cache(maxsize=None)
+@cache
 def real_set(count: int) -> ModulusSet:
     """The first ``count`` real moduli."""
     if not 1 <= count <= len(REAL_MODULI):
@@ -119,7 +119,7 @@ def real_set(count: int) -> ModulusSet:
     return ModulusSet.from_moduli(REAL_MODULI[:count])
 
 
-@lru_cache(maxsize=None)
+@cache
 def two_m_set(count: int) -> ModulusSet:
     """The first ``count`` 2M moduli (at most 22)."""
     if not 1 <= count <= len(TWO_M_MODULI):

@@ -24,6 +24,7 @@ arithmetic.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -96,7 +97,7 @@ class Job:
         return c0, min(width, c0 + self.k_chunk)
 
 
-def job(recipes: tuple[Recipe, ...], moduli: tuple[int, ...], roots: tuple, k: int) -> Job:
+def job(recipes: Sequence[Recipe], moduli: Sequence[int], roots: Sequence, k: int) -> Job:
     """The (cached) :class:`Job` of ``recipes`` (one per modulus) over ``moduli`` for
     factors of ``k`` columns."""
     return _job(tuple(recipes), tuple(int(m) for m in moduli), tuple(int(r or 0) for r in roots), int(k),
@@ -108,7 +109,11 @@ def _job(recipes, moduli, roots, k, k_chunk) -> Job:
     mset = ModulusSet.from_moduli(moduli)
     kk = k // 2 if recipes[0].planes in SPLIT_KINDS else k
     nchunks = max(1, -(-kk // k_chunk))
-    terms, part, bhi, blo, slot = [], [], [], [], []
+    terms: list = []
+    part: list[int] = []
+    bhi: list[float] = []
+    blo: list[float] = []
+    slot: list[int] = []
     for l, rec in enumerate(recipes):
         m, s, wl = moduli[l], roots[l] or 1, mset.weights[l]
         terms.append(tuple((t.part, t.p1, t.t1, factor(t.f1, wl, m, s), t.p2, t.t2,

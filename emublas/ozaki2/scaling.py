@@ -167,6 +167,7 @@ def bound_product(left: Side, right: Side, *, threads=None):
     for start in range(0, max(k, 1), K_CHUNK):
         part = cpu.i8gemm(a[:, start:start + K_CHUNK], b[:, start:start + K_CHUNK].T, threads=threads)
         w = part if w is None else w.astype(np.int64) + part
+    assert w is not None  # the loop runs at least once
     wrow, wcol = _axis_max(w, 1).astype(np.int64), _axis_max(w, 0).astype(np.int64)
     if w.dtype != np.int32:
         w = np.minimum(w, np.iinfo(np.int32).max).astype(np.int32)
@@ -208,6 +209,7 @@ def _bound_product_gpu(left: Side, right: Side):
             else:
                 part = w[:nb].astype(np.int64)
                 acc = part if acc is None else acc + part
+        assert acc is not None  # at least one k-chunk
         if acc.dtype == np.int32:  # cupy's reduction along the strided axis is 5× slower than the kernel
             kg.wmax_rows(acc, rp, nb, rp, rowmax32)
         else:
