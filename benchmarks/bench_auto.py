@@ -100,7 +100,8 @@ def main(argv=None) -> int:
                 med = {be: statistics.median(t) for (be, _), t in zip(cfgs, times)}
                 spread = {be: (min(t), max(t)) for (be, _), t in zip(cfgs, times)}
                 fastest = min(("native", "ozaki2"), key=lambda be: med[be])
-                chosen = choice["backend"] + (f":{choice['options']['moduli']}" if "moduli" in choice["options"] else "")
+                opts = choice["options"]
+                chosen = choice["backend"] + (f":{opts['moduli']}" if "moduli" in opts else "")
                 row = {"routine": prefix + ("syrk" if routine == "herk" and prefix == "d" else routine), "n": n,
                        "auto_chose": chosen, "median_s": med, "min_max_s": spread, "fastest": fastest,
                        "times_s": {be: t for (be, _), t in zip(cfgs, times)}, "batch": dict(zip(med, counts)),

@@ -133,7 +133,8 @@ def bench_gpu(n: int, reps: int) -> dict:
     a = (rng.random((n, n)) < 0.5).astype(cp.uint8)
     b = (rng.random((n, n)) < 0.5).astype(cp.uint8)
     cc = int(cp.cuda.Device().compute_capability)
-    res = {"n": n, "cc": cc, "kernel": bg.kernel_for(cc), "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode()}
+    res = {"n": n, "cc": cc, "kernel": bg.kernel_for(cc),
+           "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode()}
     pa, pb = bg.pack(a, 0), bg.pack(b, 1)
     out = cp.empty((n, n), cp.int32)
     res["pack_a_s"] = cuda_median_time(cp, lambda: bg.pack(a, 0), reps)

@@ -2,9 +2,10 @@
 
 One float64 (or, with ``--dtype z``, complex128) product n×n×n: the
 single-process ``emublas.dgemm(..., backend="ozaki2")`` (``zgemm``) in this
-process (the C kernels' thread pool on all cores), and ``emublas.dask.matmul`` on a ``LocalCluster`` of worker processes with one
-thread each and ``EMUBLAS_NUM_THREADS=1`` per worker (the same cores in all,
-no oversubscription).  The inputs are persisted on the workers first (data
+process (the C kernels' thread pool on all cores), and ``emublas.dask.matmul``
+on a ``LocalCluster`` of worker processes with one thread each and
+``EMUBLAS_NUM_THREADS=1`` per worker (the same cores in all, no
+oversubscription).  The inputs are persisted on the workers first (data
 already distributed, as in real use); the timed Dask call covers the scaling
 passes and the product graph, once with the result gathered into the
 client (``compute``, comparable with the single call) and once left on the
@@ -119,7 +120,8 @@ def main() -> None:
         "dtype": args.dtype, "single_gflops": flops / t_single / 1e9, "dask_gflops": flops / t_dask / 1e9,
         "times": {"single": all_single, "dask_compute": all_dask, "dask_persist": all_persist},
     }
-    print(f"n={n} {'complex128' if args.dtype == 'z' else 'float64'}, ozaki2 (16 moduli, accurate): A chunks {args.row_chunk or args.chunk}×{args.chunk},"
+    print(f"n={n} {'complex128' if args.dtype == 'z' else 'float64'}, ozaki2 (16 moduli, accurate):"
+          f" A chunks {args.row_chunk or args.chunk}×{args.chunk},"
           f" B chunks {args.chunk}² ({nrows}×{nblocks}×{nblocks} blocks),"
           f" {args.workers} worker processes × 1 thread")
     print(f"  single process ({os.cpu_count()} C threads): {t_single:.2f} s ({out['single_gflops']:.1f} GFLOP/s)")

@@ -94,7 +94,8 @@ def build() -> dict:
 
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
-    rows = sorted(entries.values(), key=lambda e: (e["prefix"], e["routine"], e["n"], e["backend"], int(e["knob"] or 0)))
+    rows = sorted(entries.values(),
+                  key=lambda e: (e["prefix"], e["routine"], e["n"], e["backend"], int(e["knob"] or 0)))
     return {
         "format": 1, "device": "gpu", "hardware": "NVIDIA H200",
         "source": f"BENCHMARKS.md figures of commit {commit} (benchmarks/results/*.json and the strassen fused-kernel"

@@ -457,7 +457,7 @@ def ms(r) -> str:
 def table_times(rows, modes, moduli) -> list[str]:
     out = ["## (a) time (ms, median [min–max]), speed against the own process's cuBLAS (×, higher is faster),"
            " max relative error of the sampled entries"]
-    for (op, m, n, k, phi), rs in groups(rows).items():
+    for (op, _m, _n, _k, phi), rs in groups(rows).items():
         out += ["", f"### {op} {shape_name(rs[0])}, φ = {phi:g}", "",
                 "| mode | moduli | emublas ms | × | max err | GEMMul8 ms | × | max err |",
                 "|---|---|---|---|---|---|---|---|"]
@@ -501,7 +501,7 @@ def table_pairs(rows, modes, moduli) -> list[str]:
                 " emublas/GEMMul8 (lower: emublas faster; '–': none as accurate)", "",
                 "| op | shape | φ | mode | " + " | ".join(f"{src} {c}" for c in moduli) + " |",
                 "|---|---|---|---|" + "---|" * len(moduli)]
-        for (op, m, n, k, phi), rs in groups(rows).items():
+        for (op, _m, _n, _k, phi), rs in groups(rows).items():
             for mode in modes:
                 found = {s["moduli"]: ("–" if d is None else f"{letter}{d['moduli']} {ratio:.2f}")
                          for s, d, ratio, _ in pairs(rs, mode, src, dst)}
@@ -524,7 +524,7 @@ def hook_proof(doc) -> list[str]:
         differ = sum(r["differs_from_native"] for r in g8)
         lo, hi = min(r["moduli"] for r in g8), max(r["moduli"] for r in g8)
         growth = []
-        for (o, m, n, k, phi), rs in groups(doc["rows"]).items():
+        for (o, _m, _n, _k, _phi), rs in groups(doc["rows"]).items():
             for mode in MODES:
                 a, b = pick(rs, "gemmul8", mode, lo), pick(rs, "gemmul8", mode, hi)
                 if o == op and a and b and lo != hi:

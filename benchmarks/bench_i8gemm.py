@@ -35,7 +35,8 @@ import platform
 import statistics
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import scipy
@@ -179,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         "loadavg_start": os.getloadavg(),
     }
 
-    probes = [cpu.vnni_peak_probe(threads, args.probe_iters) for _ in range(3)] if cpu.features()["avx512_vnni"] else [0.0]
+    probes = ([cpu.vnni_peak_probe(threads, args.probe_iters) for _ in range(3)]
+              if cpu.features()["avx512_vnni"] else [0.0])
     peak = max(probes)  # a ceiling: the best of three
     meta["vnni_peak_macs_per_s"] = peak
     meta["vnni_peak_probe_runs"] = probes

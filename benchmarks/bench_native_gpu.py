@@ -16,6 +16,7 @@ import argparse
 import json
 
 import numpy as np
+
 from emublas.timing import cuda_median_time
 
 
@@ -66,7 +67,8 @@ def main() -> None:
         with open(args.json, "w") as fh:
             json.dump({"meta": meta, "rows": rows}, fh, indent=2)
     print(f"GPU: {name}, cupy {cp.__version__}, cuBLAS {meta['cublas']}")
-    print("| routine | n | emublas native [ms] | cupy.matmul [ms] | emublas TFLOP/s (nominal) | matmul time / emublas time |")
+    print("| routine | n | emublas native [ms] | cupy.matmul [ms] | emublas TFLOP/s (nominal)"
+          " | matmul time / emublas time |")
     print("|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['routine']} | {r['n']} | {r['emublas_s'] * 1e3:.2f} | {r['cupy_matmul_s'] * 1e3:.2f} |"

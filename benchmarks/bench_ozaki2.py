@@ -25,11 +25,11 @@ from fractions import Fraction
 import numpy as np
 import scipy.linalg.blas as sblas
 
-from emublas.timing import median_time
 import emublas
 from emublas._kernels import cpu
 from emublas.info import cpu_model
 from emublas.ozaki2 import last_run
+from emublas.timing import median_time
 
 
 def family(rng, shape, phi, cplx):
@@ -145,7 +145,8 @@ def main() -> None:
         print("| routine | φ | moduli | mode | ozaki2 error | native error |")
         print("|---|---|---|---|---|---|")
         for r in acc:
-            print(f"| {r['routine']} | {r['phi']} | {r['moduli']} | {r['mode']} | {r['err']:.2e} | {r['native_err']:.2e} |")
+            print(f"| {r['routine']} | {r['phi']} | {r['moduli']} | {r['mode']} | {r['err']:.2e}"
+                  f" | {r['native_err']:.2e} |")
     print(f"\nSpeed (n = {args.n}, medians of {args.reps}; default moduli, accurate mode)")
     print("| routine | native [s] | ozaki2 [s] | ozaki2/native time | moduli | scaling | residues | int8 GEMMs |"
           " CRT | leaf GOPS (% peak) | peak extra MiB (× A+B+C) |")

@@ -132,19 +132,19 @@ def main() -> None:
         for n in sizes:
             a, b = wide(cp, 1, (n, n), 0.5, dtype), wide(cp, 2, (n, n), 0.5, dtype)
             flops = (8 if cplx else 2) * n**3
-            t_nat = timed(lambda: fn(1.0, a, b, backend="native"))
+            t_nat = timed(lambda a=a, b=b: fn(1.0, a, b, backend="native"))
             c = fn(1.0, a, b, backend="native")
             e_nat = sampled_error(cp, "gemm", a, b, c)
             record(op=name, n=n, impl="cuBLAS", t=t_nat, rate=flops / t_nat, ratio=1.0,
                    err_max=e_nat[0], err_med=e_nat[1])
             with MathMode(cp, 8) as mm:
-                t_emu = timed(lambda: fn(1.0, a, b, backend="native"))
+                t_emu = timed(lambda a=a, b=b: fn(1.0, a, b, backend="native"))
                 c = fn(1.0, a, b, backend="native")
             e_emu = sampled_error(cp, "gemm", a, b, c)
             record(op=name, n=n, impl="cuBLAS FP64_EMULATED_FIXEDPOINT", t=t_emu, rate=flops / t_emu,
                    ratio=t_nat / t_emu, err_max=e_emu[0], err_med=e_emu[1], note=mm.note)
             for count in counts:
-                t = timed(lambda: fn(1.0, a, b, backend="ozaki2", moduli=count))
+                t = timed(lambda a=a, b=b, count=count: fn(1.0, a, b, backend="ozaki2", moduli=count))
                 c = fn(1.0, a, b, backend="ozaki2", moduli=count)
                 e = sampled_error(cp, "gemm", a, b, c)
                 record(op=name, n=n, impl=f"ozaki2 {count} moduli", t=t, rate=flops / t,
@@ -160,7 +160,7 @@ def main() -> None:
         routines.PROFILE_GPU = True
         fn(1.0, a, b, backend="ozaki2")
         cp.cuda.Device().synchronize()
-        wall = elapsed(lambda: fn(1.0, a, b, backend="ozaki2"))  # the host's wall time of one call
+        wall = elapsed(lambda a=a, b=b: fn(1.0, a, b, backend="ozaki2"))  # the host's wall time of one call
         routines.PROFILE_GPU = False
         info = routines.last_run()
         gpu_total = sum(v for k, v in info["phases"].items() if k in ("residues", "gemm", "crt"))
@@ -171,7 +171,7 @@ def main() -> None:
     x8 = cp.random.randint(-127, 128, (n, kp), dtype=np.int8)
     y8 = cp.random.randint(-127, 128, (n, kp), dtype=np.int8)
     w = cp.empty((n, n), np.int32)
-    t = timed(lambda: kg.gemm_tn(x8.data.ptr, y8.data.ptr, n, n, kp, kp, kp, w, n))
+    t = timed(lambda x8=x8, y8=y8, w=w: kg.gemm_tn(x8.data.ptr, y8.data.ptr, n, n, kp, kp, kp, w, n))
     record(op="int8 gemmEx alone", n=n, t=t, rate=2 * n**3 / t)
     del x8, y8, w
     cp.get_default_memory_pool().free_all_blocks()
@@ -179,12 +179,12 @@ def main() -> None:
     # ---- ZHERK -------------------------------------------------------------------
     n = big
     a = wide(cp, 5, (n, n), 0.5, "complex128")
-    t_nat = timed(lambda: emublas.zherk(1.0, a, backend="native"))
-    t_her = timed(lambda: emublas.zherk(1.0, a, backend="ozaki2"))
+    t_nat = timed(lambda a=a: emublas.zherk(1.0, a, backend="native"))
+    t_her = timed(lambda a=a: emublas.zherk(1.0, a, backend="ozaki2"))
     c = emublas.zherk(1.0, a, backend="ozaki2")
     e_her = sampled_error(cp, "herk", a, None, c)
     ah = cp.asfortranarray(a.conj().T)
-    t_gem = timed(lambda: emublas.zgemm(1.0, a, ah, backend="ozaki2"))
+    t_gem = timed(lambda a=a, ah=ah: emublas.zgemm(1.0, a, ah, backend="ozaki2"))
     flops = 4 * n**3
     record(op="zherk", n=n, k=n, t_native=t_nat, t_ozaki2=t_her, t_ozaki2_zgemm=t_gem,
            vs_cublas_zherk=t_nat / t_her, vs_own_zgemm=t_gem / t_her, rate=flops / t_her, err_max=e_her[0])
@@ -196,9 +196,9 @@ def main() -> None:
     rs = cp.random.RandomState(9)
     ai = rs.randint(-(2**24), 2**24, (n, n)).astype(np.int32)
     bi = rs.randint(-(2**24), 2**24, (n, n)).astype(np.int32)
-    t_ours = timed(lambda: emublas.intmatmul(ai, bi, backend="ozaki2"))
+    t_ours = timed(lambda ai=ai, bi=bi: emublas.intmatmul(ai, bi, backend="ozaki2"))
     a64, b64 = ai.astype(np.int64), bi.astype(np.int64)
-    t_cupy = cuda_median_time(cp, lambda: a64 @ b64, max(1, reps // 2))
+    t_cupy = cuda_median_time(cp, lambda a64=a64, b64=b64: a64 @ b64, max(1, reps // 2))
     same = bool((emublas.intmatmul(ai, bi, backend="ozaki2") == a64 @ b64).all())
     record(op="intmatmul int32", n=n, t_ozaki2=t_ours, t_cupy_int64=t_cupy, speedup=t_cupy / t_ours, equal=same)
     del ai, bi, a64, b64

@@ -13,8 +13,6 @@ import json
 import os
 import sys
 
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from emublas.timing import cuda_median_time  # noqa: E402
 
@@ -46,13 +44,14 @@ def main() -> None:
             del x
             cp.get_default_memory_pool().free_all_blocks()
         a, b = parts
-        one_t = cuda_median_time(cp, lambda: fn(1.0, a, b, backend="ozaki2", moduli=16), args.reps)
+        one_t = cuda_median_time(cp, lambda a=a, b=b: fn(1.0, a, b, backend="ozaki2", moduli=16), args.reps)
         one = fn(1.0, a, b, backend="ozaki2", moduli=16)
         row = {"op": dtype, "n": n, "one_gpu_s": one_t, "one_gpu_rate": flops / one_t}
         for split in ("moduli", "tiles"):
             try:
-                t = cuda_median_time(cp, lambda: fn(1.0, a, b, backend="ozaki2", moduli=16, devices="all",
-                                                    split=split), args.reps)
+                t = cuda_median_time(cp, lambda a=a, b=b, split=split: fn(1.0, a, b, backend="ozaki2", moduli=16,
+                                                                           devices="all", split=split),
+                                     args.reps)
                 res = fn(1.0, a, b, backend="ozaki2", moduli=16, devices="all", split=split)
                 row[split] = {"s": t, "rate": flops / t, "speedup": one_t / t,
                               "identical": bool((res == one).all()), "plan": routines.last_run()["gpu_plan"]}

@@ -15,9 +15,9 @@ import argparse
 
 import numpy as np
 
-from emublas.timing import median_time
 from emublas._kernels import cpu
 from emublas.ozaki2.moduli import REAL_MODULI, TWO_M_MODULI, TWO_M_ROOTS, real_set
+from emublas.timing import median_time
 
 
 def main() -> None:

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import argparse
 
-from emublas.timing import cuda_median_time
-
 import emublas
 from emublas import strassen
+from emublas.timing import cuda_median_time
 
 
 def main() -> None:
@@ -23,7 +22,8 @@ def main() -> None:
     args = p.parse_args()
     name = cp.cuda.runtime.getDeviceProperties(0)["name"]
     print(f"GPU: {name.decode() if isinstance(name, bytes) else name}, cupy {cp.__version__}")
-    print("| routine | n | cuBLAS (emublas native) [ms] | levels | strassen [ms] | speed vs cuBLAS | normwise diff | impl |")
+    print("| routine | n | cuBLAS (emublas native) [ms] | levels | strassen [ms] | speed vs cuBLAS"
+          " | normwise diff | impl |")
     print("|---|---|---|---|---|---|---|---|")
     for prefix in args.dtypes:
         dtype = {"s": cp.float32, "d": cp.float64, "c": cp.complex64, "z": cp.complex128}[prefix]

@@ -5,8 +5,8 @@ one small ``LocalCluster`` of two worker processes for the distributed tests,
 including a worker killed in the middle of a computation.
 """
 import contextlib
-import warnings
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -14,12 +14,12 @@ import pytest
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
 
-from helpers import randn
+import emublas  # noqa: E402
+import emublas.dask as ed  # noqa: E402
+from emublas._kernels import cpu  # noqa: E402
+from emublas.ozaki2 import scaling  # noqa: E402
 
-import emublas
-import emublas.dask as ed
-from emublas._kernels import cpu
-from emublas.ozaki2 import scaling
+from helpers import randn  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not cpu.available(), reason="C extension not built")
 

@@ -6,10 +6,11 @@ import pytest
 import scipy.linalg.blas as sblas
 
 import emublas
-from helpers import randn
 from emublas import backends
 from emublas.backends.base import Backend
 from emublas.backends.native import BACKEND as NATIVE
+
+from helpers import randn
 
 
 class GemmOnly(Backend):

@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 import hunt_cases as H
 
 
-
 class DrawRng:
     """The few scalar draws of ``make_case`` come from hypothesis (so it explores and
     shrinks them); arrays come from a numpy generator with a hypothesis-drawn seed."""

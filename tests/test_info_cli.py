@@ -88,8 +88,6 @@ def test_signatures_match_scipy(name):
 # issue 18: the CLI as a new user meets it (through a subprocess, as typed)
 # ---------------------------------------------------------------------------
 
-import subprocess  # noqa: E402
-import sys  # noqa: E402
 
 
 def _cli(*args, env=None):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import emublas
+
 from helpers import randn
 
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]

@@ -9,9 +9,9 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from helpers import randn
-
 from conftest import cupy_or_skip
+
+from helpers import randn
 
 pytestmark = [pytest.mark.gpu, pytest.mark.filterwarnings("ignore::emublas.errors.OzakiAccuracyWarning")]
 

@@ -4,9 +4,9 @@ Skips unless cupy sees at least two GPUs (the device tool's nvidia-h200-x2 kind)
 """
 import numpy as np
 import pytest
-from helpers import randn
-
 from conftest import cupy_or_skip
+
+from helpers import randn
 
 pytestmark = [pytest.mark.gpu, pytest.mark.filterwarnings("ignore::emublas.errors.OzakiAccuracyWarning")]
 

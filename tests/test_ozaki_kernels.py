@@ -18,8 +18,7 @@ import numpy as np
 import pytest
 
 from emublas._kernels import cpu
-from emublas.ozaki2.moduli import (REAL_MODULI, TWO_M_MODULI, TWO_M_ROOTS, crt_reference,
-                                   real_set, two_m_set)
+from emublas.ozaki2.moduli import REAL_MODULI, TWO_M_MODULI, TWO_M_ROOTS, crt_reference, real_set, two_m_set
 
 pytestmark = pytest.mark.skipif(not cpu.available(), reason=f"C extension not built: {cpu.load_error()}")
 
@@ -327,7 +326,8 @@ def test_crt_roundtrip_exact(seed, impl, kind, count):
                 assert u <= 1.0, (seed, i, j, u)
             # absolute error bound ~ 2^-95 P for every entry (double-double limit)
             err = abs(Fraction(out[i, j]) - exact) * Fraction(2) ** (int(rsh[i]) + int(csh[j]))
-            assert err <= Fraction(P, 2**95) + abs(exact) * Fraction(1, 2**52) * Fraction(2) ** (int(rsh[i]) + int(csh[j])), (seed, i, j)
+            scale = Fraction(2) ** (int(rsh[i]) + int(csh[j]))
+            assert err <= Fraction(P, 2**95) + abs(exact) * Fraction(1, 2**52) * scale, (seed, i, j)
     assert max_ulp <= 0.5, f"finalize not correctly rounded: max {max_ulp} ulp (seed {seed})"
 
 
@@ -373,8 +373,10 @@ def test_crt_2m_complex_with_x2(seed, impl):
     P = ms.P
     Cr = [[pyrng.randint(-(P // 4), P // 4) >> pyrng.choice([0, 3, 10]) for _ in range(n)] for _ in range(m)]
     Ci = [[pyrng.randint(-(P // 4), P // 4) >> pyrng.choice([0, 3, 10]) for _ in range(n)] for _ in range(m)]
-    hr = np.empty((m, n), order="F"); lr = np.empty_like(hr)
-    hi_ = np.empty_like(hr); li = np.empty_like(hr)
+    hr = np.empty((m, n), order="F")
+    lr = np.empty_like(hr)
+    hi_ = np.empty_like(hr)
+    li = np.empty_like(hr)
     for l, mod in enumerate(ms.moduli):
         s = TWO_M_ROOTS[mod]
         cp = np.array([[random_reps(pyrng, Cr[i][j] + s * Ci[i][j], mod) for j in range(n)] for i in range(m)],
@@ -413,8 +415,10 @@ def test_crt_herk_transposed_alias_and_uplo(seed, impl, uplo):
                 Ci[i][j] = pyrng.randint(-(P // 4), P // 4) >> pyrng.choice([0, 4])
                 Ci[j][i] = -Ci[i][j]
     sentinel = -3.25
-    hr = np.full((n, n), sentinel, order="F"); lr = hr.copy(order="F")
-    hi_ = hr.copy(order="F"); li = hr.copy(order="F")
+    hr = np.full((n, n), sentinel, order="F")
+    lr = hr.copy(order="F")
+    hi_ = hr.copy(order="F")
+    li = hr.copy(order="F")
     for l, mod in enumerate(ms.moduli):
         s = TWO_M_ROOTS[mod]
         cp = np.array([[random_reps(pyrng, Cr[i][j] + s * Ci[i][j], mod) for j in range(n)] for i in range(n)],
@@ -501,13 +505,15 @@ def test_crt_large_threads_and_paths_agree(rng):
         with forced_generic(generic):
             for t in (1, 2):
                 res = []
-                hi = np.empty((m, n), order="F"); lo = np.empty((m, n), order="F")
+                hi = np.empty((m, n), order="F")
+                lo = np.empty((m, n), order="F")
                 for l in range(4):
                     x = X1f if l % 2 else X1
                     cpu.oz_crt_accumulate(x, ms.weights[l], ms.moduli[l], ms.big_hi[l], ms.big_lo[l], hi, lo,
                                           first=l == 0, threads=t)
                 res += [hi.copy(), lo.copy()]
-                hs = np.zeros((n, n), order="F"); ls = np.zeros((n, n), order="F")
+                hs = np.zeros((n, n), order="F")
+                ls = np.zeros((n, n), order="F")
                 for uplo in (1, 2):
                     cpu.oz_crt_accumulate(Xsq, 77, 241, ms.big_hi[0], ms.big_lo[0], hs, ls, x2=Xsq.T, w2=-5,
                                           first=True, uplo=uplo, threads=t)
@@ -529,11 +535,14 @@ def test_accumulate_reduction_exact(rng, impl):
     m, n = 17, 5
     x1 = rng.integers(-2**31, 2**31, size=(m, n), dtype=np.int64).astype(np.int32)
     x2 = rng.integers(-2**31, 2**31, size=(m, n), dtype=np.int64).astype(np.int32)
-    x1[0, 0] = -2**31; x2[0, 0] = -2**31
-    x1[1, 0] = 2**31 - 1; x2[1, 0] = 2**31 - 1
+    x1[0, 0] = -2**31
+    x2[0, 0] = -2**31
+    x1[1, 0] = 2**31 - 1
+    x2[1, 0] = 2**31 - 1
     for mod in (2, 3, 256, 255, 241, 97, 65521, 2**31 - 1):
         for w1, w2 in ((1, 0), (511, -511), (65535, 65535), (-65535, 3)):
-            hi = np.empty((m, n), order="F"); lo = np.empty((m, n), order="F")
+            hi = np.empty((m, n), order="F")
+            lo = np.empty((m, n), order="F")
             cpu.oz_crt_accumulate(x1, w1, mod, 1.0, 0.0, hi, lo, x2=x2, w2=w2, first=True)
             ref = np.array([[sym(w1 * int(x1[i, j]) + w2 * int(x2[i, j]), mod) for j in range(n)]
                             for i in range(m)], dtype=np.float64)
@@ -542,7 +551,8 @@ def test_accumulate_reduction_exact(rng, impl):
 
 
 def test_crt_errors():
-    hi = np.zeros((3, 4), order="F"); lo = np.zeros((3, 4), order="F")
+    hi = np.zeros((3, 4), order="F")
+    lo = np.zeros((3, 4), order="F")
     x = np.zeros((3, 4), np.int32)
     with pytest.raises(ValueError, match="Fortran"):
         cpu.oz_crt_accumulate(x, 1, 7, 1.0, 0.0, np.zeros((3, 4)), lo)

@@ -5,8 +5,6 @@ import pathlib
 import re
 import warnings
 
-import pytest
-
 README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
 BLOCKS = re.findall(r"^```python\n(.*?)^```", README.read_text(), flags=re.S | re.M)
 

@@ -11,9 +11,9 @@ import pytest
 import scipy.linalg.blas as sblas
 
 import emublas
-import hunt_cases as H
 from emublas import strassen
 
+import hunt_cases as H
 
 
 def _case(kind, prefix, a, b, backend, alpha=1.0, beta=0.0, c=None, trans=(0, 0), **options):

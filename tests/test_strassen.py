@@ -4,8 +4,9 @@ import pytest
 import scipy.linalg.blas as sblas
 
 import emublas
-from helpers import randn
 from emublas import strassen
+
+from helpers import randn
 
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 
