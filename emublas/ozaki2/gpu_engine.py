@@ -44,9 +44,9 @@ class _Call:
             return min(j0, self.m), self.m
         return 0, self.m
 
-    def stages(self, jb, on, r0, r1, j0, j1, blocked, T, slot0=0, events=None):
+    def stages(self, jb, on, r0, r1, j0, j1, blocked, slot0=0, events=None):
         return GpuStages(on, r0, r1, j0, j1, blocked=blocked, transposed=jb.transposed, same=self.same,
-                         conj_x=self.conj_x, conj_y=self.conj_y, uplo=self.uplo, T=T, slot0=slot0, events=events)
+                         conj_x=self.conj_x, conj_y=self.conj_y, uplo=self.uplo, slot0=slot0, events=events)
 
 
 class _On:
@@ -231,7 +231,7 @@ def run(jb: pipeline.Job, x, y, x_shift, y_shift, out, alpha, beta, *, conj_x=Fa
                 on = ons.get(dev) or ons.setdefault(dev, _On(call, dev, x, y, x_shift, y_shift, home, cert,
                                                              final_y_shift))
                 T = cupy.empty((jb.nterms, j1 - j0, kg.pad(r1 - r0)), np.int8)
-                pipeline.run(jb, call.stages(jb, on, r0, r1, j0, j1, blocked, T, events=ev), T, batch=batch)
+                pipeline.run(jb, call.stages(jb, on, r0, r1, j0, j1, blocked, events=ev), T, batch=batch)
                 if dev == home:
                     final(jb, on, T, r0, r1, j0, j1, alpha, beta, out, uplo, cert=on.cert)
                 else:  # the column block computed on dev, starting from out's values there
@@ -274,10 +274,10 @@ def _run_moduli_split(jb, call, devices, ons, x, y, x_shift, y_shift, home, batc
         with cupy.cuda.Device(dev):
             on = ons.get(dev) or ons.setdefault(dev, _On(call, dev, x, y, x_shift, y_shift, home))
             if dev == home:
-                pipeline.run(jb, call.stages(jb, on, 0, m, 0, n, False, T, events=ev), T, lo=lo, hi=hi, batch=batch)
+                pipeline.run(jb, call.stages(jb, on, 0, m, 0, n, False, events=ev), T, lo=lo, hi=hi, batch=batch)
                 continue
             local = cupy.empty((jb.slot[hi] - jb.slot[lo], n, rp), np.int8)
-            pipeline.run(jb, call.stages(jb, on, 0, m, 0, n, False, local, slot0=jb.slot[lo]), local, lo=lo, hi=hi,
+            pipeline.run(jb, call.stages(jb, on, 0, m, 0, n, False, slot0=jb.slot[lo]), local, lo=lo, hi=hi,
                          batch=batch)
             copies.append((dev, local, jb.slot[lo], _event()))
     for dev, local, first, done in copies:

@@ -105,41 +105,35 @@ def spec(jb: pipeline.Job, l: int, swap: bool):
     return got
 
 
-def job_constants(jb: pipeline.Job, part=None, bhi=None, blo=None):
+def job_constants(jb: pipeline.Job):
     """The final pass's term table (part, CRT weight hi/lo) on the current device, cached per job."""
     import cupy
 
-    key = ("table", cupy.cuda.Device().id) if part is None else None
-    got = jb.memo.get(key) if key else None
+    key = ("table", cupy.cuda.Device().id)
+    got = jb.memo.get(key)
     if got is None:
-        got = (cupy.asarray(np.array(jb.part if part is None else part, np.int8)),
-               cupy.asarray(np.array(jb.bhi if bhi is None else bhi, np.float64)),
-               cupy.asarray(np.array(jb.blo if blo is None else blo, np.float64)))
-        if key:
-            jb.memo[key] = got
+        got = jb.memo[key] = (cupy.asarray(np.array(jb.part, np.int8)), cupy.asarray(np.array(jb.bhi, np.float64)),
+                              cupy.asarray(np.array(jb.blo, np.float64)))
     return got
 
 
 class GpuStages:
     """One output block's stages on one device.
 
-    ``on``: the inputs there (``x``, ``y``, their shifts ``xs``, ``ys``); ``T``: the
-    block's term planes, written from term slot ``slot0`` of the job on.  A column-blocked
+    ``on``: the inputs there (``x``, ``y``, their shifts ``xs``, ``ys``); the block's term
+    planes (the driver's state) are written from term slot ``slot0`` of the job on.  A column-blocked
     rank-k call (``swap``) computes the transposed products a term reads as products of
     their own (the block holds only its columns).
     """
 
-    def __init__(self, on, r0, r1, j0, j1, *, blocked, transposed, same, conj_x, conj_y, uplo, T, slot0=0,
+    def __init__(self, on, r0, r1, j0, j1, *, blocked, transposed, same, conj_x, conj_y, uplo, slot0=0,
                  events=None):
-        import cupy
-
         self.on, self.r0, self.r1, self.j0, self.j1 = on, r0, r1, j0, j1
         self.blocked, self.same, self.conj_x, self.conj_y, self.uplo = blocked, same, conj_x, conj_y, uplo
         self.swap = blocked and transposed
-        self.T, self.slot0, self.ev = T, slot0, events or Events()
+        self.slot0, self.ev = slot0, events or Events()
         self.rp, self.bp = kg.pad(r1 - r0), kg.pad(j1 - j0)
-        self.P = None
-        self._cupy = cupy
+        self.P: list | None = None
 
     def planes(self, jb: pipeline.Job, start: int, stop: int):
         kind = jb.recipes[start].planes
@@ -161,7 +155,9 @@ class GpuStages:
     def products(self, planes, jb: pipeline.Job, j: int, l: int, c: int):
         px, py, px_b, py_r = planes
         if self.P is None:
-            self.P = [self._cupy.empty((self.bp, self.rp), np.int32) for _ in range(jb.nprod * (2 if self.swap else 1))]
+            import cupy
+
+            self.P = [cupy.empty((self.bp, self.rp), np.int32) for _ in range(jb.nprod * (2 if self.swap else 1))]
         rec = jb.recipes[l]
         per = PLANES_PER_MODULUS[rec.planes]
         c0, c1 = jb.chunk(c, px.shape[2])
@@ -310,7 +306,7 @@ class _Blocks:
             T = cupy.empty((jb.slot[hi] - jb.slot[lo], rows_y, rp), np.int8)
             red = _BlockReduce(rp, rows_x, rows_y, jb.slot[lo])
             pipeline.reduce_group(jb, red, T, acc["chunks"], lo, hi)
-        return {"terms": (state or {"terms": []})["terms"] + [T], "slots": (lo, hi)}
+        return {"terms": (state or {"terms": []})["terms"] + [T]}
 
     @staticmethod
     def finalize(state: dict, c, jb: pipeline.Job, x_shift, y_shift, alpha, beta, dtype, cert) -> tuple:
