@@ -287,3 +287,48 @@ def test_bound_with_k_chunks_matches_cpu(emublas, cp, rng):
     b = randn(rng, (K_CHUNK + 40, 2), np.complex128)
     host, dev = _both(emublas, cp, "zgemm", (1.0, a, b), {})
     np.testing.assert_array_equal(dev, host)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128"])
+@pytest.mark.parametrize("trans_a,trans_b", [(0, 0), (1, 2)])
+def test_recomputed_entries_match_cpu_bit_for_bit(emublas, cp, rng, dtype, trans_a, trans_b):
+    """Few moduli on wide data: most entries fail the certificate and are recomputed by the
+    GPU's tiled fallback; they are the CPU's float64 dot products bit for bit (beta and c
+    included, tiles straddling the output's edges, k not a multiple of the staging width)."""
+    m, n, k = 70, 41, 53
+    a = _wide(rng, (m, k) if trans_a == 0 else (k, m), dtype, 4.0)
+    b = _wide(rng, (k, n) if trans_b == 0 else (n, k), dtype, 4.0)
+    c = _wide(rng, (m, n), dtype, 1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        host, dev = _both(emublas, cp, "gemm", (0.75, a, b, 0.5), {"trans_a": trans_a, "trans_b": trans_b,
+                                                                      "moduli": 3}, c=c)
+        emublas.synchronize()
+    assert emublas.ozaki2.last_run()["uncertified"] > m * n // 2
+    np.testing.assert_array_equal(dev, host)
+
+
+@pytest.mark.parametrize("routine,dtype", [("syrk", "float64"), ("herk", "complex128")])
+@pytest.mark.parametrize("lower", [0, 1])
+def test_recomputed_rank_k_triangle_matches_cpu(emublas, cp, rng, routine, dtype, lower):
+    a = _wide(rng, (67, 45), dtype, 4.0)
+    c = _wide(rng, (67, 67), dtype, 1.0)
+    if routine == "herk":
+        c = (c + c.conj().T) / 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        host, dev = _both(emublas, cp, routine, (1.0, a, 0.5), {"lower": lower, "moduli": 3}, c=c)
+        emublas.synchronize()
+    np.testing.assert_array_equal(dev, host)
+
+
+def test_nonfinite_rows_with_fallback_none(emublas, cp, rng):
+    """Rows holding NaN/Inf are finished from the data even with fallback='none' (the
+    factors reach the fix pass without the fallback option), as on the CPU."""
+    a, b = rng.standard_normal((40, 30)), rng.standard_normal((30, 50))
+    a[5, 3], b[7, 9] = np.nan, np.inf
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        host, dev = _both(emublas, cp, "dgemm", (1.0, a, b), {"fallback": "none"})
+        emublas.synchronize()
+    np.testing.assert_array_equal(dev, host)

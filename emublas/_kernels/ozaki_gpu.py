@@ -243,15 +243,25 @@ def terms(products, ldp: int, rows: int, cols: int, r0: int, j0: int, spec_d, nt
 MAX_TERMS = constants.OZ_MAX_TERMS  # oz_crt_final keeps the term constants in shared memory
 
 
-def cert_args(cert, w_j0: int = 0) -> tuple:
+def _factor_args(cert) -> tuple:
+    """(float64?, Lr, Li, Rr, Ri, strides, k, conj_l, conj_r) of the factors the fallback reads."""
+    L, R = cert["L"], cert["R"]
+    lr, li, rsl, csl, suffix, _ = _views(L)
+    rr, ri, rsr, csr, _, _ = _views(R)
+    return (_i32(suffix == "f64"), _ptr(lr), _ptr(li), _ptr(rr), _ptr(ri), _i64(rsl), _i64(csl), _i64(rsr),
+            _i64(csr), _i64(L.shape[1]), _i32(bool(cert["conj_l"])), _i32(bool(cert["conj_r"])))
+
+
+def cert_args(cert, w_j0: int = 0, flags=None) -> tuple:
     """The certificate's kernel arguments (``oz_crt_final``) from a dict of device arrays
     (see :func:`emublas.ozaki2.certify.certificate`; ``counter`` a one-element uint64
     array); ``None``: no certificate.  ``cert["W"]`` may hold W's columns from
-    ``w_j0`` on (a device-local block)."""
+    ``w_j0`` on (a device-local block).  ``flags``: ``(mask, tiles, ldm, ntr)``, where the
+    final pass flags the entries that :func:`crt_final`'s fix pass recomputes."""
     if cert is None:
         return (_i32(0), _ptr(0), _ptr(0), np.float64(0), np.float64(0), _ptr(0), _i64(0), _ptr(0), _ptr(0),
                 _ptr(0), _ptr(0), _i32(0), _i32(0), _ptr(0), _ptr(0), _ptr(0), _ptr(0), _i64(0), _i64(0),
-                _i64(0), _i64(0), _i64(0), _i32(0), _i32(0), _ptr(0))
+                _i64(0), _i64(0), _i64(0), _i32(0), _i32(0), _ptr(0), _ptr(0), _ptr(0), _i64(0), _i64(0))
     W = cert.get("W")
     if W is not None:
         ldw = W.strides[1] // 4
@@ -259,17 +269,11 @@ def cert_args(cert, w_j0: int = 0) -> tuple:
              _ptr(cert["col_wsum"].data.ptr), _ptr(cert["row_budget"].data.ptr), _ptr(cert["col_budget"].data.ptr))
     else:
         w = (_ptr(0), _i64(0), _ptr(0), _ptr(0), _ptr(0), _ptr(0))
-    if cert["fix"]:
-        L, R = cert["L"], cert["R"]
-        lr, li, rsl, csl, suffix, _ = _views(L)
-        rr, ri, rsr, csr, _, _ = _views(R)
-        f = (_i32(1), _i32(suffix == "f64"), _ptr(lr), _ptr(li), _ptr(rr), _ptr(ri), _i64(rsl), _i64(csl),
-             _i64(rsr), _i64(csr), _i64(L.shape[1]), _i32(bool(cert["conj_l"])), _i32(bool(cert["conj_r"])))
-    else:
-        f = (_i32(0), _i32(0), _ptr(0), _ptr(0), _ptr(0), _ptr(0), _i64(0), _i64(0), _i64(0), _i64(0), _i64(0),
-             _i32(0), _i32(0))
+    # the factors travel even without fix: rows with NaN/Inf are always finished from them
+    f = (_i32(bool(cert["fix"])), *_factor_args(cert))
+    mask, tiles, ldm, ntr = flags
     return (_i32(1), _ptr(cert["row_err"].data.ptr), _ptr(cert["col_err"].data.ptr), np.float64(cert["crt_err"]),
-            np.float64(cert["target"]), *w, *f, _ptr(cert["counter"].data.ptr))
+            np.float64(cert["target"]), *w, *f, _ptr(cert["counter"].data.ptr), mask, tiles, _i64(ldm), _i64(ntr))
 
 
 def crt_final(term_planes, nterms: int, plane_stride: int, ldt: int, part_d, bhi_d, blo_d, P_hi: float,
@@ -293,13 +297,28 @@ def crt_final(term_planes, nterms: int, plane_stride: int, ldt: int, part_d, bhi
     cplx = code >= 2
     per_warp = 64 if cplx else 128
     grid = ((rows + per_warp - 1) // per_warp, (cols + 7) // 8)
+    flags = None
+    if cert is not None:  # entries the final pass cannot vouch for (and NaN/Inf rows), per 32 x 32 tile
+        import cupy
+
+        ntr, ntc = (rows + 31) // 32, (cols + 31) // 32
+        flags = (cupy.zeros(rows * cols, np.uint8), cupy.zeros(ntr * ntc, np.int32), rows, ntr)
     _fn("oz_crt_final_cplx" if cplx else "oz_crt_final_real")(grid, (256,),
                         (_i64(rows), _i64(cols), _i64(r0), _i64(j0), term_planes, _i64(plane_stride), _i64(ldt),
                          _i32(nterms), part_d, bhi_d, blo_d, np.float64(P_hi), np.float64(P_lo),
                          np.float64(1.0 / P_hi), row_shift_d, col_shift_d, np.float64(alpha.real),
                          np.float64(alpha.imag), np.float64(beta.real), np.float64(beta.imag),
                          _i32(beta == 0), _i32(code), _ptr(out.data.ptr - out_j0 * cso * size), _i64(rso),
-                         _i64(cso), _i32(uplo), *cert_args(cert, out_j0)))
+                         _i64(cso), _i32(uplo), *cert_args(cert, out_j0, flags)))
+    if flags is not None:  # the flagged tiles recomputed as float64 dot products (the others return at once)
+        mask, tiles, ldm, ntr = flags
+        _fn("oz_fix_tiles")((ntr, (cols + 31) // 32), (256,),
+                            (_i64(rows), _i64(cols), _i64(r0), _i64(j0), row_shift_d, col_shift_d,
+                             np.float64(alpha.real), np.float64(alpha.imag), np.float64(beta.real),
+                             np.float64(beta.imag), _i32(beta == 0), _i32(code),
+                             _ptr(out.data.ptr - out_j0 * cso * size), _i64(rso), _i64(cso), cert["row_err"],
+                             cert["col_err"], *_factor_args(cert), mask, tiles,
+                             _i64(ldm), _i64(ntr)))
 
 
 def int_residues(x, moduli: tuple[int, ...]):

@@ -534,6 +534,11 @@ struct oz_cert {
     long long rsl, csl, rsr, csr, k;
     int conj_l, conj_r;
     unsigned long long *uncertified;
+    /* with fix: the entries to recompute are flagged here (block-local i + j*ldm) and in a
+     * flag per 32 x 32 tile (ti + tj*ntr); oz_fix_tiles recomputes them afterwards */
+    unsigned char *mask;
+    int *tiles;
+    long long ldm, ntr;
 };
 
 __device__ __forceinline__ int floor_log2(double a) /* a > 0, finite */
@@ -626,36 +631,11 @@ __device__ __forceinline__ double crt_rep(double hi, double lo, double Ph, doubl
     return d1 + tail;
 }
 
-__device__ __forceinline__ void final_entry(double rh, double rl, double ih, double il, double Ph, double Pl,
-                                            double Pinv, int rsh, int csh, double ar, double ai, double br,
-                                            double bi, int beta0, int dtype, void *out, long long off,
-                                            const oz_cert *cert, long long gi, long long gj)
+/* out = alpha v + beta out with v = (vr + i vi) 2^ee, alpha times the integer first and the
+ * power of two last (the C finalize's fin_combine), rounded once to out's type. */
+__device__ __forceinline__ void store_entry(double vr, double vi, int ee, double ar, double ai, double br,
+                                            double bi, int beta0, int dtype, void *out, long long off)
 {
-    long long e = -((long long)rsh + (long long)csh);
-    int ee = e > 4000 ? 4000 : e < -4000 ? -4000 : (int)e;
-    /* v = (vr + i vi) 2^ee; alpha multiplies the integer first, the power of two comes last */
-    double vr = crt_rep(rh, rl, Ph, Pl, Pinv);
-    double vi = dtype >= 2 ? crt_rep(ih, il, Ph, Pl, Pinv) : 0.0;
-    if (cert) {
-        const double inf = __longlong_as_double(0x7ff0000000000000LL);
-        const bool dead = cert->row_err[gi] == inf || cert->col_err[gj] == inf; /* NaN/Inf: native's pattern */
-        bool redo = dead;
-        if (!dead && !cert_ok(*cert, gi, gj, vr, vi)) {
-            atomicAdd(cert->uncertified, 1ULL);
-            redo = cert->fix;
-        }
-        if (redo) { /* as the C finalize's cert_fail: v itself, or in C' units where that overflows */
-            double r, q;
-            cert_dot(*cert, gi, gj, 0, 0, r, q);
-            if (!dead && !(fabs(r) <= 1.7976931348623157e308 && fabs(q) <= 1.7976931348623157e308)) {
-                cert_dot(*cert, gi, gj, rsh, csh, vr, vi);
-            } else {
-                vr = r;
-                vi = q;
-                ee = 0;
-            }
-        }
-    }
     if (dtype < 2) {
         double c = 0.0;
         if (!beta0)
@@ -691,6 +671,59 @@ __device__ __forceinline__ void final_entry(double rh, double rl, double ih, dou
     }
 }
 
+__device__ __forceinline__ int unscale_exp(int rsh, int csh)
+{
+    long long e = -((long long)rsh + (long long)csh);
+    return e > 4000 ? 4000 : e < -4000 ? -4000 : (int)e;
+}
+
+__device__ __forceinline__ bool is_dead(const oz_cert &C, long long gi, long long gj)
+{
+    const double inf = __longlong_as_double(0x7ff0000000000000LL);
+    return C.row_err[gi] == inf || C.col_err[gj] == inf; /* NaN/Inf in the row or column: native's pattern */
+}
+
+/* The entry recomputed as the C finalize's cert_fail does, given its float64 dot product
+ * (r, q) of the data: (r, q) itself, or where that overflows (a live entry) the dot
+ * product in C' units with the row and column shifts. */
+__device__ __forceinline__ void fallback_entry(const oz_cert &C, long long gi, long long gj, int rsh, int csh,
+                                               double r, double q, double &vr, double &vi, int &ee)
+{
+    if (!is_dead(C, gi, gj) && !(fabs(r) <= 1.7976931348623157e308 && fabs(q) <= 1.7976931348623157e308)) {
+        cert_dot(C, gi, gj, rsh, csh, vr, vi);
+        ee = unscale_exp(rsh, csh);
+    } else {
+        vr = r;
+        vi = q;
+        ee = 0;
+    }
+}
+
+__device__ __forceinline__ void final_entry(double rh, double rl, double ih, double il, double Ph, double Pl,
+                                            double Pinv, int rsh, int csh, double ar, double ai, double br,
+                                            double bi, int beta0, int dtype, void *out, long long off,
+                                            const oz_cert *cert, long long gi, long long gj, long long li,
+                                            long long lj)
+{
+    int ee = unscale_exp(rsh, csh);
+    /* v = (vr + i vi) 2^ee; alpha multiplies the integer first, the power of two comes last */
+    double vr = crt_rep(rh, rl, Ph, Pl, Pinv);
+    double vi = dtype >= 2 ? crt_rep(ih, il, Ph, Pl, Pinv) : 0.0;
+    if (cert) {
+        const bool dead = is_dead(*cert, gi, gj);
+        bool redo = dead;
+        if (!dead && !cert_ok(*cert, gi, gj, vr, vi)) {
+            atomicAdd(cert->uncertified, 1ULL);
+            redo = cert->fix;
+        }
+        if (redo) { /* left to oz_fix_tiles, which reads out's c and writes the entry */
+            cert->mask[li + lj * cert->ldm] = 1;
+            cert->tiles[li / 32 + (lj / 32) * cert->ntr] = 1;
+            return;
+        }
+    }
+    store_entry(vr, vi, ee, ar, ai, br, bi, beta0, dtype, out, off);
+}
 
 #define OZ_MAX_TERMS EMUBLAS_OZ_MAX_TERMS
 
@@ -771,7 +804,7 @@ __device__ __forceinline__ void crt_final(
         if (i >= rows || (uplo == 1 && gi > gj) || (uplo == 2 && gi < gj))
             continue;
         final_entry(rh[e], rl[e], ih[e], il[e], Ph, Pl, Pinv, row_shift[gi], cs_, ar, ai, br, bi, beta0, dtype,
-                    out, gi * rso + gj * cso, cert, gi, gj);
+                    out, gi * rso + gj * cso, cert, gi, gj, i, j);
     }
 }
 
@@ -785,11 +818,12 @@ __device__ __forceinline__ void crt_final(
         double target, const int *W, long long ldw, const double *row_wsum, const double *col_wsum,            \
         const int *row_budget, const int *col_budget, int fix, int fdtype, const void *Lr, const void *Li,     \
         const void *Rr, const void *Ri, long long rsl, long long csl, long long rsr, long long csr, long long k, \
-        int conj_l, int conj_r, unsigned long long *uncertified)                                                \
+        int conj_l, int conj_r, unsigned long long *uncertified, unsigned char *mask, int *tiles, long long ldm, \
+        long long ntr)                                                                                           \
     {                                                                                                            \
         const oz_cert C = {row_err, col_err, crt_err, target, W, ldw, row_wsum, col_wsum, row_budget,           \
                            col_budget, fix, fdtype, Lr, Li, Rr, Ri, rsl, csl, rsr, csr, k, conj_l, conj_r,      \
-                           uncertified};                                                                         \
+                           uncertified, mask, tiles, ldm, ntr};                                                  \
         crt_final<CPLX, ENT>(rows, cols, r0, j0, terms, plane_stride, ldt, nterms, part, bhi, blo, Ph, Pl, Pinv, \
                              row_shift, col_shift, ar, ai, br, bi, beta0, dtype, out, rso, cso, uplo,            \
                              certify ? &C : nullptr);                                                            \
@@ -797,6 +831,99 @@ __device__ __forceinline__ void crt_final(
 
 OZ_CRT_FINAL(oz_crt_final_real, false, 4)
 OZ_CRT_FINAL(oz_crt_final_cplx, true, 2)
+
+/* The entries oz_crt_final flagged, recomputed as float64 dot products of the data: one
+ * 32 x 32 tile per block (tiles not flagged return at once), the operands staged through
+ * shared memory 16 columns of k at a time, and each entry's sum taken in k order with
+ * the same fma sequence as cert_dot, so the values are the C finalize's bit for bit.
+ * 256 threads: lane tx a row, ty + 8 e (e < 4) its columns.  Grid (ceil(rows/32),
+ * ceil(cols/32)); rows/cols/r0/j0/out as oz_crt_final's. */
+#define FIX_K 16
+extern "C" __global__ void __launch_bounds__(256) oz_fix_tiles(
+    long long rows, long long cols, long long r0, long long j0, const int *row_shift, const int *col_shift,
+    double ar, double ai, double br, double bi, int beta0, int dtype, void *out, long long rso, long long cso,
+    const double *row_err, const double *col_err, int fdtype, const void *Lr, const void *Li, const void *Rr,
+    const void *Ri, long long rsl, long long csl, long long rsr, long long csr, long long k, int conj_l,
+    int conj_r, const unsigned char *mask, const int *tiles, long long ldm, long long ntr)
+{
+    if (!tiles[blockIdx.x + blockIdx.y * ntr])
+        return;
+    __shared__ double sLr[FIX_K][33], sLi[FIX_K][33], sRr[FIX_K][33], sRi[FIX_K][33];
+    oz_cert C = {};
+    C.row_err = row_err;
+    C.col_err = col_err;
+    C.dtype = fdtype;
+    C.Lr = Lr;
+    C.Li = Li;
+    C.Rr = Rr;
+    C.Ri = Ri;
+    C.rsl = rsl;
+    C.csl = csl;
+    C.rsr = rsr;
+    C.csr = csr;
+    C.k = k;
+    C.conj_l = conj_l;
+    C.conj_r = conj_r;
+    const bool cplx = Li != nullptr;
+    const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
+    const long long i = (long long)blockIdx.x * 32 + tx, gi = r0 + i;
+    double sr[4] = {0, 0, 0, 0}, si[4] = {0, 0, 0, 0};
+    for (long long l0 = 0; l0 < k; l0 += FIX_K) {
+        /* stage columns l0 .. l0+15 of the tile's 32 rows of L and 32 rows of R */
+        for (int u = threadIdx.x; u < 32 * FIX_K; u += 256) {
+            const int rr = u % 32, ll = u / 32;
+            const long long l = l0 + ll, ii = (long long)blockIdx.x * 32 + rr, jj = (long long)blockIdx.y * 32 + rr;
+            double a = 0, b = 0, c = 0, d = 0;
+            if (l < k && ii < rows) {
+                const long long o = (r0 + ii) * rsl + l * csl;
+                a = cert_load(fdtype, Lr, o);
+                if (cplx)
+                    b = cert_load(fdtype, Li, o);
+            }
+            if (l < k && jj < cols) {
+                const long long o = (j0 + jj) * rsr + l * csr;
+                c = cert_load(fdtype, Rr, o);
+                if (cplx)
+                    d = cert_load(fdtype, Ri, o);
+            }
+            sLr[ll][rr] = a;
+            sLi[ll][rr] = conj_l ? -b : b;
+            sRr[ll][rr] = c;
+            sRi[ll][rr] = conj_r ? -d : d;
+        }
+        __syncthreads();
+        const int kk = k - l0 < FIX_K ? (int)(k - l0) : FIX_K;
+        for (int ll = 0; ll < kk; ll++) {
+            const double xr = sLr[ll][tx], xi = sLi[ll][tx];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const double yr = sRr[ll][ty + 8 * e];
+                if (!cplx) {
+                    sr[e] = fma(xr, yr, sr[e]);
+                    continue;
+                }
+                const double yi = sRi[ll][ty + 8 * e];
+                sr[e] = fma(xr, yr, sr[e]);
+                sr[e] = fma(-xi, yi, sr[e]);
+                si[e] = fma(xr, yi, si[e]);
+                si[e] = fma(xi, yr, si[e]);
+            }
+        }
+        __syncthreads();
+    }
+    if (i >= rows)
+        return;
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        const long long j = (long long)blockIdx.y * 32 + ty + 8 * e, gj = j0 + j;
+        if (j >= cols || !mask[i + j * ldm])
+            continue;
+        double vr, vi;
+        int ee;
+        fallback_entry(C, gi, gj, row_shift[gi], col_shift[gj], sr[e], si[e], vr, vi, ee);
+        store_entry(vr, vi, ee, ar, ai, br, bi, beta0, dtype, out, gi * rso + gj * cso);
+    }
+}
 
 /* ---- exact integer products (intmatmul) -----------------------------------
  *
