@@ -27,8 +27,8 @@ import scipy.linalg.blas as sblas
 
 import emublas
 from emublas._kernels import cpu
+from emublas.backends.ozaki2 import last_run
 from emublas.info import cpu_model
-from emublas.ozaki2 import last_run
 from emublas.timing import median_time
 
 

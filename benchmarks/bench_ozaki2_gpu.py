@@ -100,8 +100,8 @@ def main() -> None:
     import cupy as cp
 
     import emublas
-    from emublas._kernels import ozaki_gpu as kg
-    from emublas.ozaki2 import routines
+    from emublas.backends.ozaki2 import kernels_gpu as kg
+    from emublas.backends.ozaki2 import routines
 
     reps = args.reps
     big = 4096 if args.quick else 16384

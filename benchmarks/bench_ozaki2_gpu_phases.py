@@ -17,7 +17,7 @@ import json
 from functools import partial
 
 import emublas
-from emublas.ozaki2 import routines
+from emublas.backends.ozaki2 import routines
 from emublas.timing import cuda_batch
 
 

@@ -26,7 +26,7 @@ def main() -> None:
     import cupy as cp
 
     import emublas
-    from emublas.ozaki2 import routines
+    from emublas.backends.ozaki2 import routines
 
     n, ndev = args.n, cp.cuda.runtime.getDeviceCount()
     names = [cp.cuda.runtime.getDeviceProperties(i)["name"].decode() for i in range(ndev)]

@@ -1,4 +1,4 @@
-"""Time the Ozaki-II CPU kernels around the int8 GEMMs (emublas._kernels.cpu.oz_*).
+"""Time the Ozaki-II CPU kernels around the int8 GEMMs (emublas.backends.ozaki2.kernels_cpu.oz_*).
 
 At n x n (default 2048, float64 input, 16 moduli, column-major everywhere) it
 reports the median time of each kernel on 1 and 2 threads, the bytes moved per
@@ -15,8 +15,8 @@ import argparse
 
 import numpy as np
 
-from emublas._kernels import cpu
-from emublas.ozaki2.moduli import REAL_MODULI, TWO_M_MODULI, TWO_M_ROOTS, real_set
+from emublas.backends.ozaki2 import kernels_cpu
+from emublas.backends.ozaki2.moduli import REAL_MODULI, TWO_M_MODULI, TWO_M_ROOTS, real_set
 from emublas.timing import median_time
 
 
@@ -47,33 +47,35 @@ def main() -> None:
     e = n * n
     cases = [
         # name, fn(threads), bytes moved, element-moduli
-        ("residues f64 (16 planes)", lambda t: cpu.oz_residues(x, shift, 1, mods, out=out, threads=t),
+        ("residues f64 (16 planes)", lambda t: kernels_cpu.oz_residues(x, shift, 1, mods, out=out, threads=t),
          e * (8 + L), e * L),
         ("residues 2M z128 (32 planes)",
-         lambda t: cpu.oz_residues_cplx(z.real, z.imag, shift, 1, mods2, roots, out=out2, threads=t),
+         lambda t: kernels_cpu.oz_residues_cplx(z.real, z.imag, shift, 1, mods2, roots, out=out2, threads=t),
          e * (16 + 2 * L), e * 2 * L),
         ("residues 3M z128 (48 planes)",
-         lambda t: cpu.oz_residues_3m(z.real, z.imag, shift, 1, mods, out=out3, threads=t),
+         lambda t: kernels_cpu.oz_residues_3m(z.real, z.imag, shift, 1, mods, out=out3, threads=t),
          e * (16 + 3 * L), e * 3 * L),
-        ("accumulate 1 modulus", lambda t: cpu.oz_crt_accumulate(X1, ms.weights[3], ms.moduli[3], ms.big_hi[3],
+        ("accumulate 1 modulus", lambda t: kernels_cpu.oz_crt_accumulate(X1, ms.weights[3], ms.moduli[3], ms.big_hi[3],
                                                                  ms.big_lo[3], hi, lo, threads=t),
          e * (4 + 32), e),
-        ("accumulate first=True", lambda t: cpu.oz_crt_accumulate(X1, ms.weights[3], ms.moduli[3], ms.big_hi[3],
+        ("accumulate first=True", lambda t: kernels_cpu.oz_crt_accumulate(X1, ms.weights[3], ms.moduli[3], ms.big_hi[3],
                                                                   ms.big_lo[3], hi, lo, first=True, threads=t),
          e * (4 + 16), e),
-        ("accumulate X2=X1^T, uplo=U", lambda t: cpu.oz_crt_accumulate(X1, 5, 241, ms.big_hi[3], ms.big_lo[3], hi, lo,
+        ("accumulate X2=X1^T, uplo=U", lambda t: kernels_cpu.oz_crt_accumulate(X1, 5, 241, ms.big_hi[3],
+                                                                             ms.big_lo[3], hi, lo,
                                                                      x2=X1.T, w2=7, uplo=1, threads=t),
          e * (4 + 4 + 32) // 2, e // 2),
-        ("finalize f64 beta=0", lambda t: cpu.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, zero, zero, res, threads=t),
+        ("finalize f64 beta=0", lambda t: kernels_cpu.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, zero, zero, res,
+                                                                       threads=t),
          e * (16 + 8), e),
-        ("finalize f64 beta!=0", lambda t: cpu.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, zero, zero, res,
+        ("finalize f64 beta!=0", lambda t: kernels_cpu.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, zero, zero, res,
                                                                alpha=2.0, beta=0.5, threads=t),
          e * (16 + 16), e),
-        ("finalize c128 beta!=0", lambda t: cpu.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, zero, zero, resz,
+        ("finalize c128 beta!=0", lambda t: kernels_cpu.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, zero, zero, resz,
                                                                 im_hi=lo, im_lo=hi, alpha=2.0, beta=0.5j, threads=t),
          e * (32 + 32), e),
     ]
-    print(f"n = {n}, {L} moduli, kernel = {cpu.oz_kernel_name()}, median of {args.reps}")
+    print(f"n = {n}, {L} moduli, kernel = {kernels_cpu.oz_kernel_name()}, median of {args.reps}")
     print(f"{'kernel':32s} {'thr':>3s} {'ms':>8s} {'GB/s':>7s} {'ns/elt/mod':>10s}")
     for name, fn, nbytes, work in cases:
         for t in (1, 2):

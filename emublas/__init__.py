@@ -8,6 +8,8 @@
 ...     c = emublas.gemm(2.0, a, a.T)
 """
 from ._version import __version__
+from .backends import ozaki2  # emublas.ozaki2.last_run() and the scheme's modules
+from .backends.ozaki2.verdicts import synchronize
 from .blas import ROUTINES as _ROUTINES
 from .blas import gemm, hemm, her2k, herk, symm, syr2k, syrk, trmm, trsm
 from .config import Selection, get_backend, set_backend, use
@@ -15,7 +17,6 @@ from .errors import BackendUnavailableError, OzakiAccuracyWarning, OzakiFallback
 from .explain import auto_last, explain
 from .info import info
 from .integer import intmatmul
-from .ozaki2.verdicts import synchronize
 from .prefixed import cgemm, cherk, csyrk, dgemm, dsyrk, sgemm, ssyrk, zgemm, zherk, zsyrk
 from .prefixed_2k import cher2k, csyr2k, dsyr2k, ssyr2k, zher2k, zsyr2k
 
@@ -28,6 +29,7 @@ strsm, dtrsm, ctrsm, ztrsm = (_ROUTINES[p + "trsm"] for p in "sdcz")
 
 __all__ = [
     "__version__",
+    "ozaki2",
     "synchronize",
     "OzakiFallbackWarning",
     "gemm", "syrk", "herk", "syr2k", "her2k",

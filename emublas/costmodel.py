@@ -468,7 +468,7 @@ def ozaki2_count_for_bits(bits: int, k: int, complex_data: bool) -> int | None:
     int or None
         None when no count does.
     """
-    from .ozaki2.moduli import REAL_MODULI, TWO_M_MODULI, real_set, two_m_set
+    from .backends.ozaki2.moduli import REAL_MODULI, TWO_M_MODULI, real_set, two_m_set
 
     need = 2.0 * bits + math.log2(max(k, 1)) + OZAKI2_SLACK_BITS
     make, top = (two_m_set, len(TWO_M_MODULI)) if complex_data else (real_set, len(REAL_MODULI))

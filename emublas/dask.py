@@ -9,7 +9,7 @@
 residues and the CRT runs once per output block, so the result is bit for bit
 the single-process ``emublas.gemm(..., backend="ozaki2")`` result on the
 whole arrays, whatever the chunks and the cluster (see
-:mod:`emublas.ozaki2.distributed`).  Other backends: one emublas gemm per
+:mod:`emublas.backends.ozaki2.distributed`).  Other backends: one emublas gemm per
 (i, j, l) block triple, accumulated over the k-blocks in floating point
 (``beta = 1`` into the previous partial), like any distributed float GEMM.
 

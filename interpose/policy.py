@@ -158,9 +158,9 @@ def used_options(backend: str, options: dict) -> dict:
             pass
     if backend == "ozaki2":
         try:
-            from emublas.ozaki2 import last_run
+            from emublas import backends
 
-            info = last_run()
+            info = backends.get("ozaki2").last_run()
             if info and "moduli" in info:
                 shown["moduli"] = info["moduli"]
         except Exception:  # a report must not break the call

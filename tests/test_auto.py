@@ -13,8 +13,8 @@ import scipy.linalg.blas as fblas
 import emublas
 from emublas import costmodel as cm
 from emublas.backends.auto import parse_bits
+from emublas.backends.ozaki2.moduli import real_set, two_m_set
 from emublas.explain import format_decision
-from emublas.ozaki2.moduli import real_set, two_m_set
 
 SIZES = [64, 256, 1024, 4096]
 

@@ -17,7 +17,7 @@ dask = pytest.importorskip("dask")
 import emublas  # noqa: E402
 import emublas.dask as ed  # noqa: E402
 from emublas._kernels import cpu  # noqa: E402
-from emublas.ozaki2 import scaling  # noqa: E402
+from emublas.backends.ozaki2 import scaling  # noqa: E402
 
 from helpers import randn  # noqa: E402
 

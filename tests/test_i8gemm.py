@@ -99,7 +99,7 @@ def check(got: np.ndarray, want: np.ndarray, s: Seeded, what: str) -> None:
 def i8gemm_baseline(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The portable kernel built for the baseline ISA (C impl code 3), called
     directly: the public API picks its AVX2 build where the CPU has AVX2."""
-    ffi, lib = cpu._require()
+    ffi, lib = cpu.require()
     m, k = a.shape
     n = b.shape[1]
     c = np.empty((m, n), dtype=np.int32)
@@ -435,7 +435,7 @@ def test_vnni_unsupported_raises(seeded: Seeded, monkeypatch: pytest.MonkeyPatch
 
 
 def test_c_level_errors() -> None:
-    ffi, lib = cpu._require()
+    ffi, lib = cpu.require()
     nul = ffi.NULL
     assert lib.emublas_i8gemm(99, 1, 1, 1, nul, 1, 1, nul, 1, 1, nul, 1, 1, 0, 1) == lib.EMUBLAS_EINVAL
     assert lib.emublas_i8gemm(0, -1, 1, 1, nul, 1, 1, nul, 1, 1, nul, 1, 1, 0, 1) == lib.EMUBLAS_EINVAL

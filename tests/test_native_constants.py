@@ -5,8 +5,9 @@ import re
 
 import pytest
 
-from emublas._kernels import constants, cpu, cuda_source, ozaki_gpu
-from emublas.ozaki2 import scaling
+from emublas._kernels import constants, cpu, cuda_source
+from emublas.backends.ozaki2 import kernels_cpu, scaling
+from emublas.backends.ozaki2 import kernels_gpu as ozaki_gpu
 
 
 def test_header_values():
@@ -65,4 +66,4 @@ def test_cpu_moduli_limit_is_the_compiled_one():
 
     x = np.ones((2, 2))
     with pytest.raises(ValueError, match=f"at most {constants.OZ_MAX_MODULI} moduli"):
-        cpu.oz_residues(x, np.zeros(2, np.int32), 0, [3] * (constants.OZ_MAX_MODULI + 1))
+        kernels_cpu.oz_residues(x, np.zeros(2, np.int32), 0, [3] * (constants.OZ_MAX_MODULI + 1))

@@ -8,8 +8,8 @@ import pytest
 import scipy.linalg.blas as sblas
 
 import emublas
-from emublas.ozaki2 import last_run
-from emublas.ozaki2.moduli import REAL_MODULI, TWO_M_MODULI, crt_reference, real_set
+from emublas.backends.ozaki2 import last_run
+from emublas.backends.ozaki2.moduli import REAL_MODULI, TWO_M_MODULI, crt_reference, real_set
 
 pytestmark = pytest.mark.filterwarnings("ignore::emublas.OzakiAccuracyWarning")
 
@@ -327,7 +327,7 @@ def test_intmatmul_errors():
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
 @pytest.mark.parametrize("layout", ["C", "F", "strided"])
 def test_scaling_kernels_against_numpy(rng, dtype, layout):
-    from emublas._kernels import cpu
+    from emublas.backends.ozaki2 import kernels_cpu
 
     x = hard(rng, (37, 29), 1.0, dtype)
     x[3] *= np.float32(2.0**-120) if np.dtype(dtype).itemsize <= 8 and dtype != np.float64 else 2.0**-1060
@@ -335,13 +335,13 @@ def test_scaling_kernels_against_numpy(rng, dtype, layout):
     x = {"C": x, "F": np.asfortranarray(x), "strided": np.repeat(x, 2, axis=1)[:, ::2]}[layout]
     cplx = np.dtype(dtype).kind == "c"
     mag = np.abs(x.astype(np.complex128) if cplx else x.astype(np.float64))
-    rowmax, sumsq, l1 = cpu.oz_row_stats(x)
+    rowmax, sumsq, l1 = kernels_cpu.oz_row_stats(x)
     np.testing.assert_allclose(rowmax, mag.max(axis=1), rtol=5e-16 if cplx else 0)
     np.testing.assert_allclose(l1, mag.sum(axis=1), rtol=1e-13)
     ok = (sumsq > 0) & np.isfinite(sumsq)
     np.testing.assert_allclose(sumsq[ok], (mag**2).sum(axis=1)[ok], rtol=1e-13)
     ea = np.frexp(rowmax)[1]
-    bound = cpu.oz_bound_int8(x, ea)
+    bound = kernels_cpu.oz_bound_int8(x, ea)
     scaled = np.ldexp(mag, -ea[:, None]) * 127.0
     if cplx:  # hypot may differ from numpy's modulus in the last bit: check the bound property
         assert np.all(bound >= scaled * (1 - 1e-15)) and np.all(bound < scaled + 1 + 1e-12)
@@ -351,7 +351,7 @@ def test_scaling_kernels_against_numpy(rng, dtype, layout):
     x2 = np.array(x, copy=True)
     x2[7, 4] = np.nan
     x2[9, 0] = np.inf
-    rowmax, _, _ = cpu.oz_row_stats(x2)
+    rowmax, _, _ = kernels_cpu.oz_row_stats(x2)
     assert not np.isfinite(rowmax[7]) and not np.isfinite(rowmax[9]) and np.isfinite(rowmax[8])
 
 

@@ -99,7 +99,7 @@ def test_close_to_cublas(emublas, cp, rng):
 @pytest.mark.parametrize("routine", ["gemm", "herk", "syr2k", "syrk"])
 def test_blocking_gives_the_same_result(emublas, cp, rng, monkeypatch, routine):
     """A small workspace budget forces column blocks (and, for rank-k, swapped products)."""
-    from emublas.ozaki2 import routines
+    from emublas.backends.ozaki2 import routines
 
     n, k = 150, 90
     dtype = np.complex128 if routine in ("gemm", "herk") else np.float64
@@ -118,7 +118,7 @@ def test_blocking_gives_the_same_result(emublas, cp, rng, monkeypatch, routine):
 
 
 def test_workspace_too_small_raises(emublas, cp, rng, monkeypatch):
-    from emublas.ozaki2 import routines
+    from emublas.backends.ozaki2 import routines
 
     monkeypatch.setattr(routines, "_gpu_budget", lambda x, y, out: 1000)
     a = cp.asarray(randn(rng, (64, 64), np.float64))
@@ -127,7 +127,7 @@ def test_workspace_too_small_raises(emublas, cp, rng, monkeypatch):
 
 
 def test_k_beyond_one_int32_chunk(emublas, cp, rng):
-    from emublas.ozaki2.scaling import K_CHUNK
+    from emublas.backends.ozaki2.scaling import K_CHUNK
 
     k = K_CHUNK + 77
     a = randn(rng, (5, k), np.float64)
@@ -233,7 +233,7 @@ def _capture_and_replay(emublas, cp, rng, a, b, ref, mode, dtype):
 
 
 def test_profile_phases(emublas, cp, rng):
-    from emublas.ozaki2 import routines
+    from emublas.backends.ozaki2 import routines
 
     a = cp.asarray(randn(rng, (256, 256), np.float64))
     old = routines.PROFILE_GPU
@@ -281,7 +281,7 @@ def test_hybrid_3m_moduli_match_cpu(emublas, cp, rng):
 
 def test_bound_with_k_chunks_matches_cpu(emublas, cp, rng):
     """The accurate bound product summed over k chunks (int64) on the GPU."""
-    from emublas.ozaki2.scaling import K_CHUNK
+    from emublas.backends.ozaki2.scaling import K_CHUNK
 
     a = randn(rng, (3, K_CHUNK + 40), np.complex128)
     b = randn(rng, (K_CHUNK + 40, 2), np.complex128)

@@ -22,7 +22,7 @@ def cp():
 @pytest.mark.parametrize("split", ["moduli", "tiles", "auto"])
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128, np.float32])
 def test_gemm_same_as_one_gpu(emublas, cp, rng, split, dtype):
-    from emublas.ozaki2 import routines
+    from emublas.backends.ozaki2 import routines
 
     a = cp.asarray(randn(rng, (130, 97), dtype))
     b = cp.asarray(randn(rng, (97, 75), dtype))
@@ -49,7 +49,7 @@ def test_rank_k_same_as_one_gpu(emublas, cp, rng, routine, split):
 
 
 def test_tiles_with_blocking(emublas, cp, rng, monkeypatch):
-    from emublas.ozaki2 import routines
+    from emublas.backends.ozaki2 import routines
 
     a = cp.asarray(randn(rng, (150, 64), np.complex128))
     b = cp.asarray(randn(rng, (64, 160), np.complex128))

@@ -1,5 +1,5 @@
 """Exact tests of the Ozaki-II CPU kernels around the int8 GEMMs
-(emublas._kernels.cpu.oz_*: residues, CRT accumulate, CRT finalize).
+(emublas.backends.ozaki2.kernels_cpu.oz_*: residues, CRT accumulate, CRT finalize).
 
 References are computed with Python integers and fractions.  Every test runs
 on the AVX-512 path (where the CPU has it) and on the portable C path
@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from emublas._kernels import cpu
-from emublas.ozaki2.moduli import REAL_MODULI, TWO_M_MODULI, TWO_M_ROOTS, crt_reference, real_set, two_m_set
+from emublas.backends.ozaki2 import kernels_cpu
+from emublas.backends.ozaki2.moduli import REAL_MODULI, TWO_M_MODULI, TWO_M_ROOTS, crt_reference, real_set, two_m_set
 
 pytestmark = pytest.mark.skipif(not cpu.available(), reason=f"C extension not built: {cpu.load_error()}")
 
@@ -28,7 +29,7 @@ ROOTS = [TWO_M_ROOTS[m] for m in TWO_M_MODULI]
 
 @contextlib.contextmanager
 def forced_generic(flag: bool):
-    _, lib = cpu._require()
+    _, lib = cpu.require()
     old = lib.emublas_oz_force_generic(1 if flag else 0)
     try:
         yield
@@ -130,7 +131,7 @@ def random_inputs(rng, rows, cols, axis, dtype=np.float64, max_bits=95):
 @pytest.mark.parametrize("axis", [0, 1])
 def test_residues_real_exact(rng, impl, dtype, axis):
     x, shift = random_inputs(rng, 19, 13, axis, dtype)
-    got = cpu.oz_residues(x, shift, axis, REAL30, threads=2)
+    got = kernels_cpu.oz_residues(x, shift, axis, REAL30, threads=2)
     np.testing.assert_array_equal(got, ref_residues(x, shift, axis, REAL30))
 
 
@@ -143,9 +144,9 @@ def test_residues_extremes(impl):
     x[1] = -x[1]
     x[2] *= 0.75
     shift = np.array(shifts, dtype=np.int32)
-    got = cpu.oz_residues(x, shift, 1, REAL30)
+    got = kernels_cpu.oz_residues(x, shift, 1, REAL30)
     np.testing.assert_array_equal(got, ref_residues(x, shift, 1, REAL30))
-    got = cpu.oz_residues(x, shift, 1, list(range(2, 66)))
+    got = kernels_cpu.oz_residues(x, shift, 1, list(range(2, 66)))
     np.testing.assert_array_equal(got, ref_residues(x, shift, 1, list(range(2, 66))))
 
 
@@ -155,7 +156,7 @@ def test_residues_all_small_moduli(rng, impl):
     shift = rng.integers(-3, 40, size=9).astype(np.int32)
     for k in range(0, len(mods), 64):
         chunk = mods[k:k + 64]
-        np.testing.assert_array_equal(cpu.oz_residues(x, shift, 0, chunk), ref_residues(x, shift, 0, chunk))
+        np.testing.assert_array_equal(kernels_cpu.oz_residues(x, shift, 0, chunk), ref_residues(x, shift, 0, chunk))
 
 
 def test_residues_strided_views_and_out(rng, impl):
@@ -163,17 +164,17 @@ def test_residues_strided_views_and_out(rng, impl):
     x = big[::3, 1::2]                       # non-unit strides both ways
     sh = shift[::3]
     ref = ref_residues(x, sh, 0, REAL30[:11])
-    np.testing.assert_array_equal(cpu.oz_residues(x, sh, 0, REAL30[:11]), ref)
+    np.testing.assert_array_equal(kernels_cpu.oz_residues(x, sh, 0, REAL30[:11]), ref)
     # transposed input (unit stride along columns), output planes in a bigger buffer
     xt = np.ascontiguousarray(x.T).T        # C-ordered data viewed as (rows, cols)
     buf = np.zeros((30, x.shape[1] + 3, x.shape[0] + 5), dtype=np.int8)
     out = buf[3:25:2, 1:1 + x.shape[1], 2:2 + x.shape[0]].transpose(0, 2, 1)
-    cpu.oz_residues(xt, sh, 0, REAL30[:11], out=out)
+    kernels_cpu.oz_residues(xt, sh, 0, REAL30[:11], out=out)
     np.testing.assert_array_equal(out, ref)
     assert not buf[0].any() and not buf[4].any()   # untouched planes
     # negative strides
     xn = x[::-1, ::-1]
-    np.testing.assert_array_equal(cpu.oz_residues(xn, sh[::-1], 0, REAL30[:11]), ref[:, ::-1, ::-1])
+    np.testing.assert_array_equal(kernels_cpu.oz_residues(xn, sh[::-1], 0, REAL30[:11]), ref[:, ::-1, ::-1])
 
 
 @pytest.mark.parametrize("conj", [False, True])
@@ -199,18 +200,18 @@ def test_residues_2m_3m_exact(rng, impl, conj, dtype):
                 ref3[3 * l:3 * l + 3, i, j] = (sym(a, m), sym(b, m), sym(a + b, m))
     # interleaved complex through .real/.imag views, and separate arrays
     for r_, i_ in ((z.real, z.imag), (xr, xi)):
-        got = cpu.oz_residues_cplx(r_, i_, shift, 1, TWO_M_MODULI, ROOTS, conj=conj)
+        got = kernels_cpu.oz_residues_cplx(r_, i_, shift, 1, TWO_M_MODULI, ROOTS, conj=conj)
         np.testing.assert_array_equal(got, ref2)
-        got = cpu.oz_residues_3m(r_, i_, shift, 1, REAL30, conj=conj)
+        got = kernels_cpu.oz_residues_3m(r_, i_, shift, 1, REAL30, conj=conj)
         np.testing.assert_array_equal(got, ref3)
     # "split" real matrix: xr = first columns, xi = last columns of one array
     both = np.concatenate([xr, xi], axis=1)
     h = xr.shape[1]
-    got = cpu.oz_residues_cplx(both[:, :h], both[:, h:], shift, 1, TWO_M_MODULI, ROOTS, conj=conj)
+    got = kernels_cpu.oz_residues_cplx(both[:, :h], both[:, h:], shift, 1, TWO_M_MODULI, ROOTS, conj=conj)
     np.testing.assert_array_equal(got, ref2)
     # Fortran-ordered interleaved complex (stride 2 along the vector dimension)
     zf = np.asfortranarray(z)
-    got = cpu.oz_residues_cplx(zf.real, zf.imag, shift, 1, TWO_M_MODULI, ROOTS, conj=conj, threads=1)
+    got = kernels_cpu.oz_residues_cplx(zf.real, zf.imag, shift, 1, TWO_M_MODULI, ROOTS, conj=conj, threads=1)
     np.testing.assert_array_equal(got, ref2)
 
 
@@ -221,10 +222,10 @@ def test_residues_large_threads_and_paths_agree(rng):
     for generic in (False, True):
         with forced_generic(generic):
             for t in (1, 2):
-                outs.append(cpu.oz_residues(x, shift, 1, REAL30[:16], threads=t))
-                outs.append(cpu.oz_residues_cplx(x[:, :200], x[:, 200:400], shift[:200], 1,
+                outs.append(kernels_cpu.oz_residues(x, shift, 1, REAL30[:16], threads=t))
+                outs.append(kernels_cpu.oz_residues_cplx(x[:, :200], x[:, 200:400], shift[:200], 1,
                                                  TWO_M_MODULI[:16], ROOTS[:16], threads=t))
-                outs.append(cpu.oz_residues_3m(np.ascontiguousarray(x[:, :200]), x[:, 200:400].copy(order="C"),
+                outs.append(kernels_cpu.oz_residues_3m(np.ascontiguousarray(x[:, :200]), x[:, 200:400].copy(order="C"),
                                                shift[:200], 1, REAL30[:8], conj=True, threads=t))
     for k in range(3, len(outs)):
         np.testing.assert_array_equal(outs[k], outs[k % 3])
@@ -237,21 +238,21 @@ def test_residues_large_threads_and_paths_agree(rng):
 def test_residues_errors():
     x = np.ones((3, 4))
     with pytest.raises(ValueError, match="non-finite"):
-        cpu.oz_residues(np.array([[1.0, np.nan]]), [0, 0], 1, [7])
+        kernels_cpu.oz_residues(np.array([[1.0, np.nan]]), [0, 0], 1, [7])
     with pytest.raises(ValueError, match="non-finite"):
-        cpu.oz_residues(np.array([[1.0, 2.0**1000]]), [100, 100], 1, [7])
+        kernels_cpu.oz_residues(np.array([[1.0, 2.0**1000]]), [100, 100], 1, [7])
     with pytest.raises(TypeError):
-        cpu.oz_residues(x.astype(np.int32), [0] * 3, 0, [7])
+        kernels_cpu.oz_residues(x.astype(np.int32), [0] * 3, 0, [7])
     with pytest.raises(ValueError, match="length"):
-        cpu.oz_residues(x, [0] * 4, 0, [7])
+        kernels_cpu.oz_residues(x, [0] * 4, 0, [7])
     with pytest.raises(ValueError, match="2..256"):
-        cpu.oz_residues(x, [0] * 3, 0, [257])
+        kernels_cpu.oz_residues(x, [0] * 3, 0, [257])
     with pytest.raises(ValueError, match="shape"):
-        cpu.oz_residues(x, [0] * 3, 0, [7, 5], out=np.empty((1, 3, 4), np.int8))
+        kernels_cpu.oz_residues(x, [0] * 3, 0, [7, 5], out=np.empty((1, 3, 4), np.int8))
     with pytest.raises(ValueError, match="roots"):
-        cpu.oz_residues_cplx(x, x, [0] * 3, 0, [13], [4])
+        kernels_cpu.oz_residues_cplx(x, x, [0] * 3, 0, [13], [4])
     with pytest.raises(ValueError, match="axis"):
-        cpu.oz_residues(x, [0] * 3, 2, [7])
+        kernels_cpu.oz_residues(x, [0] * 3, 2, [7])
 
 
 # ---------------------------------------------------------------------------
@@ -272,7 +273,7 @@ def crt_run(ms, X, uplo=0, threads=2, m_n=None):
     hi = np.full((m, n), 7.0, order="F")
     lo = np.full((m, n), 7.0, order="F")
     for l, mod in enumerate(ms.moduli):
-        cpu.oz_crt_accumulate(X[l], ms.weights[l], mod, ms.big_hi[l], ms.big_lo[l], hi, lo,
+        kernels_cpu.oz_crt_accumulate(X[l], ms.weights[l], mod, ms.big_hi[l], ms.big_lo[l], hi, lo,
                               first=(l == 0), uplo=uplo, threads=threads)
     return hi, lo
 
@@ -314,7 +315,7 @@ def test_crt_roundtrip_exact(seed, impl, kind, count):
     rsh = np.array([pyrng.randint(-200, 200) for _ in range(m)], dtype=np.int32)
     csh = np.array([pyrng.randint(-200, 200) for _ in range(n)], dtype=np.int32)
     out = np.full((m, n), np.nan)
-    cpu.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, rsh, csh, out)
+    kernels_cpu.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, rsh, csh, out)
     max_ulp = 0.0
     for i in range(m):
         for j in range(n):
@@ -348,7 +349,7 @@ def test_crt_ulp_statistics(seed):
     hi, lo = crt_run(ms, X)
     out = np.empty((m, n))
     z = np.zeros(m, np.int32)
-    cpu.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, z, np.zeros(n, np.int32), out)
+    kernels_cpu.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, z, np.zeros(n, np.int32), out)
     worst_cr = worst_1 = 0.0
     for i in range(m):
         for j in range(n):
@@ -386,12 +387,12 @@ def test_crt_2m_complex_with_x2(seed, impl):
         y = ms.weights[l]
         wr = sym(y * pow(2, -1, mod), mod)
         wi = sym(y * pow(2 * s, -1, mod), mod)
-        cpu.oz_crt_accumulate(cp, wr, mod, ms.big_hi[l], ms.big_lo[l], hr, lr, x2=cm, w2=wr, first=l == 0)
-        cpu.oz_crt_accumulate(cp, wi, mod, ms.big_hi[l], ms.big_lo[l], hi_, li, x2=cm, w2=-wi, first=l == 0)
+        kernels_cpu.oz_crt_accumulate(cp, wr, mod, ms.big_hi[l], ms.big_lo[l], hr, lr, x2=cm, w2=wr, first=l == 0)
+        kernels_cpu.oz_crt_accumulate(cp, wi, mod, ms.big_hi[l], ms.big_lo[l], hi_, li, x2=cm, w2=-wi, first=l == 0)
     rsh = np.array([pyrng.randint(-100, 100) for _ in range(m)], np.int32)
     csh = np.array([pyrng.randint(-100, 100) for _ in range(n)], np.int32)
     out = np.empty((m, n), np.complex128)
-    cpu.oz_crt_finalize(hr, lr, ms.P_hi, ms.P_lo, rsh, csh, out, im_hi=hi_, im_lo=li)
+    kernels_cpu.oz_crt_finalize(hr, lr, ms.P_hi, ms.P_lo, rsh, csh, out, im_hi=hi_, im_lo=li)
     for i in range(m):
         for j in range(n):
             sc = Fraction(2) ** (int(rsh[i]) + int(csh[j]))
@@ -426,13 +427,13 @@ def test_crt_herk_transposed_alias_and_uplo(seed, impl, uplo):
         y = ms.weights[l]
         wr = sym(y * pow(2, -1, mod), mod)
         wi = sym(y * pow(2 * s, -1, mod), mod)
-        cpu.oz_crt_accumulate(cp, wr, mod, ms.big_hi[l], ms.big_lo[l], hr, lr, x2=cp.T, w2=wr,
+        kernels_cpu.oz_crt_accumulate(cp, wr, mod, ms.big_hi[l], ms.big_lo[l], hr, lr, x2=cp.T, w2=wr,
                               first=l == 0, uplo=uplo)
-        cpu.oz_crt_accumulate(cp, wi, mod, ms.big_hi[l], ms.big_lo[l], hi_, li, x2=cp.T, w2=-wi,
+        kernels_cpu.oz_crt_accumulate(cp, wi, mod, ms.big_hi[l], ms.big_lo[l], hi_, li, x2=cp.T, w2=-wi,
                               first=l == 0, uplo=uplo)
     out = np.full((n, n), complex(np.nan, np.nan), np.complex128)
     z = np.zeros(n, np.int32)
-    cpu.oz_crt_finalize(hr, lr, ms.P_hi, ms.P_lo, z, z, out, im_hi=hi_, im_lo=li, uplo=uplo)
+    kernels_cpu.oz_crt_finalize(hr, lr, ms.P_hi, ms.P_lo, z, z, out, im_hi=hi_, im_lo=li, uplo=uplo)
     for i in range(n):
         for j in range(n):
             inside = uplo == 0 or (uplo == 1 and i <= j) or (uplo == 2 and i >= j)
@@ -462,7 +463,7 @@ def test_finalize_alpha_beta_dtypes(rng, impl, dtype, beta):
     # v from alpha = 1, beta = 0 into complex128 (exact representation of the doubles)
     v = np.empty((m, n), np.complex128)
     kw = dict(im_hi=parts[1][0], im_lo=parts[1][1]) if cplx else {}
-    cpu.oz_crt_finalize(parts[0][0], parts[0][1], ms.P_hi, ms.P_lo, rsh, csh, v, **kw)
+    kernels_cpu.oz_crt_finalize(parts[0][0], parts[0][1], ms.P_hi, ms.P_lo, rsh, csh, v, **kw)
     alpha = complex(-1.5, 0.25) if cplx else -1.5
     beta_c = complex(beta) if cplx else complex(beta).real
     c0 = (rng.standard_normal((m, n)) + (1j * rng.standard_normal((m, n)) if cplx else 0)).astype(dtype)
@@ -470,7 +471,8 @@ def test_finalize_alpha_beta_dtypes(rng, impl, dtype, beta):
     big = np.zeros((m + 5, 2 * n + 1), dtype=dtype)
     out = big[2:2 + m, 1:2 * n + 1:2]  # strided view
     out[...] = c0 if beta != 0 else np.nan
-    cpu.oz_crt_finalize(parts[0][0], parts[0][1], ms.P_hi, ms.P_lo, rsh, csh, out, alpha=alpha, beta=beta_c, **kw)
+    kernels_cpu.oz_crt_finalize(parts[0][0], parts[0][1], ms.P_hi, ms.P_lo, rsh, csh, out, alpha=alpha, beta=beta_c,
+                                **kw)
     ar, ai = (alpha.real, alpha.imag) if cplx else (alpha, 0.0)
     br, bi = (beta_c.real, beta_c.imag) if cplx else (beta_c, 0.0)
     for i in range(m):
@@ -509,19 +511,19 @@ def test_crt_large_threads_and_paths_agree(rng):
                 lo = np.empty((m, n), order="F")
                 for l in range(4):
                     x = X1f if l % 2 else X1
-                    cpu.oz_crt_accumulate(x, ms.weights[l], ms.moduli[l], ms.big_hi[l], ms.big_lo[l], hi, lo,
+                    kernels_cpu.oz_crt_accumulate(x, ms.weights[l], ms.moduli[l], ms.big_hi[l], ms.big_lo[l], hi, lo,
                                           first=l == 0, threads=t)
                 res += [hi.copy(), lo.copy()]
                 hs = np.zeros((n, n), order="F")
                 ls = np.zeros((n, n), order="F")
                 for uplo in (1, 2):
-                    cpu.oz_crt_accumulate(Xsq, 77, 241, ms.big_hi[0], ms.big_lo[0], hs, ls, x2=Xsq.T, w2=-5,
+                    kernels_cpu.oz_crt_accumulate(Xsq, 77, 241, ms.big_hi[0], ms.big_lo[0], hs, ls, x2=Xsq.T, w2=-5,
                                           first=True, uplo=uplo, threads=t)
                     res += [hs.copy(), ls.copy()]
                 for dt in (np.float32, np.float64, np.complex64, np.complex128):
                     o = np.ones((m, n), dt)
                     kw = dict(im_hi=lo, im_lo=hi * 1e-17) if np.dtype(dt).kind == "c" else {}
-                    cpu.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, rng.integers(-5, 5, m) * 0 + 60,
+                    kernels_cpu.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, rng.integers(-5, 5, m) * 0 + 60,
                                         np.full(n, 3), o, alpha=0.5 + 0.25j, beta=-2 + 1j, threads=t, **kw)
                     res.append(o)
                 results.append(res)
@@ -543,7 +545,7 @@ def test_accumulate_reduction_exact(rng, impl):
         for w1, w2 in ((1, 0), (511, -511), (65535, 65535), (-65535, 3)):
             hi = np.empty((m, n), order="F")
             lo = np.empty((m, n), order="F")
-            cpu.oz_crt_accumulate(x1, w1, mod, 1.0, 0.0, hi, lo, x2=x2, w2=w2, first=True)
+            kernels_cpu.oz_crt_accumulate(x1, w1, mod, 1.0, 0.0, hi, lo, x2=x2, w2=w2, first=True)
             ref = np.array([[sym(w1 * int(x1[i, j]) + w2 * int(x2[i, j]), mod) for j in range(n)]
                             for i in range(m)], dtype=np.float64)
             np.testing.assert_array_equal(hi, ref)
@@ -555,21 +557,21 @@ def test_crt_errors():
     lo = np.zeros((3, 4), order="F")
     x = np.zeros((3, 4), np.int32)
     with pytest.raises(ValueError, match="Fortran"):
-        cpu.oz_crt_accumulate(x, 1, 7, 1.0, 0.0, np.zeros((3, 4)), lo)
+        kernels_cpu.oz_crt_accumulate(x, 1, 7, 1.0, 0.0, np.zeros((3, 4)), lo)
     with pytest.raises(TypeError):
-        cpu.oz_crt_accumulate(x.astype(np.int64), 1, 7, 1.0, 0.0, hi, lo)
+        kernels_cpu.oz_crt_accumulate(x.astype(np.int64), 1, 7, 1.0, 0.0, hi, lo)
     with pytest.raises(ValueError, match="modulus"):
-        cpu.oz_crt_accumulate(x, 1, 1, 1.0, 0.0, hi, lo)
+        kernels_cpu.oz_crt_accumulate(x, 1, 1, 1.0, 0.0, hi, lo)
     with pytest.raises(ValueError, match="w1"):
-        cpu.oz_crt_accumulate(x, 2**16, 7, 1.0, 0.0, hi, lo)
+        kernels_cpu.oz_crt_accumulate(x, 2**16, 7, 1.0, 0.0, hi, lo)
     with pytest.raises(ValueError, match="uplo"):
-        cpu.oz_crt_accumulate(x, 1, 7, 1.0, 0.0, hi, lo, uplo=3)
+        kernels_cpu.oz_crt_accumulate(x, 1, 7, 1.0, 0.0, hi, lo, uplo=3)
     with pytest.raises(ValueError, match="complex out"):
-        cpu.oz_crt_finalize(hi, lo, 7.0, 0.0, [0] * 3, [0] * 4, np.zeros((3, 4)), im_hi=hi, im_lo=lo)
+        kernels_cpu.oz_crt_finalize(hi, lo, 7.0, 0.0, [0] * 3, [0] * 4, np.zeros((3, 4)), im_hi=hi, im_lo=lo)
     with pytest.raises(TypeError):
-        cpu.oz_crt_finalize(hi, lo, 7.0, 0.0, [0] * 3, [0] * 4, np.zeros((3, 4), np.int32))
+        kernels_cpu.oz_crt_finalize(hi, lo, 7.0, 0.0, [0] * 3, [0] * 4, np.zeros((3, 4), np.int32))
     with pytest.raises(ValueError, match="shape"):
-        cpu.oz_crt_finalize(hi, lo, 7.0, 0.0, [0] * 3, [0] * 4, np.zeros((4, 3)))
+        kernels_cpu.oz_crt_finalize(hi, lo, 7.0, 0.0, [0] * 3, [0] * 4, np.zeros((4, 3)))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
@@ -580,11 +582,11 @@ def test_row_stats_carry_matches_one_pass(rng, dtype):
         x = x + 1j * rng.standard_normal(x.shape)
     x[3, 7], x[5, 250] = np.nan, np.inf
     for whole in (np.ascontiguousarray(x), np.asfortranarray(x)):
-        ref = cpu.oz_row_stats(whole)
+        ref = kernels_cpu.oz_row_stats(whole)
         for layout in (np.ascontiguousarray, np.asfortranarray):
             got = None
             for k0, k1 in ((0, 41), (41, 42), (42, 200), (200, 300)):
-                got = cpu.oz_row_stats(layout(x[:, k0:k1]), carry=got, threads=2)
+                got = kernels_cpu.oz_row_stats(layout(x[:, k0:k1]), carry=got, threads=2)
             np.testing.assert_array_equal(np.isfinite(got[0]), np.isfinite(ref[0]))
             ok = np.isfinite(ref[0])
             for r, g in zip(ref, got):  # float64 statistics: compare the bits

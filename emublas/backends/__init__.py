@@ -18,8 +18,8 @@ _MODULES: dict[str, str] = {
     "auto": "emublas.backends.auto",
     "boolpack": "emublas.backends.boolpack",
     "native": "emublas.backends.native",
-    "ozaki2": "emublas.backends.ozaki2",
-    "strassen": "emublas.backends.strassen",
+    "ozaki2": "emublas.backends.ozaki2.backend",
+    "strassen": "emublas.backends.strassen.backend",
 }
 _loaded: dict[str, Backend] = {}
 

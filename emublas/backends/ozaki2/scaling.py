@@ -25,8 +25,9 @@ from functools import cached_property
 
 import numpy as np
 
-from .._arrays import is_cupy, namespace
-from .._kernels import constants, cpu
+from ..._arrays import is_cupy, namespace
+from ..._kernels import constants, cpu
+from . import kernels_cpu
 
 __all__ = ["Side", "side", "RowPlan", "row_plan", "bound_product", "growth", "needed_bits", "K_CHUNK", "DEAD"]
 
@@ -73,11 +74,11 @@ class Side:
             xp = namespace(x=x) if self.gpu else np
             self.stats = xp.stack([xp.asarray(v, dtype=np.float64) for v in stats])
         elif self.gpu:
-            from .._kernels import ozaki_gpu
+            from . import kernels_gpu
 
-            self.stats = ozaki_gpu.row_stats(x)
+            self.stats = kernels_gpu.row_stats(x)
         else:
-            self.stats = np.stack(cpu.oz_row_stats(x))
+            self.stats = np.stack(kernels_cpu.oz_row_stats(x))
         self._host = None
         self._clean = None
 
@@ -131,12 +132,12 @@ class Side:
     def int8_bound(self):
         """``ceil(127·|x|/2^ea)`` as int8: entrywise upper bounds with 7 bits, zero for rows
         with NaN/Inf.  numpy: a (rows, k) array; cupy: padded k-contiguous planes for
-        cuBLAS (see :mod:`emublas._kernels.ozaki_gpu`)."""
+        cuBLAS (see :mod:`.kernels_gpu`)."""
         if self.gpu:
-            from .._kernels import ozaki_gpu
+            from . import kernels_gpu
 
-            return ozaki_gpu.bound_planes(self.x, self.stats[0])
-        return cpu.oz_bound_int8(self.clean, self.ea)
+            return kernels_gpu.bound_planes(self.x, self.stats[0])
+        return kernels_cpu.oz_bound_int8(self.clean, self.ea)
 
     def fetch_rows(self, rows):
         """The given rows (host index array) of the factor, on its device."""
@@ -184,7 +185,7 @@ def _bound_product_gpu(left: Side, right: Side):
     blocks of bounded memory), kept as int32 m × n (Fortran) for the certificate."""
     import cupy
 
-    from .._kernels import ozaki_gpu as kg
+    from . import kernels_gpu as kg
 
     a = left.int8_bound()
     b = a if right is left else right.int8_bound()
@@ -265,9 +266,9 @@ def row_plan(side: Side, L: float, slack: float, wmax=None) -> RowPlan:
     k = side.x.shape[1]
     log2k = math.log2(max(k, 1))
     if side.gpu:
-        from .._kernels import ozaki_gpu
+        from . import kernels_gpu
 
-        return RowPlan(*ozaki_gpu.row_plan(side.stats, wmax, L, LOG2_127SQ, _SAFETY, log2k, k, slack))
+        return RowPlan(*kernels_gpu.row_plan(side.stats, wmax, L, LOG2_127SQ, _SAFETY, log2k, k, slack))
     rowmax, sumsq, l1 = side.stats
     live = rowmax <= _BIG
     rm = np.where(live, rowmax, 0.0)

@@ -27,7 +27,7 @@ import sys
 import warnings
 from types import FrameType
 
-from ..errors import OzakiAccuracyWarning, OzakiFallbackWarning
+from ...errors import OzakiAccuracyWarning, OzakiFallbackWarning
 from .moduli import ModulusSet
 
 __all__ = ["certificate", "warn", "FALLBACKS"]

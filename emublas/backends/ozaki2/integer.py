@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._arrays import is_cupy
-from .._kernels import cpu
-from ..integer import product_bound
+from ..._arrays import is_cupy
+from ..._kernels import cpu
+from ...integer import product_bound
 from .moduli import REAL_MODULI
 from .scaling import K_CHUNK
 
@@ -73,7 +73,7 @@ def _intmatmul_gpu(a, b, bound: int):
     """The cupy form: residues and Garner on the device, products on cuBLAS int8."""
     import cupy
 
-    from .._kernels import ozaki_gpu as kg
+    from . import kernels_gpu as kg
 
     m, k = a.shape
     n = b.shape[1]

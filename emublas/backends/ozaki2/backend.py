@@ -1,14 +1,14 @@
 """The ``ozaki2`` backend: Ozaki scheme II on int8 products (docs/design.md §2–4).
 
-numpy arrays run on the C kernels of :mod:`emublas._kernels.cpu`; cupy arrays
+numpy arrays run on the C kernels of :mod:`.kernels_cpu`; cupy arrays
 on cuBLAS int8 GEMMs and the CUDA kernels of ``native/cuda/ozaki2.cu``
 (:mod:`emublas.ozaki2.gpu_engine`), with the same moduli, scaling and CRT, so
 both give the same results.
 """
 from __future__ import annotations
 
-from .._kernels import cpu
-from .base import Backend, Option, choice, device_list, int_range
+from ..._kernels import cpu
+from ..base import Backend, Option, choice, device_list, int_range
 
 
 class Ozaki2Backend(Backend):
@@ -24,7 +24,7 @@ class Ozaki2Backend(Backend):
     handles_nonfinite = True  # NaN/Inf rows and columns from a float product (emublas.ozaki2.routines)
 
     def __init__(self):
-        from ..ozaki2.routines import MAX_HYBRID, MAX_REAL
+        from .routines import MAX_HYBRID, MAX_REAL
 
         self.options = {
             "moduli": Option("moduli", "default", int_range(1, max(MAX_REAL, MAX_HYBRID), also=("default",)),
@@ -56,12 +56,12 @@ class Ozaki2Backend(Backend):
         return {"cpu": cpu_state, "gpu": _gpu_state()}
 
     def gemm(self, alpha, a, b, beta, c, trans_a, trans_b, **opts):
-        from ..ozaki2 import routines
+        from . import routines
 
         routines.gemm(alpha, a, b, beta, c, trans_a, trans_b, **opts)
 
     def _rank(self, kind, alpha, a, b, beta, c, trans, lower, opts):
-        from ..ozaki2 import routines
+        from . import routines
 
         return routines.rank_k(kind, alpha, a, b, beta, c, trans, lower, **opts)
 
@@ -78,13 +78,13 @@ class Ozaki2Backend(Backend):
         return self._rank("her2k", alpha, a, b, beta, c, trans, lower, opts)
 
     def intmatmul(self, a, b, **opts):
-        from ..ozaki2.integer import intmatmul
+        from .integer import intmatmul
 
         return intmatmul(a, b)
 
     def last_run(self) -> dict | None:
         """Moduli, mode, bits and phase times of this thread's last ozaki2 call."""
-        from ..ozaki2.routines import last_run
+        from .routines import last_run
 
         return last_run()
 
@@ -93,7 +93,7 @@ class Ozaki2Backend(Backend):
         single-process result bit for bit (:mod:`emublas.ozaki2.distributed`).
         ``moduli``, ``mode`` and ``fallback`` apply; ``devices``/``split`` do not
         (each block runs on the device that holds it)."""
-        from ..ozaki2 import distributed
+        from . import distributed
 
         return distributed.gemm(alpha, x, y, beta, c, conj_x=conj_x, conj_y=conj_y, dtype=dtype,
                                 moduli=opts.get("moduli", "default"), mode=opts.get("mode", "accurate"),
@@ -110,7 +110,7 @@ def _gpu_state() -> tuple[bool, str]:
     if not count:
         return False, "cupy found, no GPU"
     try:
-        from .._kernels.cuda_source import source_path
+        from ..._kernels.cuda_source import source_path
 
         source_path("ozaki2.cu")
     except FileNotFoundError as exc:

@@ -22,7 +22,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .._kernels import ozaki_gpu as kg
+from . import kernels_gpu as kg
 from . import pipeline, scaling
 from .recipes import PLANES_PER_MODULUS
 

@@ -15,8 +15,8 @@ import time
 
 import numpy as np
 
-from .._kernels import cpu
-from . import pipeline, scaling
+from ..._kernels import cpu
+from . import kernels_cpu, pipeline, scaling
 from .recipes import PLANES_PER_MODULUS
 
 __all__ = ["CpuStages", "new_state", "finalize", "residues", "BLOCKS"]
@@ -27,16 +27,16 @@ def residues(kind: str, x, shift, moduli, roots, conj: bool, threads=None) -> np
     rows, k = x.shape
     moduli, roots = list(moduli), list(roots)
     if kind == "real":
-        return cpu.oz_residues(x, shift, 0, moduli, threads=threads)
+        return kernels_cpu.oz_residues(x, shift, 0, moduli, threads=threads)
     if kind == "2m":
-        return cpu.oz_residues_cplx(x.real, x.imag, shift, 0, moduli, roots, conj=conj, threads=threads)
+        return kernels_cpu.oz_residues_cplx(x.real, x.imag, shift, 0, moduli, roots, conj=conj, threads=threads)
     if kind == "3m":
-        return cpu.oz_residues_3m(x.real, x.imag, shift, 0, moduli, conj=conj, threads=threads)
+        return kernels_cpu.oz_residues_3m(x.real, x.imag, shift, 0, moduli, conj=conj, threads=threads)
     if kind == "split":
         h = k // 2
-        return cpu.oz_residues_cplx(x[:, :h], x[:, h:], shift, 0, moduli, roots, threads=threads)
+        return kernels_cpu.oz_residues_cplx(x[:, :h], x[:, h:], shift, 0, moduli, roots, threads=threads)
     if kind == "split2m":
-        two = cpu.oz_residues_cplx(x.real, x.imag, shift, 0, moduli, roots, conj=conj, threads=threads)
+        two = kernels_cpu.oz_residues_cplx(x.real, x.imag, shift, 0, moduli, roots, conj=conj, threads=threads)
         h = k // 2
         out = np.empty((4 * len(moduli), rows, h), np.int8)
         for l, (m, s) in enumerate(zip(moduli, roots)):
@@ -64,7 +64,7 @@ def accumulate(state: dict, prods, jb: pipeline.Job, l: int, uplo: int = 0, thre
     m, bhi, blo = jb.moduli[l], jb.mset.big_hi[l], jb.mset.big_lo[l]
     for part, p1, t1, w1, p2, t2, w2 in jb.terms[l]:
         kw = {} if p2 is None else {"x2": prods[p2].T if t2 else prods[p2], "w2": w2}
-        cpu.oz_crt_accumulate(prods[p1].T if t1 else prods[p1], w1, m, bhi, blo, state[part + "_hi"],
+        kernels_cpu.oz_crt_accumulate(prods[p1].T if t1 else prods[p1], w1, m, bhi, blo, state[part + "_hi"],
                               state[part + "_lo"], first=state["first_" + part], uplo=uplo, threads=threads, **kw)
         state["first_" + part] = False
 
@@ -112,7 +112,7 @@ class CpuStages:
 
 def finalize(state: dict, jb: pipeline.Job, x_shift, y_shift, out, alpha, beta, *, uplo=0, cert=None) -> None:
     """``out = alpha·C + beta·out`` from the accumulators, certified entry by entry (``cert``)."""
-    cpu.oz_crt_finalize(state["re_hi"], state["re_lo"], jb.mset.P_hi, jb.mset.P_lo, x_shift, y_shift, out,
+    kernels_cpu.oz_crt_finalize(state["re_hi"], state["re_lo"], jb.mset.P_hi, jb.mset.P_lo, x_shift, y_shift, out,
                         im_hi=state.get("im_hi"), im_lo=state.get("im_lo"), alpha=alpha, beta=beta, uplo=uplo,
                         cert=cert)
 
@@ -145,14 +145,14 @@ class _Blocks:
 
     @staticmethod
     def stats(x, carry=None):
-        return cpu.oz_row_stats(x, carry=carry)
+        return kernels_cpu.oz_row_stats(x, carry=carry)
 
     @staticmethod
     def bound_int8(x, rowmax):
         rowmax = np.asarray(rowmax, np.float64)
         live = rowmax <= np.finfo(np.float64).max
         ea = np.frexp(np.where(live, rowmax, 0.0))[1]
-        return cpu.oz_bound_int8(dead_zeroed(x, ~live), ea)
+        return kernels_cpu.oz_bound_int8(dead_zeroed(x, ~live), ea)
 
     @staticmethod
     def bound_product(a, b, prev):

@@ -16,7 +16,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import constants, cuda_source
+from ..._kernels import constants, cuda_source
 
 __all__ = ["PAD", "pad", "row_stats", "row_stats_host", "bound_planes", "row_plan", "residues", "gemm_tn", "terms",
            "crt_final",
@@ -203,7 +203,7 @@ def gemm_tn(a_ptr: int, b_ptr: int, m: int, n: int, k: int, lda: int, ldb: int, 
     C m×n int32 column-major (ldc), on cupy's handle and current stream."""
     import cupy
 
-    from . import cublas_ext
+    from ..._kernels import cublas_ext
 
     cublas_ext.gemm_i8(cupy.cuda.device.get_cublas_handle(), cupy.cuda.get_current_stream().ptr, _OP_T, _OP_N,
                        m, n, k, a_ptr, lda, b_ptr, ldb, c.data.ptr + 4 * c_offset, ldc)

@@ -34,7 +34,7 @@ import numpy as np
 from dask import delayed
 from dask.base import tokenize
 
-from .._arrays import is_cupy, namespace
+from ..._arrays import is_cupy, namespace
 from . import certify, cpu_stages, routines, scaling
 
 __all__ = ["gemm"]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._arrays import is_cupy, namespace
+from ..._arrays import is_cupy, namespace
 from . import certify, cpu_stages, pipeline, scaling, verdicts
 from . import recipes as recipe_table
 from .moduli import HYBRID_EXTRA, REAL_MODULI, TWO_M_MODULI, TWO_M_ROOTS, ModulusSet

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._kernels import ozaki_gpu as kg
+from . import kernels_gpu as kg
 from . import pipeline
 from .gpu_stages import Events, GpuStages, final, workspace_plan
 
