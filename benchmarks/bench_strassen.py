@@ -17,7 +17,7 @@ import statistics
 import numpy as np
 
 import emublas
-from emublas import strassen
+from emublas.backends import strassen
 from emublas.info import cpu_model
 from emublas.timing import settled_time
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 import emublas
-from emublas import strassen
+from emublas.backends import strassen
 from emublas.timing import cuda_median_time
 
 

@@ -11,7 +11,7 @@ import pytest
 import scipy.linalg.blas as sblas
 
 import emublas
-from emublas import strassen
+from emublas.backends import strassen
 
 import hunt_cases as H
 

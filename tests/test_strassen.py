@@ -4,7 +4,7 @@ import pytest
 import scipy.linalg.blas as sblas
 
 import emublas
-from emublas import strassen
+from emublas.backends.strassen import driver as strassen
 
 from helpers import randn
 
@@ -40,10 +40,10 @@ def test_matches_native(rng, monkeypatch, dtype, shape, levels, impl):
 
 
 def test_auto_levels_follow_crossover(rng):
-    from emublas.backends.strassen import CROSSOVER
+    from emublas.backends.strassen.backend import CROSSOVER
 
     assert strassen.levels_for(40, 40, 40, CROSSOVER[("cpu", "real")]) == 0
-    from emublas.backends.strassen import crossover
+    from emublas.backends.strassen.backend import crossover
 
     assert crossover("gpu", np.dtype(np.float64)) == 8192  # H200: dgemm only from 16384
     assert crossover("gpu", np.dtype(np.float32)) == CROSSOVER[("gpu", "real")]
@@ -52,7 +52,7 @@ def test_auto_levels_follow_crossover(rng):
 
 
 def test_crossover_per_prefix_overrides_kind(monkeypatch):
-    from emublas.backends import strassen as sb
+    from emublas.backends.strassen import backend as sb
 
     assert sb.crossover("cpu", np.dtype(np.float64)) == sb.CROSSOVER[("cpu", "real")]
     assert sb.crossover("cpu", np.dtype(np.complex64)) == sb.CROSSOVER[("cpu", "complex")]
@@ -87,7 +87,7 @@ def test_levels_option_validation(rng, monkeypatch):
 # --------------------------------------------------------------------------
 
 def _c_kernels():
-    from emublas._kernels import strassen_cpu
+    from emublas.backends.strassen import kernels_cpu as strassen_cpu
 
     if not strassen_cpu.available():
         pytest.skip("the C extension with the strassen driver is not built")
@@ -160,7 +160,7 @@ def test_c_driver_strided_operands_and_c(rng, dtype):
 # --------------------------------------------------------------------------
 
 def _cuda_ops(cupy):
-    from emublas._kernels import strassen_gpu
+    from emublas.backends.strassen import kernels_gpu as strassen_gpu
 
     ops = strassen_gpu.ops()
     assert ops is not None, strassen_gpu.load_error()

@@ -1,6 +1,6 @@
 // strassen.cu -- fused operand-sum and chain-write kernels of the GPU
 // Strassen-Winograd path (docs/design.md §6.2; the recursion and the cuBLAS leaf
-// calls are in emublas/strassen.py and emublas/_kernels/strassen_gpu.py).
+// calls are in emublas/backends/strassen/driver.py and kernels_gpu.py).
 //
 // Element types: float, double, float2, double2 (complex as (re, im)).  No
 // CUDA headers are included, so the file compiles both with nvcc and with

@@ -3,7 +3,7 @@
 On numpy arrays the whole recursion runs in the C driver (native/cpu/strassen.c:
 fused operand sums and chain writes on both cores, scipy's OpenBLAS ``?gemm``
 as the leaf, no Python per block); on cupy arrays the recursion in
-:mod:`emublas.strassen` runs the fused CUDA kernels (native/cuda/strassen.cu)
+:mod:`.driver` runs the fused CUDA kernels (native/cuda/strassen.cu)
 around cuBLAS leaves.  Without the extension (or where the CUDA kernels do
 not compile) the reference recursion with array expressions runs instead;
 the chaining, the peeling and the semantics are the same.
@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import math
 
-from .. import strassen
-from .base import Backend, Option, int_range, split_nonfinite
-from .native import BACKEND as NATIVE
+from ..base import Backend, Option, int_range, split_nonfinite
+from ..native import BACKEND as NATIVE
+from . import driver
 
 #: Smallest block edge worth another level, per device and kind of data (None:
 #: never); an entry per BLAS prefix, e.g. ("cpu", "s"), overrides its kind's.
@@ -85,23 +85,23 @@ class StrassenBackend(Backend):
 
     def last_run(self) -> dict | None:
         """Levels used, output writes per level and natively recomputed rows of this thread's last call."""
-        return strassen.last_run()
+        return driver.last_run()
 
     def gemm(self, alpha, a, b, beta, c, trans_a, trans_b, *, levels="auto", **opts):
-        from .._arrays import is_cupy
+        from ..._arrays import is_cupy
 
         m, n = c.shape
         k = a.shape[0] if trans_a else a.shape[1]
         if levels == "auto":
             edge = crossover("gpu" if is_cupy(c) else "cpu", c.dtype)
-            levels = 0 if edge is None else strassen.levels_for(m, n, k, edge, AUTO_MAX_LEVELS)
+            levels = 0 if edge is None else driver.levels_for(m, n, k, edge, AUTO_MAX_LEVELS)
         levels = int(levels)
         if levels == 0 or not (_finite(alpha) and _finite(beta)):
             # Inf/NaN scalars: native BLAS's pattern (Strassen's sums would turn inf·0 into NaN
             # in entries where native keeps ±Inf)
             _leaf_trans(alpha, a, b, beta, c, trans_a, trans_b)
             return
-        xp = strassen._namespace(c)
+        xp = driver._namespace(c)
         amax, bmax = _abs_max(a, xp), _abs_max(b, xp)  # NaN/Inf propagate
         if math.isfinite(amax) and math.isfinite(bmax):
             _guarded(alpha, a, b, beta, c, trans_a, trans_b, levels, amax, bmax, xp)
@@ -166,10 +166,10 @@ def _guarded(alpha, a, b, beta, c, trans_a, trans_b, levels, amax, bmax, xp) -> 
     risky = not math.isfinite(cmax) or may_overflow(
         alpha, amax, bmax, beta, cmax, k, levels, c.dtype.kind == "c", safe_exp)
     if not risky:
-        strassen.gemm(alpha, a, b, beta, c, trans_a, trans_b, levels=levels, leaf=_leaf)
+        driver.gemm(alpha, a, b, beta, c, trans_a, trans_b, levels=levels, leaf=_leaf)
         return
     saved = c.copy(order="F") if beta != 0 else None
-    strassen.gemm(alpha, a, b, beta, c, trans_a, trans_b, levels=levels, leaf=_leaf)
+    driver.gemm(alpha, a, b, beta, c, trans_a, trans_b, levels=levels, leaf=_leaf)
     rows = xp.flatnonzero(~xp.isfinite(c).all(axis=1))
     if rows.size:
         # an overflowed sum reaches only the entries it feeds, and Inf/NaN never turn finite
@@ -178,6 +178,6 @@ def _guarded(alpha, a, b, beta, c, trans_a, trans_b, levels, amax, bmax, xp) -> 
             xp.zeros((int(rows.size), c.shape[1]), c.dtype, order="F")
         _leaf(alpha, _op(a, trans_a)[rows, :], _op(b, trans_b), beta, part)
         c[rows, :] = part
-        strassen.note(native_rows=int(rows.size))
+        driver.note(native_rows=int(rows.size))
 
 BACKEND = StrassenBackend()

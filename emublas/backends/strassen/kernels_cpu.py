@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from . import cpu
+from ..._kernels import cpu
 
 __all__ = ["MAX_LEVELS", "available", "gemm", "release_workspace", "sums", "update"]
 
@@ -35,7 +35,7 @@ def available() -> bool:
     bool
         True when ``emublas._kernels._cpu`` loaded and exports it.
     """
-    mod = cpu._load()
+    mod = cpu.load()
     return mod is not None and hasattr(mod.lib, "emublas_strassen_gemm")
 
 
@@ -58,7 +58,7 @@ def _gemm_pointer(code: int) -> int:
 
 
 def _lib() -> tuple[Any, Any]:
-    return cpu._require()
+    return cpu.require()
 
 
 def _addr(x: np.ndarray) -> int:

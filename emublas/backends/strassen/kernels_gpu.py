@@ -1,7 +1,7 @@
 """Fused operand sums and chain writes of Strassen–Winograd on the GPU (native/cuda/strassen.cu).
 
 :func:`ops` returns an object with the two operations the recursion in
-:mod:`emublas.strassen` needs, ``sums(x, side)`` and ``update(c, s, beta)``,
+:mod:`emublas.backends.strassen.driver` needs, ``sums(x, side)`` and ``update(c, s, beta)``,
 as single kernels on cupy's current stream (no host synchronisation); the
 leaf GEMMs stay cuBLAS calls through the native backend.  The module is
 compiled with NVRTC for the current device (cupy names the device's own
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from . import cuda_source
+from ..._kernels import cuda_source
 
 __all__ = ["load_error", "ops", "source_path"]
 
@@ -92,7 +92,7 @@ def _elem_strides(x) -> tuple[int, int] | None:
 
 
 class _CudaOps:
-    """The operations of :class:`emublas.strassen._ArrayOps`, as fused kernels."""
+    """The operations of :class:`emublas.backends.strassen.driver._ArrayOps`, as fused kernels."""
 
     def __init__(self, module: Any) -> None:
         names = ("sums", "update")

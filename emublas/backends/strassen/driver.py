@@ -138,7 +138,7 @@ def _mul(alpha, a, b, beta, c, levels: int, leaf, depth: int, ops) -> None:
 
 
 def _namespace(x):
-    from ._arrays import is_cupy
+    from ..._arrays import is_cupy
 
     if is_cupy(x):
         import cupy
@@ -174,28 +174,28 @@ def levels_for(m: int, n: int, k: int, crossover: int, max_levels: int = 6) -> i
 
 def _c_driver(alpha, a, b, beta, c, trans_a: int, trans_b: int, levels: int) -> dict | None:
     """The whole recursion in C (numpy operands), or None where that driver cannot run."""
-    from ._kernels import strassen_cpu
+    from . import kernels_cpu
 
-    if not strassen_cpu.available():
+    if not kernels_cpu.available():
         return None
-    return strassen_cpu.gemm(alpha, a, b, beta, c, trans_a, trans_b, levels)
+    return kernels_cpu.gemm(alpha, a, b, beta, c, trans_a, trans_b, levels)
 
 
 def _gpu_ops():
     """The fused CUDA sums and chain writes, or None where they cannot be built."""
     try:
-        from ._kernels import strassen_gpu
+        from . import kernels_gpu
     except ImportError:
         return None
-    return strassen_gpu.ops()
+    return kernels_gpu.ops()
 
 
 def gemm(alpha, a, b, beta, c, trans_a: int, trans_b: int, *, levels: int, leaf) -> None:
     """``c = alpha·op(a)·op(b) + beta·c`` (c Fortran-ordered, in place) with ``levels`` Strassen levels.
 
-    numpy operands run in the C driver (emublas._kernels.strassen_cpu) where the
+    numpy operands run in the C driver (:mod:`.kernels_cpu`) where the
     extension is built; cupy operands use the fused CUDA kernels
-    (emublas._kernels.strassen_gpu) where they compile.  Otherwise this
+    (:mod:`.kernels_gpu`) where they compile.  Otherwise this
     module's recursion runs with array expressions and the leaf GEMM.
 
     Parameters
@@ -212,7 +212,7 @@ def gemm(alpha, a, b, beta, c, trans_a: int, trans_b: int, *, levels: int, leaf)
     leaf : callable
         ``leaf(alpha, a, b, beta, c)``, the plain GEMM of the blocks (no trans).
     """
-    from ._arrays import is_cupy
+    from ..._arrays import is_cupy
 
     if not is_cupy(c):
         info = _c_driver(alpha, a, b, beta, c, trans_a, trans_b, levels)
