@@ -149,3 +149,38 @@ def test_no_caller_checks_a_backend_name():
                 with open(path) as fh:
                     found += [f"{path}:{i}" for i, line in enumerate(fh, 1) if pattern.search(line)]
     assert found == []
+
+
+class _Zeroing(_Toy):
+    """A backend that does not handle NaN/Inf: it computes with them replaced by zero."""
+
+    name = "toyzero"
+    handles_nonfinite = False
+
+    def gemm(self, alpha, a, b, beta, c, trans_a, trans_b, digits=12, **opts):
+        assert np.isfinite(a).all() and np.isfinite(b).all()  # the front hands it finite operands only
+        super().gemm(alpha, a, b, beta, c, trans_a, trans_b, digits=digits)
+
+
+@pytest.mark.parametrize("routine", ["gemm", "syrk", "syr2k"])
+def test_front_gives_nonfinite_the_native_pattern_for_a_backend_that_leaves_it(routine):
+    be = _Zeroing()
+    backends.register(be)
+    try:
+        rng = np.random.default_rng(3)
+        a, b = rng.standard_normal((8, 6)), rng.standard_normal((6, 8))
+        a[2, 1], b[4, 5] = np.nan, np.inf
+        if routine == "gemm":
+            args = (1.0, a, b)
+        elif routine == "syrk":
+            args = (1.0, a)
+        else:
+            args = (1.0, a, b.T.copy())
+        got = getattr(emublas, "d" + routine)(*args, backend="toyzero")
+        ref = getattr(emublas, "d" + routine)(*args, backend="native")
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+        np.testing.assert_array_equal(np.isinf(got), np.isinf(ref))
+        fin = np.isfinite(ref)
+        np.testing.assert_allclose(got[fin], ref[fin], rtol=1e-11, atol=1e-11)
+    finally:
+        backends.unregister("toyzero")
