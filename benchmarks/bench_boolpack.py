@@ -38,7 +38,8 @@ import numpy as np
 import scipy.linalg.blas as sblas
 
 import emublas
-from emublas._kernels import boolpack_cpu, cpu
+from emublas._kernels import cpu
+from emublas.backends.boolpack import kernels_cpu as boolpack_cpu
 from emublas.info import cpu_model
 from emublas.timing import cuda_median_time, interleaved, median_time
 
@@ -127,7 +128,7 @@ def bench_error(n: int, reps: int, rng, bit_list) -> dict:
 def bench_gpu(n: int, reps: int) -> dict:
     import cupy as cp
 
-    from emublas._kernels import boolpack_gpu as bg
+    from emublas.backends.boolpack import kernels_gpu as bg
 
     rng = cp.random.default_rng(0)
     a = (rng.random((n, n)) < 0.5).astype(cp.uint8)

@@ -33,7 +33,7 @@ and ``n`` the number of terms:
   block, so an entry's error follows the largest entries of the operands, not
   its own ``Σ|a||b|``.
 * boolpack: native's bound plus its quantization bound
-  (emublas/boolpack/quantize.py): every input of row i of op(a) is rounded to
+  (emublas/backends/boolpack/quantize.py): every input of row i of op(a) is rounded to
   a multiple of ``2^(e_i - bits + 1)`` (``2^e_i`` above the row's largest real
   or imaginary part), columns of op(b) the same, so a term ``s·x·y`` errs by at
   most ``|s|·(εx·|y| + |x|·εy + εx·εy)``; the sum over the terms, doubled.

@@ -6,7 +6,7 @@ import pytest
 
 from emublas._kernels import cpu
 
-bp = pytest.importorskip("emublas._kernels.boolpack_cpu")
+bp = pytest.importorskip("emublas.backends.boolpack.kernels_cpu")
 
 pytestmark = pytest.mark.skipif(not cpu.available(), reason="C extension not built")
 
@@ -77,7 +77,7 @@ def test_bit_planes_exact(emublas, rng, bits, signed, m, k, n):
     a = rng.integers(lo, hi, (m, k), endpoint=True).astype(dtype)
     b = rng.integers(lo, hi, (k, n), endpoint=True).astype(dtype)
     ref = a.astype(np.int64) @ b.astype(np.int64)
-    from emublas.boolpack.planes import intmatmul
+    from emublas.backends.boolpack.planes import intmatmul
 
     for impl in impls():
         assert np.array_equal(intmatmul(a, b, impl=impl), ref)

@@ -14,7 +14,7 @@ SHAPES = [(1, 1, 1), (1, 0, 1), (3, 0, 5), (2, 1, 3), (5, 63, 7), (9, 64, 25), (
 
 @pytest.fixture
 def gpu(cupy):
-    from emublas._kernels import boolpack_gpu
+    from emublas.backends.boolpack import kernels_gpu as boolpack_gpu
 
     return boolpack_gpu
 

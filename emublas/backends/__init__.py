@@ -16,7 +16,7 @@ __all__ = ["Backend", "Option", "names", "get", "register", "unregister"]
 
 _MODULES: dict[str, str] = {
     "auto": "emublas.backends.auto",
-    "boolpack": "emublas.backends.boolpack",
+    "boolpack": "emublas.backends.boolpack.backend",
     "native": "emublas.backends.native",
     "ozaki2": "emublas.backends.ozaki2.backend",
     "strassen": "emublas.backends.strassen.backend",

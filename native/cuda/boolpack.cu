@@ -1,6 +1,6 @@
 // boolpack.cu -- 0/1 matrix products on the GPU: C[i,j] = popcount(A_i AND B_j).
 //
-// Loaded by emublas/_kernels/boolpack_gpu.py with cupy.RawModule (extern "C"
+// Loaded by emublas/backends/boolpack/kernels_gpu.py with cupy.RawModule (extern "C"
 // kernels, no host code).  CI checks it with
 //   nvcc -arch=sm_90 -std=c++17 -c native/cuda/boolpack.cu
 //

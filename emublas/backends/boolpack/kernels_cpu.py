@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from . import cpu
+from ..._kernels import cpu
 
 __all__ = ["IMPLS", "Packed", "kernel_name", "pack", "gemm", "matmul01"]
 
@@ -64,7 +64,7 @@ def kernel_name(impl: str = "auto") -> str:
         ``impl="vpopcntdq"`` on a CPU without AVX-512 VPOPCNTDQ.
     """
     code = _impl_code(impl)
-    ffi, lib = cpu._require()
+    ffi, lib = cpu.require()
     name = lib.emublas_bp_kernel_name(code)
     if name == ffi.NULL:
         raise RuntimeError(f"impl={impl!r} needs AVX-512 VPOPCNTDQ, which this CPU or OS lacks")
@@ -104,8 +104,8 @@ def pack(x: np.ndarray, side: int, nplanes: int = 1, *, threads: int | None = No
             raise ValueError(f"pack: nplanes={nplanes} is outside 1..64")
     else:
         raise TypeError(f"pack: dtype {x.dtype} is not a 1-byte integer/bool or int64")
-    nthreads = cpu._threads(threads)
-    ffi, lib = cpu._require()
+    nthreads = cpu.threads_for(threads)
+    ffi, lib = cpu.require()
     if x.strides[0] % x.itemsize or x.strides[1] % x.itemsize or not x.flags.aligned:
         x = np.array(x, order="F")
     rs, cs = x.strides[0] // x.itemsize, x.strides[1] // x.itemsize
@@ -116,8 +116,8 @@ def pack(x: np.ndarray, side: int, nplanes: int = 1, *, threads: int | None = No
         rs, cs = cs, rs
     words = lib.emublas_bp_packed_words(side, rows, k)
     out = np.empty((nplanes, words), dtype=np.uint64)
-    rc = lib.emublas_bp_pack(src, side, rows, k, cpu._ptr(ffi, "const void *", x), rs, cs,
-                             nplanes, cpu._ptr(ffi, "uint64_t *", out), words, nthreads)
+    rc = lib.emublas_bp_pack(src, side, rows, k, cpu.ptr(ffi, "const void *", x), rs, cs,
+                             nplanes, cpu.ptr(ffi, "uint64_t *", out), words, nthreads)
     if rc != lib.EMUBLAS_OK:
         raise ValueError(f"emublas_bp_pack: invalid arguments (code {rc})")
     return Packed(out, rows, k, side)
@@ -165,7 +165,7 @@ def gemm(
         ``out`` or the new array.
     """
     code = _impl_code(impl)
-    nthreads = cpu._threads(threads)
+    nthreads = cpu.threads_for(threads)
     if not (isinstance(a, Packed) and isinstance(b, Packed) and a.side == 0 and b.side == 1):
         raise TypeError("gemm: a must come from pack(A, 0) and b from pack(B, 1)")
     if a.k != b.k:
@@ -184,14 +184,14 @@ def gemm(
     w = w - 2**64 if w >= 2**63 else w
     if out.dtype == np.int32 and (w != 1 or k > 2**31 - 1):
         raise ValueError("gemm: int32 output needs weight 1 and k < 2**31")
-    ffi, lib = cpu._require()
+    ffi, lib = cpu.require()
     kernel_name(impl)  # RuntimeError for an impl this CPU cannot run
     ap = a.words[plane_a]
     bp = b.words[plane_b]
     otype = lib.EMUBLAS_BP_OUT_I64 if out.dtype == np.int64 else lib.EMUBLAS_BP_OUT_I32
-    rc = lib.emublas_bp_gemm(code, m, n, k, cpu._ptr(ffi, "const uint64_t *", ap),
-                             cpu._ptr(ffi, "const uint64_t *", bp), otype,
-                             cpu._ptr(ffi, "void *", out), out.strides[0] // out.itemsize,
+    rc = lib.emublas_bp_gemm(code, m, n, k, cpu.ptr(ffi, "const uint64_t *", ap),
+                             cpu.ptr(ffi, "const uint64_t *", bp), otype,
+                             cpu.ptr(ffi, "void *", out), out.strides[0] // out.itemsize,
                              out.strides[1] // out.itemsize, w, 1 if accumulate else 0, nthreads)
     if rc != lib.EMUBLAS_OK:
         raise ValueError(f"emublas_bp_gemm: invalid arguments (code {rc}) for {m}x{n}x{k}")

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import namespace
+from ..._arrays import namespace
 from . import planes
 
 __all__ = ["gemm", "quantize", "MIN_BITS", "MAX_BITS"]

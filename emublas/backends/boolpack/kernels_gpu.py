@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from . import cuda_source
+from ..._kernels import cuda_source
 
 __all__ = ["GpuPacked", "GpuLeaf", "source_path", "kernel_for", "pack", "gemm", "matmul01"]
 
@@ -127,7 +127,7 @@ def matmul01(a: Any, b: Any, *, kernel: str = "auto") -> Any:
 
 
 class GpuLeaf:
-    """The leaf of :func:`emublas.boolpack.planes.plane_product` for cupy arrays."""
+    """The leaf of :func:`.planes.plane_product` for cupy arrays."""
 
     def pack_planes(self, x: Any, side: int, nplanes: int) -> list[GpuPacked]:
         return [pack(((x >> p) & 1).astype("uint8"), side) for p in range(nplanes)]

@@ -10,8 +10,8 @@ which :func:`check_overflow` makes sure of.  Only the planes themselves (0/1
 by construction) reach the leaf.
 
 The leaf is a small object (:class:`CpuLeaf`, or the GPU one in
-:mod:`emublas._kernels.boolpack_gpu`) with ``pack(x01_or_int64, side,
-nplanes)`` and ``accumulate(pa, p, pb, q, out, weight, first)``.
+:mod:`.kernels_gpu`) with ``pack(x01_or_int64, side, nplanes)`` and
+ ``accumulate(pa, p, pb, q, out, weight, first)``.
 """
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from .._arrays import is_cupy
-from .._kernels import boolpack_cpu
-from ..integer import product_bound
+from ..._arrays import is_cupy
+from ...integer import product_bound
+from . import kernels_cpu
 
 __all__ = ["CpuLeaf", "width", "is_binary", "intmatmul", "plane_product", "check_overflow"]
 
@@ -29,12 +29,12 @@ _INT64_MAX = 2**63 - 1
 
 
 class CpuLeaf:
-    """The C kernels of :mod:`emublas._kernels.boolpack_cpu`."""
+    """The C kernels of :mod:`.kernels_cpu`."""
 
     def __init__(self, impl: str = "auto", threads: int | None = None):
         self.impl, self.threads = impl, threads
 
-    def pack_planes(self, x: np.ndarray, side: int, nplanes: int) -> boolpack_cpu.Packed:
+    def pack_planes(self, x: np.ndarray, side: int, nplanes: int) -> kernels_cpu.Packed:
         # No layout copies: 1-byte data packs C-ordered B 8 x 8 bits at a time,
         # and int64 planes cost the same along either axis (measured).
         """Bit planes of an integer (or 0/1) matrix, packed for the C kernel.
@@ -50,16 +50,16 @@ class CpuLeaf:
 
         Returns
         -------
-        boolpack_cpu.Packed
+        kernels_cpu.Packed
         """
-        return boolpack_cpu.pack(x, side, nplanes, threads=self.threads)
+        return kernels_cpu.pack(x, side, nplanes, threads=self.threads)
 
-    def nonzero(self, packed: boolpack_cpu.Packed) -> list[bool]:
+    def nonzero(self, packed: kernels_cpu.Packed) -> list[bool]:
         """Which packed planes hold any 1.
 
         Parameters
         ----------
-        packed : boolpack_cpu.Packed
+        packed : kernels_cpu.Packed
 
         Returns
         -------
@@ -86,7 +86,7 @@ class CpuLeaf:
 
         Parameters
         ----------
-        pa, pb : boolpack_cpu.Packed
+        pa, pb : kernels_cpu.Packed
             The packed operands.
         p, q : int
             The planes of each.
@@ -97,7 +97,7 @@ class CpuLeaf:
         first : bool
             Whether this product overwrites ``out`` instead of adding to it.
         """
-        boolpack_cpu.gemm(pa, pb, out, plane_a=p, plane_b=q, weight=weight, accumulate=not first,
+        kernels_cpu.gemm(pa, pb, out, plane_a=p, plane_b=q, weight=weight, accumulate=not first,
                           impl=self.impl, threads=self.threads)
 
 
@@ -251,7 +251,7 @@ def intmatmul(a: np.ndarray, b: np.ndarray, *, impl: str = "auto", threads: int 
         return np.zeros((m, n), np.int64)
     if is_binary(a) and is_binary(b):
         leaf = CpuLeaf(impl, threads)
-        return boolpack_cpu.gemm(leaf.pack_planes(_u8(a), 0, 1), leaf.pack_planes(_u8(b), 1, 1),
+        return kernels_cpu.gemm(leaf.pack_planes(_u8(a), 0, 1), leaf.pack_planes(_u8(b), 1, 1),
                                  impl=impl, threads=threads)
     wa = width(int(a.min()), int(a.max()))
     wb = width(int(b.min()), int(b.max()))
@@ -269,18 +269,18 @@ def _intmatmul_gpu(a, b):
     (only where the cheap bound fails) on host copies."""
     import cupy
 
-    from .._kernels import boolpack_gpu
+    from . import kernels_gpu
 
     m, k = a.shape
     n = b.shape[1]
     if m == 0 or n == 0 or k == 0:
         return cupy.zeros((m, n), np.int64)
     if is_binary(a) and is_binary(b):
-        return boolpack_gpu.matmul01(a, b).astype(np.int64, copy=False)
+        return kernels_gpu.matmul01(a, b).astype(np.int64, copy=False)
     wa = width(int(a.min()), int(a.max()))
     wb = width(int(b.min()), int(b.max()))
     out = plane_product(a.astype(np.int64, copy=False), b.astype(np.int64, copy=False), wa, wb,
-                        boolpack_gpu.GpuLeaf())
+                        kernels_gpu.GpuLeaf())
     amax = max(abs(int(a.min())), abs(int(a.max())))
     bmax = max(abs(int(b.min())), abs(int(b.max())))
     if k * amax * bmax > _INT64_MAX:

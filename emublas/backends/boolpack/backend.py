@@ -6,8 +6,8 @@
   (accuracy knob, not exact); NaN/Inf raise unless ``nonfinite="native"``.
   Rank-k routines are derived from gemm by the front.
 
-numpy arrays run on the C kernels (:mod:`emublas._kernels.boolpack_cpu`),
-cupy arrays on the CUDA kernels (:mod:`emublas._kernels.boolpack_gpu`).
+numpy arrays run on the C kernels (:mod:`.kernels_cpu`),
+cupy arrays on the CUDA kernels (:mod:`.kernels_gpu`).
 
 Default ``bits`` = 16: on the benchmark's n=2048 CPU sweep (BENCHMARKS.md,
 boolpack) the time grows about as bits² (one Boolean product per pair of
@@ -18,9 +18,9 @@ lower ``bits`` is the way to trade accuracy for speed.
 """
 from __future__ import annotations
 
-from .._arrays import is_cupy
-from .._kernels import cpu
-from .base import Backend, Option, choice, int_range
+from ..._arrays import is_cupy
+from ..._kernels import cpu
+from ..base import Backend, Option, choice, int_range
 
 _MIN_BITS, _MAX_BITS = 2, 24
 
@@ -60,30 +60,30 @@ class BoolpackBackend(Backend):
 
     def readiness(self):
         if cpu.available():
-            from .._kernels import boolpack_cpu
+            from . import kernels_cpu
 
-            cpu_state = (True, f"C kernels built ({boolpack_cpu.kernel_name()})")
+            cpu_state = (True, f"C kernels built ({kernels_cpu.kernel_name()})")
         else:
             cpu_state = (False, f"C extension not built: {cpu.load_error()}")
         return {"cpu": cpu_state, "gpu": _cupy_state()}
 
     def _leaf(self, x):
         if is_cupy(x):
-            from .._kernels import boolpack_gpu
+            from . import kernels_gpu
 
-            return boolpack_gpu.GpuLeaf()
-        from ..boolpack.planes import CpuLeaf
+            return kernels_gpu.GpuLeaf()
+        from .planes import CpuLeaf
 
         return CpuLeaf()
 
     def gemm(self, alpha, a, b, beta, c, trans_a, trans_b, bits=16, nonfinite="raise", **opts):
-        from .._arrays import namespace
-        from ..boolpack import quantize
+        from ..._arrays import namespace
+        from . import quantize
 
         xp = namespace(a=a, b=b, c=c)
         if not (bool(xp.isfinite(a).all()) and bool(xp.isfinite(b).all())):
             if nonfinite == "native":
-                from .native import BACKEND as NATIVE
+                from ..native import BACKEND as NATIVE
 
                 NATIVE.gemm(alpha, a, b, beta, c, trans_a, trans_b)
                 return
@@ -93,7 +93,7 @@ class BoolpackBackend(Backend):
         quantize.gemm(alpha, a, b, beta, c, trans_a, trans_b, bits=int(bits), leaf=self._leaf(c))
 
     def intmatmul(self, a, b, **opts):
-        from ..boolpack.planes import intmatmul
+        from .planes import intmatmul
 
         return intmatmul(a, b)
 
