@@ -163,7 +163,7 @@ class _Blocks:
 
     @staticmethod
     def bound_maxima(w):
-        return scaling._axis_max(w, 1), scaling._axis_max(w, 0)
+        return scaling.axis_max(w, 1), scaling.axis_max(w, 0)
 
     @staticmethod
     def bound_w32(w):

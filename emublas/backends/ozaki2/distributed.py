@@ -135,12 +135,12 @@ def gemm(alpha, x, y, beta, c, *, conj_x: bool, conj_y: bool, dtype, moduli="def
     """
     left, right = _sides(x, y)
     cplx = np.dtype(dtype).kind == "c"
-    family = routines._Family("2m", routines.MAX_HYBRID) if cplx else routines._Family("real", routines.MAX_REAL)
+    family = routines.Family("2m", routines.MAX_HYBRID) if cplx else routines.Family("real", routines.MAX_REAL)
     wrow = wcol = None
     blocks_w = {}
     if mode != "fast":
         wrow, wcol, blocks_w = _bound_accurate(x, y, left, right)
-    precision = routines._precision(dtype)
+    precision = routines.precision_of(dtype)
     p = routines.plan("gemm", family, precision, left, right, wrow, wcol, moduli=moduli, mode=mode,
                       complex_data=cplx)
     jb = routines.job_for("2m" if cplx else "real", p, x.shape[1])

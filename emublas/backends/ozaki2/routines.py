@@ -37,7 +37,7 @@ def last_run() -> dict | None:
 
 
 @dataclass
-class _Family:
+class Family:
     name: str       # "real", "2m" (complex, hybrid past 22), "split" (real syrk: 2M moduli)
     maximum: int
 
@@ -57,11 +57,11 @@ class _Family:
         return None
 
 
-def _precision(dtype) -> int:
+def precision_of(dtype) -> int:
     return 53 if np.dtype(dtype) in (np.float64, np.complex128) else 24
 
 
-def _choose(family: _Family, precision: int, moduli, mode: str, left, right, g_r, g_c):
+def _choose(family: Family, precision: int, moduli, mode: str, left, right, g_r, g_c):
     """``(count, L_exact, chose)``: the number of moduli; in auto mode picked from the
     estimate of :func:`~.scaling.needed_bits` (the only mode that computes it)."""
     if mode == "auto":
@@ -102,7 +102,7 @@ class Plan:
         return self.py.shift
 
 
-def plan(routine: str, family: _Family, precision: int, left, right, wrow, wcol, *, moduli="default",
+def plan(routine: str, family: Family, precision: int, left, right, wrow, wcol, *, moduli="default",
          mode="accurate", shared=False, complex_data=False) -> Plan:
     """Moduli count, moduli and row plans from the sides' statistics and, in accurate
     mode, the bound product's row and column maxima ``wrow``, ``wcol`` (None: fast mode).
@@ -130,7 +130,7 @@ def job_for(recipe_name: str, p: Plan, k: int) -> pipeline.Job:
     return pipeline.job(recipe_table.for_moduli(recipe_name, p.roots), p.moduli, p.roots, k)
 
 
-def _execute(routine: str, recipe_name: str, family: _Family, x, y, out, alpha, beta, *,
+def _execute(routine: str, recipe_name: str, family: Family, x, y, out, alpha, beta, *,
              conj_x=False, conj_y=False, uplo=0, bounds_from=None, sides=None, fallback_factors=None, unscale=0,
              moduli="default", mode="accurate", fallback="dot", devices=None, split="auto"):
     """Scale, choose moduli, run the engine and finalize into ``out`` (updated in place).
@@ -145,7 +145,7 @@ def _execute(routine: str, recipe_name: str, family: _Family, x, y, out, alpha, 
     verdicts.check()  # earlier GPU calls' warnings, where ready
     timer = pipeline.Timer()
     t0 = time.perf_counter()
-    precision = _precision(out.dtype)
+    precision = precision_of(out.dtype)
     bx, by = bounds_from or (x, y)
     shared = bounds_from is not None or y is x  # rank-k: one set of rows (and shifts) for both sides
     if sides is not None:
@@ -272,7 +272,7 @@ def gemm(alpha, a, b, beta, c, trans_a, trans_b, *, moduli="default", mode="accu
     y = b.T if trans_b == 0 else b
     conj_x, conj_y = trans_a == 2, trans_b == 2
     cplx = c.dtype.kind == "c"
-    family = _Family("2m", MAX_HYBRID) if cplx else _Family("real", MAX_REAL)
+    family = Family("2m", MAX_HYBRID) if cplx else Family("real", MAX_REAL)
     recipe = "2m" if cplx else "real"
     # NaN/Inf need no path of their own: their rows are dead in the plan and the final
     # pass takes their entries from a float64 dot product, native BLAS's pattern
@@ -297,15 +297,15 @@ def rank_k(kind: str, alpha, a, b, beta, c, trans, lower, *, moduli="default", m
     if kind == "syrk" and not cplx:
         if x.shape[1] % 2:
             x = xp.concatenate([x, xp.zeros((x.shape[0], 1), x.dtype)], axis=1)
-        _execute("syrk", "syrk", _Family("split", MAX_2M), x, x, c, alpha, beta, uplo=uplo,
+        _execute("syrk", "syrk", Family("split", MAX_2M), x, x, c, alpha, beta, uplo=uplo,
                  moduli=moduli, mode=mode, fallback=fallback, devices=devices, split=split)
     elif kind == "syrk":
         if x.shape[1] % 2:
             x = xp.concatenate([x, xp.zeros((x.shape[0], 1), x.dtype)], axis=1)
-        _execute("syrk", "csyrk", _Family("2m", MAX_2M), x, x, c, alpha, beta, uplo=uplo,
+        _execute("syrk", "csyrk", Family("2m", MAX_2M), x, x, c, alpha, beta, uplo=uplo,
                  moduli=moduli, mode=mode, fallback=fallback, devices=devices, split=split)
     elif kind == "herk":
-        _execute("herk", "herk", _Family("2m", MAX_2M), x, x, c, alpha, beta, conj_x=conj, conj_y=conj,
+        _execute("herk", "herk", Family("2m", MAX_2M), x, x, c, alpha, beta, conj_x=conj, conj_y=conj,
                  uplo=uplo, moduli=moduli, mode=mode, fallback=fallback, devices=devices, split=split)
     elif kind == "her2k":
         if conj:
@@ -319,11 +319,11 @@ def rank_k(kind: str, alpha, a, b, beta, c, trans, lower, *, moduli="default", m
         left = xp.concatenate([xb, yb], axis=1)
         right = xp.concatenate([yb, xb], axis=1)
         orig = (xp.concatenate([x, y], axis=1), xp.concatenate([y, x], axis=1)) if t else (left, right)
-        _execute("her2k", "herk", _Family("2m", MAX_2M), left, right, c, alpha.real, beta, uplo=uplo,
+        _execute("her2k", "herk", Family("2m", MAX_2M), left, right, c, alpha.real, beta, uplo=uplo,
                  fallback_factors=orig, unscale=t, moduli=moduli, mode=mode, fallback=fallback, devices=devices,
                  split=split)
     else:  # syr2k
-        fam = _Family("2m", MAX_2M) if cplx else _Family("real", MAX_REAL)
+        fam = Family("2m", MAX_2M) if cplx else Family("real", MAX_REAL)
         xb, yb, t = _balanced(x, y)
         both = (xp.concatenate([xb, yb], axis=1), xp.concatenate([yb, xb], axis=1))  # shared row shifts
         orig = (xp.concatenate([x, y], axis=1), xp.concatenate([y, x], axis=1)) if t else both

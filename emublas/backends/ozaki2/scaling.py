@@ -169,13 +169,13 @@ def bound_product(left: Side, right: Side, *, threads=None):
         part = cpu.i8gemm(a[:, start:start + K_CHUNK], b[:, start:start + K_CHUNK].T, threads=threads)
         w = part if w is None else w.astype(np.int64) + part
     assert w is not None  # the loop runs at least once
-    wrow, wcol = _axis_max(w, 1).astype(np.int64), _axis_max(w, 0).astype(np.int64)
+    wrow, wcol = axis_max(w, 1).astype(np.int64), axis_max(w, 0).astype(np.int64)
     if w.dtype != np.int32:
         w = np.minimum(w, np.iinfo(np.int32).max).astype(np.int32)
     return wrow, wcol, np.asfortranarray(w)
 
 
-def _axis_max(w: np.ndarray, axis: int) -> np.ndarray:
+def axis_max(w: np.ndarray, axis: int) -> np.ndarray:
     """Maxima along ``axis``; 0 (log2 → −inf) where that axis is empty."""
     return w.max(axis=axis) if w.shape[axis] else np.zeros(w.shape[1 - axis], np.int64)
 
