@@ -7,7 +7,7 @@ import pytest
 import emublas
 from emublas import backends
 from emublas.backends.base import Backend, Option, boolean, choice, int_range
-from emublas.backends.native import BACKEND as NATIVE
+from emublas.backends.native.backend import BACKEND as NATIVE
 
 
 class Recorder(Backend):

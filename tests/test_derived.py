@@ -8,7 +8,7 @@ import scipy.linalg.blas as sblas
 import emublas
 from emublas import backends
 from emublas.backends.base import Backend
-from emublas.backends.native import BACKEND as NATIVE
+from emublas.backends.native.backend import BACKEND as NATIVE
 
 from helpers import randn
 

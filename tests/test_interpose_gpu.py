@@ -9,7 +9,7 @@ import emublas
 import emublas.interpose as shim
 from emublas import backends
 from emublas.backends.base import Backend
-from emublas.backends.native import BACKEND as NATIVE
+from emublas.backends.native.backend import BACKEND as NATIVE
 
 pytestmark = pytest.mark.gpu
 

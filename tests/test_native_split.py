@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import emublas
-from emublas.backends import native
+from emublas.backends.native import backend as native
 
 
 @pytest.fixture

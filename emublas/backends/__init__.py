@@ -17,7 +17,7 @@ __all__ = ["Backend", "Option", "names", "get", "register", "unregister"]
 _MODULES: dict[str, str] = {
     "auto": "emublas.backends.auto",
     "boolpack": "emublas.backends.boolpack.backend",
-    "native": "emublas.backends.native",
+    "native": "emublas.backends.native.backend",
     "ozaki2": "emublas.backends.ozaki2.backend",
     "strassen": "emublas.backends.strassen.backend",
 }

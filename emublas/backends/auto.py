@@ -90,7 +90,7 @@ _NATIVE: list[Backend] = []
 
 def _native():
     if not _NATIVE:
-        from .native import BACKEND
+        from .native.backend import BACKEND
 
         _NATIVE.append(BACKEND)
     return _NATIVE[0]
@@ -121,7 +121,7 @@ class AutoBackend(Backend):
 
     # -- readiness -----------------------------------------------------------
     def readiness(self):
-        from .native import BACKEND as NATIVE
+        from .native.backend import BACKEND as NATIVE
 
         out = {}
         for device, (ok, detail) in NATIVE.readiness().items():

@@ -83,7 +83,7 @@ class BoolpackBackend(Backend):
         xp = namespace(a=a, b=b, c=c)
         if not (bool(xp.isfinite(a).all()) and bool(xp.isfinite(b).all())):
             if nonfinite == "native":
-                from ..native import BACKEND as NATIVE
+                from ..native.backend import BACKEND as NATIVE
 
                 NATIVE.gemm(alpha, a, b, beta, c, trans_a, trans_b)
                 return

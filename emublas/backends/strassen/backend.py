@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 from ..base import Backend, Option, int_range, split_nonfinite
-from ..native import BACKEND as NATIVE
+from ..native.backend import BACKEND as NATIVE
 from . import driver
 
 #: Smallest block edge worth another level, per device and kind of data (None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg.blas as fblas
 
-from .._arrays import is_cupy
-from .base import Backend
+from ..._arrays import is_cupy
+from ..base import Backend
 
 _INT_MAX = 2**31 - 1  # LP64 BLAS and the 32-bit cuBLAS API take int dimensions
 _PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
@@ -196,7 +196,7 @@ class NativeBackend(Backend):
     # -- rank-k ------------------------------------------------------------------
     def _gpu_rank_k(self, kind, alpha, a, b, beta, c, trans, lower):
         """cuBLAS syrk (through cupy) or herk/syr2k/her2k (through ctypes) into ``c``."""
-        from .._kernels import cublas_ext
+        from ..._kernels import cublas_ext
 
         prefix = _PREFIX[c.dtype]
         if kind != "syrk" and not cublas_ext.available(kind, prefix):
@@ -255,7 +255,7 @@ class NativeBackend(Backend):
 
     # -- exact integers ------------------------------------------------------------
     def intmatmul(self, a, b, **opts):
-        from ..integer import product_bound
+        from ...integer import product_bound
 
         if product_bound(a, b) <= 2**63 - 1:
             return a.astype(np.int64) @ b.astype(np.int64)  # no entry can wrap
