@@ -3,7 +3,7 @@
 For d and z gemm and herk (dsyrk for real data) at each size, times native, auto
 and every configuration that meets native accuracy (native; ozaki2 with the
 default moduli in accurate mode; strassen never qualifies under accuracy="native",
-see emublas/costmodel.py), interleaved per repetition, with a 0.3 s pause before
+see emublas/backends/auto/model.py), interleaved per repetition, with a 0.3 s pause before
 every timing (OpenBLAS's idle threads spin for about 0.1 s after a call; the
 same pause before native and auto keeps their comparison fair).  Calls shorter
 than 50 ms are timed as back-to-back batches of at least 50 ms (the per-call time
@@ -26,7 +26,7 @@ import warnings
 import numpy as np
 
 import emublas
-from emublas import costmodel
+from emublas.backends.auto import model, tables
 from emublas.errors import OzakiAccuracyWarning
 from emublas.timing import settled_time, wall_times
 
@@ -70,7 +70,7 @@ def main(argv=None) -> int:
                     help="time only while other processes and guests leave the CPUs idle (Linux /proc/stat)")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
-    table = costmodel.table_for("cpu")
+    table = tables.table_for("cpu")
     print(f"cost table: {table.label} (min_dim {table.min_dim}; source: {table.source})")
     rows = []
     for prefix in args.dtypes:
@@ -79,7 +79,7 @@ def main(argv=None) -> int:
                 a, b = inputs(prefix, n, rng)
                 out = np.zeros((n, n), dtype=a.dtype, order="F")
                 cfgs = [("native", {}), ("auto", {}),
-                        ("ozaki2", {"moduli": costmodel.OZAKI2_NATIVE[prefix], "mode": "accurate"})]
+                        ("ozaki2", {"moduli": model.OZAKI2_NATIVE[prefix], "mode": "accurate"})]
                 fns = [call(routine, prefix, a, b, out, be, o) for be, o in cfgs]
                 times = [[] for _ in cfgs]
                 with warnings.catch_warnings():

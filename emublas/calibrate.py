@@ -11,7 +11,7 @@ pause precedes each emulated timing (OpenBLAS's idle threads spin for about
 stalled for up to 20 ms here), so every call is timed after the same pause; on the GPU every call is timed
 between device synchronisations.
 
-The table goes to the user cache (:func:`emublas.costmodel.cache_path`) or to
+The table goes to the user cache (:func:`emublas.backends.auto.tables.cache_path`) or to
 ``--out``; ``backend="auto"`` reads it from there (``emublas info`` says which
 table is in use).
 """
@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import costmodel
+from .backends.auto import model, tables
 
 __all__ = ["GRID", "QUICK_GRID", "calibrate", "add_arguments", "command"]
 
@@ -99,7 +99,7 @@ def _configs(routine: str, prefix: str, grid: dict, device: str) -> list[tuple[s
     out: list[tuple[str, Any, dict]] = [("native", None, {})]
     if backends.get("ozaki2").readiness()[device][0]:
         # counts below the native default serve bits=N calls, which auto runs without recomputation
-        native = costmodel.OZAKI2_NATIVE[prefix]
+        native = model.OZAKI2_NATIVE[prefix]
         out += [("ozaki2", c, {"moduli": c, "mode": "accurate", "fallback": "dot" if c >= native else "none"})
                 for c in grid["moduli"]]
     if routine == "gemm":  # strassen has no rank-k path of its own
@@ -130,7 +130,7 @@ def _timer(device: str, xp, pause: float):
 def calibrate(device: str = "cpu", *, quick: bool = False, prefixes: tuple[str, ...] = ("d", "z"),
               sizes: list[int] | None = None, reps: int | None = None, seed: int = 0,
               log: Callable[[str], None] | None = None) -> dict:
-    """Measure the grid and return the table as a dict (see :mod:`emublas.costmodel`).
+    """Measure the grid and return the table as a dict (see :mod:`emublas.backends.auto.tables`).
 
     Parameters
     ----------
@@ -151,7 +151,7 @@ def calibrate(device: str = "cpu", *, quick: bool = False, prefixes: tuple[str, 
     -------
     dict
         The cost table in its JSON form (format, device, hardware, entries, ...),
-        ready for :func:`emublas.costmodel.from_dict`.
+        ready for :func:`emublas.backends.auto.tables.from_dict`.
 
     Raises
     ------
@@ -168,7 +168,7 @@ def calibrate(device: str = "cpu", *, quick: bool = False, prefixes: tuple[str, 
     if device not in ("cpu", "gpu"):
         raise ValueError(f"--device must be cpu or gpu, got {device!r}")
     for p in prefixes:
-        if p not in costmodel.PRECISION:
+        if p not in model.PRECISION:
             raise ValueError(f"unknown prefix {p!r}; valid: s, d, c, z")
     grid: dict[str, Any] = dict((QUICK_GRID if quick else GRID)[device])
     if sizes:
@@ -224,7 +224,7 @@ def calibrate(device: str = "cpu", *, quick: bool = False, prefixes: tuple[str, 
 
     hardware = cpu_model() if device == "cpu" else _gpu_name(xp)
     table = {
-        "format": costmodel.FORMAT, "device": device, "hardware": hardware,
+        "format": tables.FORMAT, "device": device, "hardware": hardware,
         "source": f"emublas calibrate{' --quick' if quick else ''} on {hardware}",
         "created": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "emublas": emublas.__version__, "commit": _commit(), "threads": _threads(device),
@@ -232,7 +232,7 @@ def calibrate(device: str = "cpu", *, quick: bool = False, prefixes: tuple[str, 
         "notes": "ratio = median time / native's median time in the same run, interleaved",
         "entries": entries,
     }
-    table["min_dim"] = costmodel.from_dict(table, "<new>", False).min_dim
+    table["min_dim"] = tables.from_dict(table, "<new>", False).min_dim
     return table
 
 
@@ -320,7 +320,7 @@ def command(args) -> int:
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()] if args.sizes else None
     except ValueError:
         raise ValueError(f"--sizes must be integers separated by commas, got {args.sizes!r}") from None
-    path = Path(args.out) if args.out else costmodel.cache_path(args.device)
+    path = Path(args.out) if args.out else tables.cache_path(args.device)
     table = calibrate(args.device, quick=args.quick, prefixes=prefixes, sizes=sizes, reps=args.reps,
                       log=lambda s: print(s, flush=True))
     path.parent.mkdir(parents=True, exist_ok=True)

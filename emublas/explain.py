@@ -20,7 +20,7 @@ def auto_last() -> dict | None:
         and accuracy verdict, the chosen backend and options, and the reason;
         None before the first call.
     """
-    from .backends.auto import last_run
+    from .backends.auto.backend import last_run
 
     return last_run()
 

@@ -105,12 +105,12 @@ def info() -> dict[str, Any]:
 
 def _auto_tables() -> dict[str, str]:
     """The cost table backend='auto' uses per device (path, or "shipped default for ...")."""
-    from . import costmodel
+    from .backends.auto import tables
 
     out = {}
     for device in ("cpu", "gpu"):
         try:
-            out[device] = costmodel.table_for(device).label
+            out[device] = tables.table_for(device).label
         except ValueError as exc:
             out[device] = f"unusable: {exc}"
     return out

@@ -11,8 +11,8 @@ import pytest
 import scipy.linalg.blas as fblas
 
 import emublas
-from emublas import costmodel as cm
-from emublas.backends.auto import parse_bits
+from emublas.backends.auto import model, tables
+from emublas.backends.auto.backend import parse_bits
 from emublas.backends.ozaki2.moduli import real_set, two_m_set
 from emublas.explain import format_decision
 
@@ -45,7 +45,7 @@ def _table(ratios, *, min_dim=None, prefixes="dz", strassen=None):
 def _load(tmp_path, table, name="t.json"):
     path = tmp_path / name
     path.write_text(json.dumps(table))
-    return cm.load(path), path
+    return tables.load(path), path
 
 
 # ozaki2 2x faster than native on large complex products, 3x slower on everything real
@@ -61,57 +61,57 @@ def test_small_sizes_native(tmp_path):
     assert t.min_dim_for("gemm", "d") > 4096  # never
 
     for n in (8, 64, 256, 1000):
-        d = cm.decide(t, "gemm", "z", n, n, n)
+        d = model.decide(t, "gemm", "z", n, n, n)
         assert d.backend == "native" and d.options == {}
         assert "min(m, n, k)" in d.reason
     # a skinny product is judged by its smallest dimension
-    assert cm.decide(t, "gemm", "z", 4096, 4096, 64).backend == "native"
+    assert model.decide(t, "gemm", "z", 4096, 4096, 64).backend == "native"
 
 
 def test_large_complex_picks_ozaki2_with_native_accuracy(tmp_path):
     t, _ = _load(tmp_path, _table(FAST_Z))
     for routine in ("gemm", "herk", "her2k"):
-        d = cm.decide(t, routine, "z", 2048, 2048, 2048)
+        d = model.decide(t, routine, "z", 2048, 2048, 2048)
         assert d.backend == "ozaki2"
         # native accuracy: the default count, accurate mode, uncertified entries recomputed
         assert d.options == {"moduli": 16, "mode": "accurate", "fallback": "dot"}
         assert math.isclose(d.chosen.ratio, 0.5)
     # real data: ozaki2 slower, native
-    d = cm.decide(t, "gemm", "d", 2048, 2048, 2048)
+    d = model.decide(t, "gemm", "d", 2048, 2048, 2048)
     assert d.backend == "native" and "< 8193" in d.reason  # no size where ozaki2 wins: never emulated
 
 
 def test_margin_keeps_native_when_gain_is_small(tmp_path):
     t, _ = _load(tmp_path, _table({("z", "gemm"): {16: lambda n: 0.97}}))
-    d = cm.decide(t, "gemm", "z", 4096, 4096, 4096)
+    d = model.decide(t, "gemm", "z", 4096, 4096, 4096)
     assert d.backend == "native"  # 0.97 > MARGIN: a 3% predicted gain does not pay for the model's error
     t, _ = _load(tmp_path, _table({("z", "gemm"): {16: lambda n: 0.9}}), "t2.json")
-    assert cm.decide(t, "gemm", "z", 4096, 4096, 4096).backend == "ozaki2"
+    assert model.decide(t, "gemm", "z", 4096, 4096, 4096).backend == "ozaki2"
 
 
 def test_bits_respected(tmp_path):
     t, _ = _load(tmp_path, _table(FAST_Z))
     k = 2048
-    d = cm.decide(t, "gemm", "z", k, k, k, bits=20)
+    d = model.decide(t, "gemm", "z", k, k, k, bits=20)
     assert d.backend == "ozaki2"
     count = d.options["moduli"]
     assert count < 16
-    assert two_m_set(count).bits >= 2 * 20 + math.log2(k) + cm.OZAKI2_SLACK_BITS
-    assert two_m_set(count - 1).bits < 2 * 20 + math.log2(k) + cm.OZAKI2_SLACK_BITS
+    assert two_m_set(count).bits >= 2 * 20 + math.log2(k) + model.OZAKI2_SLACK_BITS
+    assert two_m_set(count - 1).bits < 2 * 20 + math.log2(k) + model.OZAKI2_SLACK_BITS
     assert d.options["fallback"] == "none"  # native's bound is stricter than 20 bits
     # more bits than native's bound guarantees at this k: native does not qualify, ozaki2 is
     # chosen even though it is predicted slower
-    d = cm.decide(t, "gemm", "d", k, k, k, bits=50)
+    d = model.decide(t, "gemm", "d", k, k, k, bits=50)
     nat = d.candidates[0]
     assert not nat.qualifies and d.backend == "ozaki2"
-    assert real_set(d.options["moduli"]).bits >= 2 * 50 + math.log2(k) + cm.OZAKI2_SLACK_BITS
+    assert real_set(d.options["moduli"]).bits >= 2 * 50 + math.log2(k) + model.OZAKI2_SLACK_BITS
     assert d.options["fallback"] == "dot"
     # bits within native's bound on a real product where ozaki2 is slower: native
-    assert cm.decide(t, "gemm", "d", k, k, k, bits=30).backend == "native"
+    assert model.decide(t, "gemm", "d", k, k, k, bits=30).backend == "native"
     with pytest.raises(ValueError, match="bits=54"):
-        cm.decide(t, "gemm", "d", k, k, k, bits=54)
+        model.decide(t, "gemm", "d", k, k, k, bits=54)
     with pytest.raises(ValueError, match="bits=25"):
-        cm.decide(t, "gemm", "s", k, k, k, bits=25)
+        model.decide(t, "gemm", "s", k, k, k, bits=25)
     assert parse_bits("none") is None and parse_bits("12") == 12
     with pytest.raises(ValueError):
         parse_bits(0)
@@ -120,33 +120,33 @@ def test_bits_respected(tmp_path):
 
 
 def test_ozaki2_count_for_bits_monotone():
-    counts = [cm.ozaki2_count_for_bits(b, 1024, False) for b in range(1, 54)]
+    counts = [model.ozaki2_count_for_bits(b, 1024, False) for b in range(1, 54)]
     assert counts == sorted(counts) and counts[-1] <= 22
-    assert cm.ozaki2_count_for_bits(53, 256, False) == 16  # the documented native default at k = 256
+    assert model.ozaki2_count_for_bits(53, 256, False) == 16  # the documented native default at k = 256
 
 
 def test_strassen_only_normwise_with_bits(tmp_path):
     t, _ = _load(tmp_path, _table(FAST_Z, strassen={1: lambda n: 0.8, 2: lambda n: 0.7}))
     n = 4096
-    d = cm.decide(t, "gemm", "d", n, n, n)
+    d = model.decide(t, "gemm", "d", n, n, n)
     assert d.backend == "native"
     assert all(not c.qualifies for c in d.candidates if c.backend == "strassen")
-    assert cm.decide(t, "gemm", "d", n, n, n, bits=20).backend == "native"  # per entry: no strassen
-    d = cm.decide(t, "gemm", "d", n, n, n, bits=20, accuracy="normwise")
+    assert model.decide(t, "gemm", "d", n, n, n, bits=20).backend == "native"  # per entry: no strassen
+    d = model.decide(t, "gemm", "d", n, n, n, bits=20, accuracy="normwise")
     assert d.backend == "strassen" and d.options == {"levels": 2}
     # a requirement two levels cannot meet but one can
-    bits = int(53 - 12 - 1.5 * cm.STRASSEN_BITS_PER_LEVEL)
-    d = cm.decide(t, "gemm", "d", n, n, n, bits=bits, accuracy="normwise")
+    bits = int(53 - 12 - 1.5 * model.STRASSEN_BITS_PER_LEVEL)
+    d = model.decide(t, "gemm", "d", n, n, n, bits=bits, accuracy="normwise")
     assert d.backend == "strassen" and d.options == {"levels": 1}
     # rank-k routines never go to strassen
-    assert cm.decide(t, "herk", "d", n, n, n, bits=20, accuracy="normwise").backend == "native"
+    assert model.decide(t, "herk", "d", n, n, n, bits=20, accuracy="normwise").backend == "native"
 
 
 def test_unmeasured_prefix_and_unusable_backend(tmp_path):
     t, _ = _load(tmp_path, _table(FAST_Z))
-    d = cm.decide(t, "gemm", "c", 4096, 4096, 4096)
+    d = model.decide(t, "gemm", "c", 4096, 4096, 4096)
     assert d.backend == "native" and "no cgemm measurements" in d.reason
-    d = cm.decide(t, "gemm", "z", 4096, 4096, 4096, usable=())
+    d = model.decide(t, "gemm", "z", 4096, 4096, 4096, usable=())
     assert d.backend == "native"
 
 
@@ -167,14 +167,14 @@ def test_bad_tables(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     with pytest.raises(ValueError, match="not an emublas cost table"):
-        cm.load(bad)
+        tables.load(bad)
     with pytest.raises(ValueError, match="does not exist"):
-        cm.table_for("cpu", str(tmp_path / "missing.json"))
+        tables.table_for("cpu", str(tmp_path / "missing.json"))
     gpu = _table(FAST_Z)
     gpu["device"] = "gpu"
     _, path = _load(tmp_path, gpu, "gpu.json")
     with pytest.raises(ValueError, match="for the GPU"):
-        cm.table_for("cpu", str(path))
+        tables.table_for("cpu", str(path))
 
 
 @pytest.fixture
@@ -185,7 +185,7 @@ def forced(tmp_path, monkeypatch):
     table["entries"] = [dict(e, n=e["n"] // 64 or 1) for e in table["entries"]]  # sizes 1..64
     path = tmp_path / "forced.json"
     path.write_text(json.dumps(table))
-    monkeypatch.setenv(cm.ENV_TABLE, str(path))
+    monkeypatch.setenv(tables.ENV_TABLE, str(path))
     return path
 
 
@@ -323,19 +323,19 @@ def _run(args, env):
 
 def test_calibrate_quick_subprocess(tmp_path):
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
-    env.pop(cm.ENV_TABLE, None)
+    env.pop(tables.ENV_TABLE, None)
     r = _run(["calibrate", "--quick", "--dtypes", "d", "--sizes", "16,32", "--reps", "1"], env)
     assert r.returncode == 0, r.stderr
     path = tmp_path / "cache" / "emublas" / "costs-cpu.json"
     assert path.is_file() and str(path) in r.stderr
     raw = json.loads(path.read_text())
-    assert raw["device"] == "cpu" and raw["format"] == cm.FORMAT
+    assert raw["device"] == "cpu" and raw["format"] == tables.FORMAT
     got = {(e["routine"], e["n"], e["backend"], e["knob"]) for e in raw["entries"]}
     assert ("gemm", 32, "native", None) in got and ("herk", 16, "ozaki2", 16) in got
     assert ("gemm", 16, "strassen", 1) in got
     for e in raw["entries"]:
         assert e["min_s"] <= e["median_s"] <= e["max_s"] and e["ratio"] > 0
-    table = cm.load(path)
+    table = tables.load(path)
     assert table.label == str(path)
     # emublas info names the table calibrate wrote
     r = _run(["info"], env)
@@ -372,7 +372,7 @@ def test_shipped_tables_load_and_h200_table_is_reproducible():
     from pathlib import Path
 
     for device in ("cpu", "gpu"):
-        t = cm.load(cm.shipped_path(device), shipped=True)
+        t = tables.load(tables.shipped_path(device), shipped=True)
         assert t.device == device and t.label.startswith("shipped default for ")
         assert t.has("gemm", "d") and t.has("gemm", "z")
     path = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_derive_h200_costs.py"
@@ -380,11 +380,11 @@ def test_shipped_tables_load_and_h200_table_is_reproducible():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     built = mod.build()
-    shipped = json.loads(cm.shipped_path("gpu").read_text())
+    shipped = json.loads(tables.shipped_path("gpu").read_text())
     assert built["entries"] == shipped["entries"]
     assert shipped["source"].startswith("BENCHMARKS.md figures of commit ")
     # the H200 predictions the README of the table states: zgemm from 8192, dgemm never
-    t = cm.load(cm.shipped_path("gpu"), shipped=True)
-    assert cm.decide(t, "gemm", "z", 8192, 8192, 8192).backend == "ozaki2"
-    assert cm.decide(t, "gemm", "z", 2048, 2048, 2048).backend == "native"
-    assert all(cm.decide(t, "gemm", "d", n, n, n).backend == "native" for n in (1024, 4096, 16384))
+    t = tables.load(tables.shipped_path("gpu"), shipped=True)
+    assert model.decide(t, "gemm", "z", 8192, 8192, 8192).backend == "ozaki2"
+    assert model.decide(t, "gemm", "z", 2048, 2048, 2048).backend == "native"
+    assert all(model.decide(t, "gemm", "d", n, n, n).backend == "native" for n in (1024, 4096, 16384))

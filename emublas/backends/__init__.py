@@ -15,7 +15,7 @@ from .base import Backend, Option
 __all__ = ["Backend", "Option", "names", "get", "register", "unregister"]
 
 _MODULES: dict[str, str] = {
-    "auto": "emublas.backends.auto",
+    "auto": "emublas.backends.auto.backend",
     "boolpack": "emublas.backends.boolpack.backend",
     "native": "emublas.backends.native.backend",
     "ozaki2": "emublas.backends.ozaki2.backend",

@@ -1,5 +1,5 @@
 """The ``auto`` backend: per call, native, ozaki2 (with its moduli count) or strassen
-(with its levels), whichever the measured cost model (:mod:`emublas.costmodel`)
+(with its levels), whichever the measured cost model (:mod:`.model` over the tables of :mod:`.tables`)
 predicts fastest among those that meet the accuracy asked for.
 
 ``accuracy="native"`` (the default) asks for native BLAS's accuracy: native, or
@@ -21,9 +21,9 @@ import warnings
 from contextlib import contextmanager
 from typing import Any
 
-from .. import costmodel
-from .._arrays import is_cupy
-from .base import Backend, Option, choice
+from ..._arrays import is_cupy
+from ..base import Backend, Option, choice
+from . import model, tables
 
 __all__ = ["AutoBackend", "BACKEND", "last_run", "parse_bits"]
 
@@ -68,7 +68,7 @@ def _quiet(options: dict):
     if options.get("fallback") != "none":
         yield
         return
-    from ..errors import OzakiAccuracyWarning
+    from ...errors import OzakiAccuracyWarning
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OzakiAccuracyWarning)
@@ -81,8 +81,8 @@ def last_run() -> dict | None:
     if call is None:
         return None
     table, routine, prefix, m, n, k, accuracy, bits, usable = call
-    return costmodel.decide(table, routine, prefix, m, n, k, accuracy=accuracy, bits=bits,
-                            usable=usable).as_dict()
+    return model.decide(table, routine, prefix, m, n, k, accuracy=accuracy, bits=bits,
+                        usable=usable).as_dict()
 
 
 _NATIVE: list[Backend] = []
@@ -90,7 +90,7 @@ _NATIVE: list[Backend] = []
 
 def _native():
     if not _NATIVE:
-        from .native.backend import BACKEND
+        from ..native.backend import BACKEND
 
         _NATIVE.append(BACKEND)
     return _NATIVE[0]
@@ -113,7 +113,7 @@ class AutoBackend(Backend):
                        " accuracy", env="EMUBLAS_AUTO_BITS"),
         "table": Option("table", None, _text,
                         "cost table file (default: emublas calibrate's in the user cache, else the shipped one)",
-                        env=costmodel.ENV_TABLE),
+                        env=tables.ENV_TABLE),
     }
 
     def __init__(self):
@@ -121,7 +121,7 @@ class AutoBackend(Backend):
 
     # -- readiness -----------------------------------------------------------
     def readiness(self):
-        from .native.backend import BACKEND as NATIVE
+        from ..native.backend import BACKEND as NATIVE
 
         out = {}
         for device, (ok, detail) in NATIVE.readiness().items():
@@ -136,14 +136,14 @@ class AutoBackend(Backend):
     def check(self, device: str) -> None:
         _native().check(device)
 
-    def table(self, device: str, path: str | None = None) -> costmodel.Table:
+    def table(self, device: str, path: str | None = None) -> tables.Table:
         """The cost table used on ``device``."""
-        return costmodel.table_for(device, path)
+        return tables.table_for(device, path)
 
     def usable(self, device: str) -> tuple[str, ...]:
         """Emulating backends that can run on ``device`` (checked once per process)."""
         if device not in self._usable:
-            from . import get
+            from .. import get
 
             names = []
             for name in ("ozaki2", "strassen"):
@@ -157,27 +157,27 @@ class AutoBackend(Backend):
 
     # -- the choice ------------------------------------------------------------
     def decide(self, routine: str, prefix: str, m: int, n: int, k: int, device: str, *, accuracy="native",
-               bits=None, table=None) -> costmodel.Decision:
-        """The decision for one call (see :func:`emublas.costmodel.decide`)."""
-        return costmodel.decide(self.table(device, table), routine, prefix, m, n, k, accuracy=accuracy,
-                                bits=bits, usable=self.usable(device))
+               bits=None, table=None) -> model.Decision:
+        """The decision for one call (see :func:`.model.decide`)."""
+        return model.decide(self.table(device, table), routine, prefix, m, n, k, accuracy=accuracy,
+                            bits=bits, usable=self.usable(device))
 
     def _choose(self, routine: str, c, m: int, n: int, k: int, opts: dict):
         device = "gpu" if is_cupy(c) else "cpu"
         prefix = _PREFIX[(c.dtype.kind, c.dtype.itemsize)]
         accuracy, bits = opts.get("accuracy", "native"), opts.get("bits")
-        table = costmodel.table_for(device, opts.get("table"), read_env="table" not in opts)
+        table = tables.table_for(device, opts.get("table"), read_env="table" not in opts)
         usable = self.usable(device)
         # the record is the call's facts; last_run() turns them into the decision when asked
         _last.call = (table, routine, prefix, m, n, k, accuracy, bits, usable)
-        if bits is None and min(m, n, k) < table.min_dim_for(costmodel.MODEL_ROUTINE[routine], prefix):
+        if bits is None and min(m, n, k) < table.min_dim_for(model.MODEL_ROUTINE[routine], prefix):
             return _native(), {}  # the common small call: no model lookup at all
-        decision = costmodel.decide(table, routine, prefix, m, n, k, accuracy=accuracy, bits=bits, usable=usable)
+        decision = model.decide(table, routine, prefix, m, n, k, accuracy=accuracy, bits=bits, usable=usable)
         if not decision.chosen.qualifies:
             warnings.warn(f"emublas auto: no backend here meets {decision.requirement} for {prefix}{routine}"
                           f" {m}x{n}x{k}; computed natively (emublas.auto_last() has the reasoning)",
                           UserWarning, stacklevel=4)
-        from . import get
+        from .. import get
 
         return get(decision.backend), decision.options
 
