@@ -369,6 +369,3 @@ def vnni_peak_probe(threads: int | None = None, iters: int = 10_000_000) -> floa
     _, lib = require()
     return float(lib.emublas_vnni_peak_probe(nthreads, iters))
 
-
-# the names other modules used before they were public (removed once no caller is left)
-_require, _load, _threads, _ptr, _elem_strides = require, load, threads_for, ptr, elem_strides
