@@ -97,7 +97,7 @@ def _configs(routine: str, prefix: str, grid: dict, device: str) -> list[tuple[s
     from . import backends
 
     out: list[tuple[str, Any, dict]] = [("native", None, {})]
-    if backends.get("ozaki2").readiness()[device][0]:
+    if backends.get("ozaki2").device_readiness(device)[0]:
         # counts below the native default serve bits=N calls, which auto runs without recomputation
         native = model.OZAKI2_NATIVE[prefix]
         out += [("ozaki2", c, {"moduli": c, "mode": "accurate", "fallback": "dot" if c >= native else "none"})

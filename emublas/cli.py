@@ -37,7 +37,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     if args.n < 1:
         raise ValueError(f"-n must be a positive matrix size, got {args.n}")
     if args.backends is None:
-        args.backends = [b for b in backends.names() if backends.get(b).readiness()["cpu"][0]]
+        args.backends = [b for b in backends.names() if backends.get(b).device_readiness("cpu")[0]]
     else:  # every name checked before anything is printed
         args.backends = [backends.get(b).name for b in backend_list(args.backends) or []]
     print(format_info())

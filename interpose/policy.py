@@ -77,7 +77,7 @@ def selection(device: str = "cpu") -> tuple[str, dict, bool]:
     from emublas import config
 
     backend, opts = config.resolve(None, None)
-    return backend.name, opts, backend.readiness()[device][0]
+    return backend.name, opts, backend.device_readiness(device)[0]
 
 
 def explicit_options(backend: str) -> dict:

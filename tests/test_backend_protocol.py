@@ -184,3 +184,27 @@ def test_front_gives_nonfinite_the_native_pattern_for_a_backend_that_leaves_it(r
         np.testing.assert_allclose(got[fin], ref[fin], rtol=1e-11, atol=1e-11)
     finally:
         backends.unregister("toyzero")
+
+
+@pytest.mark.parametrize("name", ["native", "ozaki2", "strassen", "boolpack", "auto"])
+def test_a_cpu_call_never_looks_for_the_gpu(name):
+    """check() asks only the call's own device: a numpy call does not try to import cupy."""
+    import sys
+
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((6, 5)), rng.standard_normal((5, 4))
+    emublas.dgemm(1.0, a, b, backend=name)  # warm: lazy imports of the backend itself
+    asked = []
+
+    class Spy:
+        def find_spec(self, fullname, path=None, target=None):
+            asked.append(fullname)
+            return None
+
+    spy = Spy()
+    sys.meta_path.insert(0, spy)
+    try:
+        emublas.dgemm(1.0, a, b, backend=name)
+    finally:
+        sys.meta_path.remove(spy)
+    assert not [m for m in asked if m.split(".")[0] == "cupy"], asked

@@ -191,15 +191,26 @@ class Backend:
         return cls.sweep_quick_grid if cls.sweep_quick_grid is not None else cls.sweep_grid
 
     # -- readiness -----------------------------------------------------------
+    def device_readiness(self, device: str) -> tuple[bool, str]:
+        """``(ok, detail)`` for one device, ``"cpu"`` or ``"gpu"``.
+
+        A call asks only for its own device (:meth:`check`), so a CPU call never
+        probes the GPU.  Backends override this; one that overrides only
+        :meth:`readiness` is read through it.
+        """
+        if type(self).readiness is not Backend.readiness:
+            return self.readiness()[device]
+        return (False, "not implemented")
+
     def readiness(self) -> dict[str, Any]:
         """What ``emublas.info()`` reports: ``{"cpu": (ok, detail), "gpu": (ok, detail)}``."""
-        return {"cpu": (False, "not implemented"), "gpu": (False, "not implemented")}
+        return {device: self.device_readiness(device) for device in ("cpu", "gpu")}
 
     def check(self, device: str) -> None:
         """Raise :class:`~emublas.errors.BackendUnavailableError` if ``device`` cannot run."""
         from ..errors import BackendUnavailableError
 
-        ok, detail = self.readiness()[device]
+        ok, detail = self.device_readiness(device)
         if not ok:
             raise BackendUnavailableError(
                 f"backend {self.name!r} cannot run on the {device.upper()} here: {detail}"

@@ -255,7 +255,7 @@ def plan(*, ops=None, dtypes=None, sizes=None, mnk=None, backends=None, grid=(),
         names = []
         for name in explicit_backends:
             be = _backend(name)
-            ok, detail = be.readiness()[device]
+            ok, detail = be.device_readiness(device)
             if not ok:
                 raise ValueError(f"backend {be.name!r} cannot run on the {device.upper()} here: {detail}")
             if be.name not in names:
@@ -268,7 +268,7 @@ def plan(*, ops=None, dtypes=None, sizes=None, mnk=None, backends=None, grid=(),
                 _backend(n).quick_grid() is not None)]
         for name in candidates:
             be = _backend(name)
-            ok, detail = be.readiness()[device]
+            ok, detail = be.device_readiness(device)
             if ok:
                 names.append(be.name)
             else:

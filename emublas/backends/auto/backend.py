@@ -120,18 +120,16 @@ class AutoBackend(Backend):
         self._usable: dict[str, tuple[str, ...]] = {}
 
     # -- readiness -----------------------------------------------------------
-    def readiness(self):
+    def device_readiness(self, device):
         from ..native.backend import BACKEND as NATIVE
 
-        out = {}
-        for device, (ok, detail) in NATIVE.readiness().items():
-            if ok:
-                try:
-                    detail = f"cost table: {self.table(device).label}"
-                except ValueError as exc:
-                    ok, detail = False, str(exc)
-            out[device] = (ok, detail)
-        return out
+        ok, detail = NATIVE.device_readiness(device)
+        if ok:
+            try:
+                detail = f"cost table: {self.table(device).label}"
+            except ValueError as exc:
+                ok, detail = False, str(exc)
+        return ok, detail
 
     def check(self, device: str) -> None:
         _native().check(device)
@@ -148,7 +146,7 @@ class AutoBackend(Backend):
             names = []
             for name in ("ozaki2", "strassen"):
                 try:
-                    if get(name).readiness()[device][0]:
+                    if get(name).device_readiness(device)[0]:
                         names.append(name)
                 except Exception:  # a backend that cannot even report is not a candidate
                     pass

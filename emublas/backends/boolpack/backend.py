@@ -58,14 +58,14 @@ class BoolpackBackend(Backend):
                                 env="EMUBLAS_BOOLPACK_NONFINITE"),
         }
 
-    def readiness(self):
+    def device_readiness(self, device):
+        if device == "gpu":
+            return _cupy_state()
         if cpu.available():
             from . import kernels_cpu
 
-            cpu_state = (True, f"C kernels built ({kernels_cpu.kernel_name()})")
-        else:
-            cpu_state = (False, f"C extension not built: {cpu.load_error()}")
-        return {"cpu": cpu_state, "gpu": _cupy_state()}
+            return (True, f"C kernels built ({kernels_cpu.kernel_name()})")
+        return (False, f"C extension not built: {cpu.load_error()}")
 
     def _leaf(self, x):
         if is_cupy(x):

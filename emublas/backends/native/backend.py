@@ -129,18 +129,18 @@ class NativeBackend(Backend):
     handles_nonfinite = True  # the platform BLAS's pattern is, by definition, its own
     native_level3 = True
 
-    def readiness(self):
-        import scipy
+    def device_readiness(self, device):
+        if device == "cpu":
+            import scipy
 
-        cpu = (True, f"scipy {scipy.__version__} BLAS")
+            return (True, f"scipy {scipy.__version__} BLAS")
         try:
             import cupy
 
             count = cupy.cuda.runtime.getDeviceCount()
-            gpu = (count > 0, f"cupy {cupy.__version__}, {count} GPU(s)" if count else "cupy found, no GPU")
+            return (count > 0, f"cupy {cupy.__version__}, {count} GPU(s)" if count else "cupy found, no GPU")
         except Exception as exc:  # ImportError, CUDA driver errors: report, don't fail
-            gpu = (False, f"cupy/GPU not usable: {type(exc).__name__}: {exc}".splitlines()[0])
-        return {"cpu": cpu, "gpu": gpu}
+            return (False, f"cupy/GPU not usable: {type(exc).__name__}: {exc}".splitlines()[0])
 
     def check(self, device: str) -> None:
         if device == "cpu":

@@ -47,13 +47,13 @@ class Ozaki2Backend(Backend):
                             " (fewer bytes between devices)", env="EMUBLAS_MULTI_GPU_SPLIT"),
         }
 
-    def readiness(self):
+    def device_readiness(self, device):
+        if device == "gpu":
+            return _gpu_state()
         if cpu.available():
             feats = [k for k, v in cpu.features().items() if v]
-            cpu_state = (True, "C kernels built" + (f" ({', '.join(feats)})" if feats else " (portable C)"))
-        else:
-            cpu_state = (False, f"C extension not built: {cpu.load_error()}")
-        return {"cpu": cpu_state, "gpu": _gpu_state()}
+            return (True, "C kernels built" + (f" ({', '.join(feats)})" if feats else " (portable C)"))
+        return (False, f"C extension not built: {cpu.load_error()}")
 
     def gemm(self, alpha, a, b, beta, c, trans_a, trans_b, **opts):
         from . import routines

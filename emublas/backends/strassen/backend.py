@@ -77,8 +77,8 @@ class StrassenBackend(Backend):
                          env="EMUBLAS_STRASSEN_LEVELS"),
     }
 
-    def readiness(self):
-        return NATIVE.readiness()
+    def device_readiness(self, device):
+        return NATIVE.device_readiness(device)
 
     def check(self, device: str) -> None:
         NATIVE.check(device)
