@@ -15,7 +15,7 @@ import argparse
 
 import numpy as np
 
-from emublas.backends.ozaki2 import kernels_cpu
+from emublas.backends.ozaki2 import kernels_cpu, kernels_crt
 from emublas.backends.ozaki2.moduli import REAL_MODULI, TWO_M_MODULI, TWO_M_ROOTS, real_set
 from emublas.timing import median_time
 
@@ -55,23 +55,23 @@ def main() -> None:
         ("residues 3M z128 (48 planes)",
          lambda t: kernels_cpu.oz_residues_3m(z.real, z.imag, shift, 1, mods, out=out3, threads=t),
          e * (16 + 3 * L), e * 3 * L),
-        ("accumulate 1 modulus", lambda t: kernels_cpu.oz_crt_accumulate(X1, ms.weights[3], ms.moduli[3], ms.big_hi[3],
+        ("accumulate 1 modulus", lambda t: kernels_crt.oz_crt_accumulate(X1, ms.weights[3], ms.moduli[3], ms.big_hi[3],
                                                                  ms.big_lo[3], hi, lo, threads=t),
          e * (4 + 32), e),
-        ("accumulate first=True", lambda t: kernels_cpu.oz_crt_accumulate(X1, ms.weights[3], ms.moduli[3], ms.big_hi[3],
+        ("accumulate first=True", lambda t: kernels_crt.oz_crt_accumulate(X1, ms.weights[3], ms.moduli[3], ms.big_hi[3],
                                                                   ms.big_lo[3], hi, lo, first=True, threads=t),
          e * (4 + 16), e),
-        ("accumulate X2=X1^T, uplo=U", lambda t: kernels_cpu.oz_crt_accumulate(X1, 5, 241, ms.big_hi[3],
+        ("accumulate X2=X1^T, uplo=U", lambda t: kernels_crt.oz_crt_accumulate(X1, 5, 241, ms.big_hi[3],
                                                                              ms.big_lo[3], hi, lo,
                                                                      x2=X1.T, w2=7, uplo=1, threads=t),
          e * (4 + 4 + 32) // 2, e // 2),
-        ("finalize f64 beta=0", lambda t: kernels_cpu.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, zero, zero, res,
+        ("finalize f64 beta=0", lambda t: kernels_crt.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, zero, zero, res,
                                                                        threads=t),
          e * (16 + 8), e),
-        ("finalize f64 beta!=0", lambda t: kernels_cpu.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, zero, zero, res,
+        ("finalize f64 beta!=0", lambda t: kernels_crt.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, zero, zero, res,
                                                                alpha=2.0, beta=0.5, threads=t),
          e * (16 + 16), e),
-        ("finalize c128 beta!=0", lambda t: kernels_cpu.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, zero, zero, resz,
+        ("finalize c128 beta!=0", lambda t: kernels_crt.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, zero, zero, resz,
                                                                 im_hi=lo, im_lo=hi, alpha=2.0, beta=0.5j, threads=t),
          e * (32 + 32), e),
     ]

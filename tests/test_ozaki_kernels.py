@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from emublas._kernels import cpu
-from emublas.backends.ozaki2 import kernels_cpu
+from emublas.backends.ozaki2 import kernels_cpu, kernels_crt
 from emublas.backends.ozaki2.moduli import REAL_MODULI, TWO_M_MODULI, TWO_M_ROOTS, crt_reference, real_set, two_m_set
 
 pytestmark = pytest.mark.skipif(not cpu.available(), reason=f"C extension not built: {cpu.load_error()}")
@@ -273,7 +273,7 @@ def crt_run(ms, X, uplo=0, threads=2, m_n=None):
     hi = np.full((m, n), 7.0, order="F")
     lo = np.full((m, n), 7.0, order="F")
     for l, mod in enumerate(ms.moduli):
-        kernels_cpu.oz_crt_accumulate(X[l], ms.weights[l], mod, ms.big_hi[l], ms.big_lo[l], hi, lo,
+        kernels_crt.oz_crt_accumulate(X[l], ms.weights[l], mod, ms.big_hi[l], ms.big_lo[l], hi, lo,
                               first=(l == 0), uplo=uplo, threads=threads)
     return hi, lo
 
@@ -315,7 +315,7 @@ def test_crt_roundtrip_exact(seed, impl, kind, count):
     rsh = np.array([pyrng.randint(-200, 200) for _ in range(m)], dtype=np.int32)
     csh = np.array([pyrng.randint(-200, 200) for _ in range(n)], dtype=np.int32)
     out = np.full((m, n), np.nan)
-    kernels_cpu.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, rsh, csh, out)
+    kernels_crt.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, rsh, csh, out)
     max_ulp = 0.0
     for i in range(m):
         for j in range(n):
@@ -349,7 +349,7 @@ def test_crt_ulp_statistics(seed):
     hi, lo = crt_run(ms, X)
     out = np.empty((m, n))
     z = np.zeros(m, np.int32)
-    kernels_cpu.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, z, np.zeros(n, np.int32), out)
+    kernels_crt.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, z, np.zeros(n, np.int32), out)
     worst_cr = worst_1 = 0.0
     for i in range(m):
         for j in range(n):
@@ -387,12 +387,12 @@ def test_crt_2m_complex_with_x2(seed, impl):
         y = ms.weights[l]
         wr = sym(y * pow(2, -1, mod), mod)
         wi = sym(y * pow(2 * s, -1, mod), mod)
-        kernels_cpu.oz_crt_accumulate(cp, wr, mod, ms.big_hi[l], ms.big_lo[l], hr, lr, x2=cm, w2=wr, first=l == 0)
-        kernels_cpu.oz_crt_accumulate(cp, wi, mod, ms.big_hi[l], ms.big_lo[l], hi_, li, x2=cm, w2=-wi, first=l == 0)
+        kernels_crt.oz_crt_accumulate(cp, wr, mod, ms.big_hi[l], ms.big_lo[l], hr, lr, x2=cm, w2=wr, first=l == 0)
+        kernels_crt.oz_crt_accumulate(cp, wi, mod, ms.big_hi[l], ms.big_lo[l], hi_, li, x2=cm, w2=-wi, first=l == 0)
     rsh = np.array([pyrng.randint(-100, 100) for _ in range(m)], np.int32)
     csh = np.array([pyrng.randint(-100, 100) for _ in range(n)], np.int32)
     out = np.empty((m, n), np.complex128)
-    kernels_cpu.oz_crt_finalize(hr, lr, ms.P_hi, ms.P_lo, rsh, csh, out, im_hi=hi_, im_lo=li)
+    kernels_crt.oz_crt_finalize(hr, lr, ms.P_hi, ms.P_lo, rsh, csh, out, im_hi=hi_, im_lo=li)
     for i in range(m):
         for j in range(n):
             sc = Fraction(2) ** (int(rsh[i]) + int(csh[j]))
@@ -427,13 +427,13 @@ def test_crt_herk_transposed_alias_and_uplo(seed, impl, uplo):
         y = ms.weights[l]
         wr = sym(y * pow(2, -1, mod), mod)
         wi = sym(y * pow(2 * s, -1, mod), mod)
-        kernels_cpu.oz_crt_accumulate(cp, wr, mod, ms.big_hi[l], ms.big_lo[l], hr, lr, x2=cp.T, w2=wr,
+        kernels_crt.oz_crt_accumulate(cp, wr, mod, ms.big_hi[l], ms.big_lo[l], hr, lr, x2=cp.T, w2=wr,
                               first=l == 0, uplo=uplo)
-        kernels_cpu.oz_crt_accumulate(cp, wi, mod, ms.big_hi[l], ms.big_lo[l], hi_, li, x2=cp.T, w2=-wi,
+        kernels_crt.oz_crt_accumulate(cp, wi, mod, ms.big_hi[l], ms.big_lo[l], hi_, li, x2=cp.T, w2=-wi,
                               first=l == 0, uplo=uplo)
     out = np.full((n, n), complex(np.nan, np.nan), np.complex128)
     z = np.zeros(n, np.int32)
-    kernels_cpu.oz_crt_finalize(hr, lr, ms.P_hi, ms.P_lo, z, z, out, im_hi=hi_, im_lo=li, uplo=uplo)
+    kernels_crt.oz_crt_finalize(hr, lr, ms.P_hi, ms.P_lo, z, z, out, im_hi=hi_, im_lo=li, uplo=uplo)
     for i in range(n):
         for j in range(n):
             inside = uplo == 0 or (uplo == 1 and i <= j) or (uplo == 2 and i >= j)
@@ -463,7 +463,7 @@ def test_finalize_alpha_beta_dtypes(rng, impl, dtype, beta):
     # v from alpha = 1, beta = 0 into complex128 (exact representation of the doubles)
     v = np.empty((m, n), np.complex128)
     kw = dict(im_hi=parts[1][0], im_lo=parts[1][1]) if cplx else {}
-    kernels_cpu.oz_crt_finalize(parts[0][0], parts[0][1], ms.P_hi, ms.P_lo, rsh, csh, v, **kw)
+    kernels_crt.oz_crt_finalize(parts[0][0], parts[0][1], ms.P_hi, ms.P_lo, rsh, csh, v, **kw)
     alpha = complex(-1.5, 0.25) if cplx else -1.5
     beta_c = complex(beta) if cplx else complex(beta).real
     c0 = (rng.standard_normal((m, n)) + (1j * rng.standard_normal((m, n)) if cplx else 0)).astype(dtype)
@@ -471,7 +471,7 @@ def test_finalize_alpha_beta_dtypes(rng, impl, dtype, beta):
     big = np.zeros((m + 5, 2 * n + 1), dtype=dtype)
     out = big[2:2 + m, 1:2 * n + 1:2]  # strided view
     out[...] = c0 if beta != 0 else np.nan
-    kernels_cpu.oz_crt_finalize(parts[0][0], parts[0][1], ms.P_hi, ms.P_lo, rsh, csh, out, alpha=alpha, beta=beta_c,
+    kernels_crt.oz_crt_finalize(parts[0][0], parts[0][1], ms.P_hi, ms.P_lo, rsh, csh, out, alpha=alpha, beta=beta_c,
                                 **kw)
     ar, ai = (alpha.real, alpha.imag) if cplx else (alpha, 0.0)
     br, bi = (beta_c.real, beta_c.imag) if cplx else (beta_c, 0.0)
@@ -511,19 +511,19 @@ def test_crt_large_threads_and_paths_agree(rng):
                 lo = np.empty((m, n), order="F")
                 for l in range(4):
                     x = X1f if l % 2 else X1
-                    kernels_cpu.oz_crt_accumulate(x, ms.weights[l], ms.moduli[l], ms.big_hi[l], ms.big_lo[l], hi, lo,
+                    kernels_crt.oz_crt_accumulate(x, ms.weights[l], ms.moduli[l], ms.big_hi[l], ms.big_lo[l], hi, lo,
                                           first=l == 0, threads=t)
                 res += [hi.copy(), lo.copy()]
                 hs = np.zeros((n, n), order="F")
                 ls = np.zeros((n, n), order="F")
                 for uplo in (1, 2):
-                    kernels_cpu.oz_crt_accumulate(Xsq, 77, 241, ms.big_hi[0], ms.big_lo[0], hs, ls, x2=Xsq.T, w2=-5,
+                    kernels_crt.oz_crt_accumulate(Xsq, 77, 241, ms.big_hi[0], ms.big_lo[0], hs, ls, x2=Xsq.T, w2=-5,
                                           first=True, uplo=uplo, threads=t)
                     res += [hs.copy(), ls.copy()]
                 for dt in (np.float32, np.float64, np.complex64, np.complex128):
                     o = np.ones((m, n), dt)
                     kw = dict(im_hi=lo, im_lo=hi * 1e-17) if np.dtype(dt).kind == "c" else {}
-                    kernels_cpu.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, rng.integers(-5, 5, m) * 0 + 60,
+                    kernels_crt.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, rng.integers(-5, 5, m) * 0 + 60,
                                         np.full(n, 3), o, alpha=0.5 + 0.25j, beta=-2 + 1j, threads=t, **kw)
                     res.append(o)
                 results.append(res)
@@ -545,7 +545,7 @@ def test_accumulate_reduction_exact(rng, impl):
         for w1, w2 in ((1, 0), (511, -511), (65535, 65535), (-65535, 3)):
             hi = np.empty((m, n), order="F")
             lo = np.empty((m, n), order="F")
-            kernels_cpu.oz_crt_accumulate(x1, w1, mod, 1.0, 0.0, hi, lo, x2=x2, w2=w2, first=True)
+            kernels_crt.oz_crt_accumulate(x1, w1, mod, 1.0, 0.0, hi, lo, x2=x2, w2=w2, first=True)
             ref = np.array([[sym(w1 * int(x1[i, j]) + w2 * int(x2[i, j]), mod) for j in range(n)]
                             for i in range(m)], dtype=np.float64)
             np.testing.assert_array_equal(hi, ref)
@@ -557,21 +557,21 @@ def test_crt_errors():
     lo = np.zeros((3, 4), order="F")
     x = np.zeros((3, 4), np.int32)
     with pytest.raises(ValueError, match="Fortran"):
-        kernels_cpu.oz_crt_accumulate(x, 1, 7, 1.0, 0.0, np.zeros((3, 4)), lo)
+        kernels_crt.oz_crt_accumulate(x, 1, 7, 1.0, 0.0, np.zeros((3, 4)), lo)
     with pytest.raises(TypeError):
-        kernels_cpu.oz_crt_accumulate(x.astype(np.int64), 1, 7, 1.0, 0.0, hi, lo)
+        kernels_crt.oz_crt_accumulate(x.astype(np.int64), 1, 7, 1.0, 0.0, hi, lo)
     with pytest.raises(ValueError, match="modulus"):
-        kernels_cpu.oz_crt_accumulate(x, 1, 1, 1.0, 0.0, hi, lo)
+        kernels_crt.oz_crt_accumulate(x, 1, 1, 1.0, 0.0, hi, lo)
     with pytest.raises(ValueError, match="w1"):
-        kernels_cpu.oz_crt_accumulate(x, 2**16, 7, 1.0, 0.0, hi, lo)
+        kernels_crt.oz_crt_accumulate(x, 2**16, 7, 1.0, 0.0, hi, lo)
     with pytest.raises(ValueError, match="uplo"):
-        kernels_cpu.oz_crt_accumulate(x, 1, 7, 1.0, 0.0, hi, lo, uplo=3)
+        kernels_crt.oz_crt_accumulate(x, 1, 7, 1.0, 0.0, hi, lo, uplo=3)
     with pytest.raises(ValueError, match="complex out"):
-        kernels_cpu.oz_crt_finalize(hi, lo, 7.0, 0.0, [0] * 3, [0] * 4, np.zeros((3, 4)), im_hi=hi, im_lo=lo)
+        kernels_crt.oz_crt_finalize(hi, lo, 7.0, 0.0, [0] * 3, [0] * 4, np.zeros((3, 4)), im_hi=hi, im_lo=lo)
     with pytest.raises(TypeError):
-        kernels_cpu.oz_crt_finalize(hi, lo, 7.0, 0.0, [0] * 3, [0] * 4, np.zeros((3, 4), np.int32))
+        kernels_crt.oz_crt_finalize(hi, lo, 7.0, 0.0, [0] * 3, [0] * 4, np.zeros((3, 4), np.int32))
     with pytest.raises(ValueError, match="shape"):
-        kernels_cpu.oz_crt_finalize(hi, lo, 7.0, 0.0, [0] * 3, [0] * 4, np.zeros((4, 3)))
+        kernels_crt.oz_crt_finalize(hi, lo, 7.0, 0.0, [0] * 3, [0] * 4, np.zeros((4, 3)))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])

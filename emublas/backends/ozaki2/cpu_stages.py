@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from ..._kernels import cpu
-from . import kernels_cpu, pipeline, scaling
+from . import kernels_cpu, kernels_crt, pipeline, scaling
 from .recipes import PLANES_PER_MODULUS
 
 __all__ = ["CpuStages", "new_state", "finalize", "residues", "BLOCKS"]
@@ -64,8 +64,9 @@ def accumulate(state: dict, prods, jb: pipeline.Job, l: int, uplo: int = 0, thre
     m, bhi, blo = jb.moduli[l], jb.mset.big_hi[l], jb.mset.big_lo[l]
     for part, p1, t1, w1, p2, t2, w2 in jb.terms[l]:
         kw = {} if p2 is None else {"x2": prods[p2].T if t2 else prods[p2], "w2": w2}
-        kernels_cpu.oz_crt_accumulate(prods[p1].T if t1 else prods[p1], w1, m, bhi, blo, state[part + "_hi"],
-                              state[part + "_lo"], first=state["first_" + part], uplo=uplo, threads=threads, **kw)
+        kernels_crt.oz_crt_accumulate(prods[p1].T if t1 else prods[p1], w1, m, bhi, blo, state[part + "_hi"],
+                                      state[part + "_lo"], first=state["first_" + part], uplo=uplo, threads=threads,
+                                      **kw)
         state["first_" + part] = False
 
 
@@ -112,9 +113,9 @@ class CpuStages:
 
 def finalize(state: dict, jb: pipeline.Job, x_shift, y_shift, out, alpha, beta, *, uplo=0, cert=None) -> None:
     """``out = alpha·C + beta·out`` from the accumulators, certified entry by entry (``cert``)."""
-    kernels_cpu.oz_crt_finalize(state["re_hi"], state["re_lo"], jb.mset.P_hi, jb.mset.P_lo, x_shift, y_shift, out,
-                        im_hi=state.get("im_hi"), im_lo=state.get("im_lo"), alpha=alpha, beta=beta, uplo=uplo,
-                        cert=cert)
+    kernels_crt.oz_crt_finalize(state["re_hi"], state["re_lo"], jb.mset.P_hi, jb.mset.P_lo, x_shift, y_shift, out,
+                                im_hi=state.get("im_hi"), im_lo=state.get("im_lo"), alpha=alpha, beta=beta,
+                                uplo=uplo, cert=cert)
 
 
 def batch_for(x, y, out, jb: pipeline.Job) -> int:

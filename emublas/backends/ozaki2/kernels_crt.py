@@ -1,0 +1,275 @@
+"""The Ozaki-II CRT passes in C (``native/cpu/ozaki_accumulate.c``, ``ozaki_finalize.c``) on
+numpy arrays: the fused residue-term and double-double accumulation, and the certified
+finalize.  Thin, checked wrappers over the cffi extension, as :mod:`.kernels_cpu`.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+from ..._kernels.cpu import check_operand, elem_strides, ptr, require, threads_for
+from .kernels_cpu import _int32_vector, _oz_check, _oz_parts
+
+__all__ = ["oz_crt_accumulate", "oz_crt_finalize"]
+
+_OUT_DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1,
+               np.dtype(np.complex64): 2, np.dtype(np.complex128): 3}
+
+
+
+def _acc_array(a: Any, name: str, shape: tuple[int, int]) -> np.ndarray:
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"{name} must be a numpy.ndarray, got {type(a).__name__}")
+    if a.dtype != np.float64:
+        raise TypeError(f"{name} must have dtype float64, got {a.dtype}")
+    if a.shape != shape:
+        raise ValueError(f"{name} has shape {a.shape}, expected {shape}")
+    m = shape[0]
+    if a.size and not (a.flags.f_contiguous or (a.strides[0] == 8 and (shape[1] <= 1 or a.strides[1] == 8 * m))):
+        raise ValueError(f"{name} must be Fortran-ordered (column-major, leading dimension m)")
+    if not a.flags.aligned:
+        raise ValueError(f"{name} must be aligned")
+    return a
+
+
+def _uplo(uplo: Any) -> int:
+    codes = {0: 0, 1: 1, 2: 2, "A": 0, "U": 1, "L": 2}
+    if isinstance(uplo, str):
+        uplo = uplo.upper()
+    if uplo not in codes:
+        raise ValueError(f"uplo must be 0 (all), 1/'U' (i <= j) or 2/'L' (i >= j), got {uplo!r}")
+    return codes[uplo]
+
+
+def _int32_matrix(x: Any, name: str) -> tuple[np.ndarray, int, int]:
+    x = check_operand(x, name, np.int32)
+    st = elem_strides(x)
+    if st is None or not x.flags.aligned:
+        x = np.array(x, order="F")
+        st = elem_strides(x)
+    return x, st[0], st[1]  # type: ignore[index]
+
+
+def _weight(w: Any, name: str) -> int:
+    w = operator.index(w)
+    if not -(2**16) < w < 2**16:
+        raise ValueError(f"{name}={w} out of range (|w| < 2**16)")
+    return w
+
+
+def oz_crt_accumulate(
+    x1: np.ndarray,
+    w1: int,
+    modulus: int,
+    big_hi: float,
+    big_lo: float,
+    acc_hi: np.ndarray,
+    acc_lo: np.ndarray,
+    *,
+    x2: np.ndarray | None = None,
+    w2: int = 0,
+    first: bool = False,
+    uplo: Any = 0,
+    threads: int | None = None,
+) -> None:
+    """Fused ``t = (w1*x1 + w2*x2) mod modulus`` and double-double CRT accumulation.
+
+    ``(acc_hi, acc_lo) = (first ? 0 : (acc_hi, acc_lo)) + t * (big_hi + big_lo)``
+    in place, for all entries (``uplo=0``), ``i <= j`` (1 or ``'U'``) or
+    ``i >= j`` (2 or ``'L'``); others are left alone.
+
+    Parameters
+    ----------
+    x1 : numpy.ndarray, int32, shape (m, n)
+        Any strides.
+    w1, w2 : int
+        Weights, ``|w| < 2**16``.
+    modulus : int
+        ``2 <= modulus < 2**31``.
+    big_hi, big_lo : float
+        ``P/m`` split into two doubles.
+    acc_hi, acc_lo : numpy.ndarray, float64, shape (m, n), Fortran-ordered
+    x2 : numpy.ndarray, int32, shape (m, n), optional
+        May share memory with x1 (e.g. ``x1.T``).
+    """
+    nthreads = threads_for(threads)
+    x1, rs1, cs1 = _int32_matrix(x1, "x1")
+    m, n = x1.shape
+    w1 = _weight(w1, "w1")
+    w2 = _weight(w2, "w2")
+    if x2 is not None:
+        x2, rs2, cs2 = _int32_matrix(x2, "x2")
+        if x2.shape != (m, n):
+            raise ValueError(f"x2 has shape {x2.shape}, expected {(m, n)}")
+    else:
+        rs2 = cs2 = 0
+    modulus = operator.index(modulus)
+    if not 2 <= modulus < 2**31:
+        raise ValueError(f"modulus={modulus} must be in 2 .. 2**31-1")
+    acc_hi = _acc_array(acc_hi, "acc_hi", (m, n))
+    acc_lo = _acc_array(acc_lo, "acc_lo", (m, n))
+    for a in (acc_hi, acc_lo):
+        if not a.flags.writeable:
+            raise ValueError("acc_hi and acc_lo must be writeable")
+    if np.may_share_memory(acc_hi, acc_lo):
+        raise ValueError("acc_hi and acc_lo must not overlap")
+    code = _uplo(uplo)
+    ffi, lib = require()
+    if m == 0 or n == 0:
+        return
+    rc = lib.emublas_oz_crt_accumulate(
+        m, n, ptr(ffi, "const int32_t *", x1), rs1, cs1, w1,
+        ptr(ffi, "const int32_t *", x2) if x2 is not None else ffi.NULL, rs2, cs2, w2,
+        modulus, float(big_hi), float(big_lo),
+        ptr(ffi, "double *", acc_hi), ptr(ffi, "double *", acc_lo),
+        1 if first else 0, code, nthreads)
+    _oz_check(rc, "oz_crt_accumulate")
+
+
+def _cert_struct(ffi, cert: dict, m: int, n: int):
+    """The ``emublas_oz_cert`` struct of a certificate dict, and the arrays it points into."""
+    c = ffi.new("emublas_oz_cert *")
+    keep = []
+
+    def vec(key, dtype, size):
+        v = np.require(cert[key], dtype, ["C", "A"])
+        if v.shape != (size,):
+            raise ValueError(f"cert[{key!r}] must have length {size}, got shape {v.shape}")
+        keep.append(v)
+        return ptr(ffi, "double *" if dtype == np.float64 else "int32_t *", v)
+
+    c.row_err, c.col_err = vec("row_err", np.float64, m), vec("col_err", np.float64, n)
+    c.crt_err, c.target = float(cert["crt_err"]), float(cert["target"])
+    w = cert.get("W")
+    if w is not None:
+        w = np.require(w, np.int32, ["F", "A"])
+        if w.shape != (m, n):
+            raise ValueError(f"cert['W'] must have shape {(m, n)}, got {w.shape}")
+        keep.append(w)
+        c.W, c.ldw = ptr(ffi, "int32_t *", w), m
+        c.row_wsum, c.col_wsum = vec("row_wsum", np.float64, m), vec("col_wsum", np.float64, n)
+        c.row_budget, c.col_budget = vec("row_budget", np.int32, m), vec("col_budget", np.int32, n)
+    c.fix = int(bool(cert.get("fix")))
+    if cert.get("L") is not None:  # the fallback, also for rows with NaN/Inf whatever fix says
+        L, R = cert["L"], cert["R"]
+        if L.shape[0] != m or R.shape[0] != n or L.shape[1] != R.shape[1]:
+            raise ValueError(f"cert factors must be ({m}, k) and ({n}, k), got {L.shape} and {R.shape}")
+        lr, li, code, rsl, csl = _oz_parts(L)
+        rr, ri, code_r, rsr, csr = _oz_parts(R)
+        if code != code_r or (li is None) != (ri is None):
+            raise TypeError("cert factors must share one dtype")
+        keep += [lr, li, rr, ri]
+        c.dtype, c.k = code, L.shape[1]
+        c.Lr, c.Rr = ptr(ffi, "void *", lr), ptr(ffi, "void *", rr)
+        c.Li = ffi.NULL if li is None else ptr(ffi, "void *", li)
+        c.Ri = ffi.NULL if ri is None else ptr(ffi, "void *", ri)
+        c.rsl, c.csl, c.rsr, c.csr = rsl, csl, rsr, csr
+        c.conj_l, c.conj_r = int(bool(cert.get("conj_l"))), int(bool(cert.get("conj_r")))
+    c.uncertified = 0
+    return c, keep
+
+
+def oz_crt_finalize(
+    re_hi: np.ndarray,
+    re_lo: np.ndarray,
+    P_hi: float,
+    P_lo: float,
+    row_shift: Any,
+    col_shift: Any,
+    out: np.ndarray,
+    *,
+    im_hi: np.ndarray | None = None,
+    im_lo: np.ndarray | None = None,
+    alpha: complex = 1.0,
+    beta: complex = 0.0,
+    uplo: Any = 0,
+    cert: dict | None = None,
+    threads: int | None = None,
+) -> np.ndarray:
+    """CRT finalize: symmetric representative, unscaling, alpha/beta, write-out.
+
+    For each selected entry, ``C' = S - round(S/P)*P`` (S = hi + lo, needs
+    ``|C'| <= P/4``), ``v = C' * 2**-(row_shift[i] + col_shift[j])`` and
+    ``out = alpha*v + beta*out`` computed in double and rounded once to
+    ``out``'s dtype.  ``beta == 0`` means ``out`` is not read.
+
+    Parameters
+    ----------
+    re_hi, re_lo : numpy.ndarray, float64, shape (m, n), Fortran-ordered
+        The accumulated real part (from :func:`oz_crt_accumulate`).
+    P_hi, P_lo : float
+        The product of the moduli split into two doubles.
+    row_shift, col_shift : sequences of int, lengths m and n
+    out : numpy.ndarray, 2-D float32/float64/complex64/complex128, shape (m, n)
+        Any strides; written in place and returned.
+    im_hi, im_lo : numpy.ndarray, optional
+        The imaginary part (complex ``out`` only).
+    alpha, beta : complex
+        Imaginary parts ignored for real ``out``.
+    uplo : 0, 1/'U' (i <= j) or 2/'L' (i >= j)
+    cert : dict, optional
+        The per-entry accuracy certificate (``emublas_oz_cert`` in
+        ``emublas_cpu.h``): ``row_err``, ``col_err`` (float64 vectors),
+        ``crt_err``, ``target`` (floats), ``W`` (int32 (m, n) Fortran array or
+        None), ``row_wsum``, ``col_wsum`` (float64), ``row_budget``,
+        ``col_budget`` (int32), ``fix`` (bool), ``L``, ``R`` (the factors,
+        (m, k) and (n, k)), ``conj_l``, ``conj_r``.  On return
+        ``cert["uncertified"]`` holds the number of entries that failed it.
+    """
+    nthreads = threads_for(threads)
+    if not isinstance(re_hi, np.ndarray):
+        raise TypeError(f"re_hi must be a numpy.ndarray, got {type(re_hi).__name__}")
+    if re_hi.ndim != 2:
+        raise ValueError(f"re_hi must be 2-D, got shape {re_hi.shape}")
+    m, n = re_hi.shape
+    re_hi = _acc_array(re_hi, "re_hi", (m, n))
+    re_lo = _acc_array(re_lo, "re_lo", (m, n))
+    if (im_hi is None) != (im_lo is None):
+        raise ValueError("give both im_hi and im_lo, or neither")
+    if im_hi is not None:
+        im_hi = _acc_array(im_hi, "im_hi", (m, n))
+        im_lo = _acc_array(im_lo, "im_lo", (m, n))
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy.ndarray, got {type(out).__name__}")
+    if out.dtype not in _OUT_DTYPES:
+        raise TypeError(f"out must be float32, float64, complex64 or complex128, got {out.dtype}")
+    if out.shape != (m, n):
+        raise ValueError(f"out has shape {out.shape}, expected {(m, n)}")
+    if not out.flags.writeable:
+        raise ValueError("out is read-only")
+    dcode = _OUT_DTYPES[out.dtype]
+    if im_hi is not None and dcode < 2:
+        raise ValueError(f"an imaginary part needs a complex out, got {out.dtype}")
+    rsh = _int32_vector(row_shift, m, "row_shift")
+    csh = _int32_vector(col_shift, n, "col_shift")
+    alpha = complex(alpha)
+    beta = complex(beta)
+    code = _uplo(uplo)
+    ffi, lib = require()
+    if m == 0 or n == 0:
+        return out
+    st = elem_strides(out)
+    target = out
+    if st is None or not out.flags.aligned or any(
+        np.may_share_memory(out, a) for a in (re_hi, re_lo, im_hi, im_lo) if a is not None
+    ):
+        target = np.array(out, order="F")
+        st = elem_strides(target)
+    cstruct, keep = (ffi.NULL, ()) if cert is None else _cert_struct(ffi, cert, m, n)
+    rc = lib.emublas_oz_crt_finalize(
+        m, n, ptr(ffi, "const double *", re_hi), ptr(ffi, "const double *", re_lo),
+        ptr(ffi, "const double *", im_hi) if im_hi is not None else ffi.NULL,
+        ptr(ffi, "const double *", im_lo) if im_lo is not None else ffi.NULL,
+        float(P_hi), float(P_lo),
+        ptr(ffi, "const int32_t *", rsh), ptr(ffi, "const int32_t *", csh),
+        alpha.real, alpha.imag, beta.real, beta.imag,
+        dcode, ptr(ffi, "void *", target), st[0], st[1], code, cstruct, nthreads)  # type: ignore[index]
+    _oz_check(rc, "oz_crt_finalize")
+    del keep
+    if cert is not None:
+        cert["uncertified"] = int(cstruct.uncertified)
+    if target is not out:
+        out[...] = target
+    return out
