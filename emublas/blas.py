@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import _triangles as tri
-from . import backends, config
+from . import config
 from ._arrays import (
     Matrix,
     Operand,
@@ -29,7 +29,7 @@ from ._arrays import (
     overwrite_flag,
     real_scalar,
 )
-from .backends.base import split_nonfinite
+from .derived import backend_gemm, derived_rank_k
 
 __all__: list[str] = ["gemm", "syrk", "herk", "syr2k", "her2k"]
 
@@ -136,29 +136,6 @@ def _scale(out, beta, xp) -> None:
 # gemm
 # ---------------------------------------------------------------------------
 
-def backend_gemm(be, opts: dict, xp) -> Callable[..., None]:
-    """``f(alpha, a, b, beta, c, trans_a, trans_b)``: the backend's gemm with this call's options.
-
-    A backend that does not declare :attr:`~emublas.backends.base.Backend.handles_nonfinite`
-    gets NaN/Inf handled here, once for every caller: the rows and columns they touch
-    come from the native backend (:func:`~emublas.backends.base.split_nonfinite`), the
-    rest from the backend on finite operands.
-    """
-    def gemm(alpha, a, b, beta, c, trans_a, trans_b):
-        be.gemm(alpha, a, b, beta, c, trans_a, trans_b, **opts)
-
-    if be.handles_nonfinite:
-        return gemm
-
-    def patched(alpha, a, b, beta, c, trans_a, trans_b):
-        if bool(xp.isfinite(a).all()) and bool(xp.isfinite(b).all()):
-            gemm(alpha, a, b, beta, c, trans_a, trans_b)
-        else:
-            split_nonfinite(gemm, backends.get("native").gemm, alpha, a, b, beta, c, trans_a, trans_b, xp)
-
-    return patched
-
-
 def _gemm(prefix: str | None, alpha, a, b, beta, c, trans_a, trans_b, overwrite_c, backend, options):
     xp = namespace(a=a, b=b, c=c)
     if prefix is None:
@@ -202,27 +179,6 @@ def _gemm(prefix: str | None, alpha, a, b, beta, c, trans_a, trans_b, overwrite_
 # ---------------------------------------------------------------------------
 # rank-k and rank-2k updates
 # ---------------------------------------------------------------------------
-
-def _derived(be, kind: str, alpha, a, b, beta, out, trans: int, opts) -> Matrix:
-    """A rank-k routine built from the backend's gemm, written into a full temporary.
-
-    trans codes of the two factors: N·op(N) for trans 0, op(A)·N for trans 1/2,
-    where op is T for the symmetric kinds and C for the Hermitian ones.
-    """
-    herm = kind in ("herk", "her2k")
-    t = 2 if herm else 1
-    ta, tb = (0, t) if trans == 0 else (t, 0)
-    xp = namespace(out=out)
-    tmp = out.copy(order="F") if beta != 0 else xp.zeros_like(out, order="F")
-    gemm = backend_gemm(be, opts, xp)
-    if kind in ("syrk", "herk"):
-        gemm(alpha, a, a, beta, tmp, ta, tb)
-    else:
-        gemm(alpha, a, b, beta, tmp, ta, tb)
-        second = alpha.conjugate() if herm else alpha
-        gemm(second, b, a, 1.0, tmp, ta, tb)
-    return tmp
-
 
 def _rank_k(kind: str, prefix: str | None, alpha, a, b, beta, c, trans, lower, overwrite_c, backend, options):
     two = kind in ("syr2k", "her2k")
@@ -272,7 +228,7 @@ def _rank_k(kind: str, prefix: str | None, alpha, a, b, beta, c, trans, lower, o
             own = be.handles_nonfinite or all(bool(xp.isfinite(x).all()) for x in inputs)
             done = getattr(be, kind)(*args, beta, target, trans, lower, **opts) if own else NotImplemented
             if done is NotImplemented:
-                tri.copy(target, _derived(be, kind, alpha, a, b, beta, target, trans, opts), lower)
+                tri.copy(target, derived_rank_k(be, kind, alpha, a, b, beta, target, trans, opts), lower)
         if herm:
             tri.real_diagonal(target)
         if alias:
