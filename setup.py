@@ -8,6 +8,7 @@ All metadata lives in pyproject.toml.  This file adds two things:
   root of site-packages (site.py runs ``import`` lines of ``*.pth`` files found
   there; with ``EMUBLAS_INTERPOSE`` unset the hook imports nothing).
 """
+
 import os
 
 from setuptools import setup

@@ -5,6 +5,7 @@ checkout's whichever emublas it imports (bench_against_commit.py times another
 commit's build) and importing it never imports the emublas package (the
 GEMMul8 workers of bench_gemmul8.py).
 """
+
 from __future__ import annotations
 
 import importlib.util

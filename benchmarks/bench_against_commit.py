@@ -10,6 +10,7 @@ OpenBLAS on the same arrays: medians of ``--reps`` calls after a warm-up
 (emublas.timing via benchmarks/_timing.py), with [min–max] over the rounds.  Printed: each tree's
 time, its ratio to OpenBLAS in the same process, and this tree over the other.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -76,8 +77,10 @@ def main() -> None:
             v = [r[op] for r in rows[t]]
             nat = [r[op + "_native"] for r in rows[t]]
             med[t] = statistics.median(v)
-            print(f"{op} {t:5s}: {med[t] * 1e3:8.1f} ms [{min(v) * 1e3:.1f}-{max(v) * 1e3:.1f}]"
-                  f"  OpenBLAS {statistics.median(nat) * 1e3:7.1f} ms  ratio {med[t] / statistics.median(nat):.2f}")
+            print(
+                f"{op} {t:5s}: {med[t] * 1e3:8.1f} ms [{min(v) * 1e3:.1f}-{max(v) * 1e3:.1f}]"
+                f"  OpenBLAS {statistics.median(nat) * 1e3:7.1f} ms  ratio {med[t] / statistics.median(nat):.2f}"
+            )
         print(f"{op} this/other: {med['this'] / med['other']:.3f}")
     if args.json:
         with open(args.json, "w") as fh:

@@ -27,6 +27,7 @@ Usage::
     python3 benchmarks/bench_boolpack.py --out boolpack.json
     python3 benchmarks/bench_boolpack.py --gpu --skip-cpu --out boolpack_gpu.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,12 +62,18 @@ def bench_binary(n: int, numpy_n: int, reps: int, rng) -> dict:
     out = np.empty((n, n), np.int64)
     ops = 2.0 * n**3
     res = {"n": n, "kernel": boolpack_cpu.kernel_name()}
-    res.update(interleaved_medians({
-        "sgemm_s": lambda: sblas.sgemm(1.0, af, bf, c=cf, overwrite_c=1),
-        "boolpack_end_to_end_s": lambda: boolpack_cpu.matmul01(a, b),
-        "boolpack_gemm_s": lambda: boolpack_cpu.gemm(pa, pb, out),
-        "boolpack_generic_gemm_s": lambda: boolpack_cpu.gemm(pa, pb, out, impl="generic"),
-    }, reps, pause=1.0))  # 0.3 s was measured too short for the call right after sgemm here
+    res.update(
+        interleaved_medians(
+            {
+                "sgemm_s": lambda: sblas.sgemm(1.0, af, bf, c=cf, overwrite_c=1),
+                "boolpack_end_to_end_s": lambda: boolpack_cpu.matmul01(a, b),
+                "boolpack_gemm_s": lambda: boolpack_cpu.gemm(pa, pb, out),
+                "boolpack_generic_gemm_s": lambda: boolpack_cpu.gemm(pa, pb, out, impl="generic"),
+            },
+            reps,
+            pause=1.0,
+        )
+    )  # 0.3 s was measured too short for the call right after sgemm here
     res["pack_a_s"] = median_time(lambda: boolpack_cpu.pack(a, 0), reps, PAUSE)
     res["pack_b_s"] = median_time(lambda: boolpack_cpu.pack(b, 1), reps, PAUSE)  # C-ordered B
     ok = np.array_equal(boolpack_cpu.matmul01(a, b), sblas.sgemm(1.0, af, bf).astype(np.int64))
@@ -93,12 +100,22 @@ def bench_bits(n: int, reps: int, rng, widths) -> list[dict]:
         b = rng.integers(lo, hi, (n, n), endpoint=True).astype(np.int32)
         t_bp = median_time(lambda a=a, b=b: emublas.intmatmul(a, b, backend="boolpack"), reps, PAUSE)
         t_oz = median_time(lambda a=a, b=b: emublas.intmatmul(a, b, backend="ozaki2"), reps, PAUSE)
-        same = np.array_equal(emublas.intmatmul(a, b, backend="boolpack"),
-                              emublas.intmatmul(a, b, backend="ozaki2"))
-        rows.append({"bits": w, "n": n, "boolpack_s": t_bp, "ozaki2_s": t_oz,
-                     "boolpack_over_ozaki2": t_bp / t_oz, "identical": bool(same)})
-        print(f"  bits {w:2d}: boolpack {t_bp * 1e3:9.1f} ms  ozaki2 {t_oz * 1e3:9.1f} ms  "
-              f"ratio {t_bp / t_oz:6.2f}  identical={same}", flush=True)
+        same = np.array_equal(emublas.intmatmul(a, b, backend="boolpack"), emublas.intmatmul(a, b, backend="ozaki2"))
+        rows.append(
+            {
+                "bits": w,
+                "n": n,
+                "boolpack_s": t_bp,
+                "ozaki2_s": t_oz,
+                "boolpack_over_ozaki2": t_bp / t_oz,
+                "identical": bool(same),
+            }
+        )
+        print(
+            f"  bits {w:2d}: boolpack {t_bp * 1e3:9.1f} ms  ozaki2 {t_oz * 1e3:9.1f} ms  "
+            f"ratio {t_bp / t_oz:6.2f}  identical={same}",
+            flush=True,
+        )
     return rows
 
 
@@ -111,9 +128,12 @@ def bench_error(n: int, reps: int, rng, bit_list) -> dict:
     def err(c):
         return float(np.abs(c - ref).max() / scale)
 
-    res = {"n": n, "native_dgemm": err(a @ b),
-           "native_sgemm": err((a.astype(np.float32) @ b.astype(np.float32)).astype(np.float64)),
-           "ozaki2_default": err(emublas.gemm(1.0, a, b, backend="ozaki2"))}
+    res = {
+        "n": n,
+        "native_dgemm": err(a @ b),
+        "native_sgemm": err((a.astype(np.float32) @ b.astype(np.float32)).astype(np.float64)),
+        "ozaki2_default": err(emublas.gemm(1.0, a, b, backend="ozaki2")),
+    }
     res["ozaki2_s"] = median_time(lambda: emublas.gemm(1.0, a, b, backend="ozaki2"), reps, PAUSE)
     res["native_dgemm_s"] = median_time(lambda: emublas.gemm(1.0, a, b, backend="native"), reps, PAUSE)
     res["boolpack"] = []
@@ -134,8 +154,12 @@ def bench_gpu(n: int, reps: int) -> dict:
     a = (rng.random((n, n)) < 0.5).astype(cp.uint8)
     b = (rng.random((n, n)) < 0.5).astype(cp.uint8)
     cc = int(cp.cuda.Device().compute_capability)
-    res = {"n": n, "cc": cc, "kernel": bg.kernel_for(cc),
-           "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode()}
+    res = {
+        "n": n,
+        "cc": cc,
+        "kernel": bg.kernel_for(cc),
+        "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
+    }
     pa, pb = bg.pack(a, 0), bg.pack(b, 1)
     out = cp.empty((n, n), cp.int32)
     res["pack_a_s"] = cuda_median_time(cp, lambda: bg.pack(a, 0), reps)
@@ -153,15 +177,34 @@ def bench_gpu(n: int, reps: int) -> dict:
 
         a8 = a.view(cp.int8)
         b8 = cp.ascontiguousarray(b.T).view(cp.int8)  # columns of B contiguous: the TN layout
-        c32 = cp.empty((n, n), cp.int32)              # column-major C^T = row-major C
+        c32 = cp.empty((n, n), cp.int32)  # column-major C^T = row-major C
         one, zero = np.array(1, np.int32), np.array(0, np.int32)
         handle = cp.cuda.device.get_cublas_handle()
 
         def int8_gemm():
             # column-major: C^T (n x m) = B8 (as k x n, op T) ... written as C(m x n) col-major
             # with A^T: op(A)=A8^T where A8 is k x m column-major (= m x k row-major).
-            cublas.gemmEx(handle, 1, 0, n, n, n, one.ctypes.data, a8.data.ptr, 3, n,
-                          b8.data.ptr, 3, n, zero.ctypes.data, c32.data.ptr, 10, n, 72, -1)
+            cublas.gemmEx(
+                handle,
+                1,
+                0,
+                n,
+                n,
+                n,
+                one.ctypes.data,
+                a8.data.ptr,
+                3,
+                n,
+                b8.data.ptr,
+                3,
+                n,
+                zero.ctypes.data,
+                c32.data.ptr,
+                10,
+                n,
+                72,
+                -1,
+            )
 
         res["cublas_int8_s"] = cuda_median_time(cp, int8_gemm, reps)
         res["cublas_int8_ops_per_s"] = ops / res["cublas_int8_s"]
@@ -190,21 +233,28 @@ def main() -> None:
     p.add_argument("--out", default=None, help="JSON file")
     args = p.parse_args()
     rng = np.random.default_rng(0)
-    meta = {"cpu": cpu_model(), "machine": platform.machine(), "features": cpu.features(),
-            "threads": cpu.default_threads(), "emublas": emublas.__version__}
+    meta = {
+        "cpu": cpu_model(),
+        "machine": platform.machine(),
+        "features": cpu.features(),
+        "threads": cpu.default_threads(),
+        "emublas": emublas.__version__,
+    }
     result: dict = {"meta": meta}
     print(meta, flush=True)
     if not args.skip_cpu:
         if "binary" not in args.skip:
             r = result["binary"] = bench_binary(args.n, args.numpy_n, args.reps, rng)
-            print(f"binary n={r['n']}: boolpack gemm {r['boolpack_gemm_s'] * 1e3:.1f} ms "
-                  f"({r['boolpack_gemm_Tops']:.2f} T), end to end {r['boolpack_end_to_end_s'] * 1e3:.1f} ms, "
-                  f"generic {r['boolpack_generic_gemm_s'] * 1e3:.1f} ms, sgemm {r['sgemm_s'] * 1e3:.1f} ms "
-                  f"({r['sgemm_Tops']:.3f} T): {r['speedup_gemm_vs_sgemm']:.1f}x "
-                  f"(end to end {r['speedup_end_to_end_vs_sgemm']:.1f}x); numpy int32 n={r['numpy_int32_n']} "
-                  f"{r['numpy_int32_Tops'] * 1e3:.2f} G: {r['speedup_gemm_vs_numpy_int']:.0f}x; "
-                  f"pack A {r['pack_a_s'] * 1e3:.1f} ms, B {r['pack_b_s'] * 1e3:.1f} ms; exact={r['exact_vs_sgemm']}",
-                  flush=True)
+            print(
+                f"binary n={r['n']}: boolpack gemm {r['boolpack_gemm_s'] * 1e3:.1f} ms "
+                f"({r['boolpack_gemm_Tops']:.2f} T), end to end {r['boolpack_end_to_end_s'] * 1e3:.1f} ms, "
+                f"generic {r['boolpack_generic_gemm_s'] * 1e3:.1f} ms, sgemm {r['sgemm_s'] * 1e3:.1f} ms "
+                f"({r['sgemm_Tops']:.3f} T): {r['speedup_gemm_vs_sgemm']:.1f}x "
+                f"(end to end {r['speedup_end_to_end_vs_sgemm']:.1f}x); numpy int32 n={r['numpy_int32_n']} "
+                f"{r['numpy_int32_Tops'] * 1e3:.2f} G: {r['speedup_gemm_vs_numpy_int']:.0f}x; "
+                f"pack A {r['pack_a_s'] * 1e3:.1f} ms, B {r['pack_b_s'] * 1e3:.1f} ms; exact={r['exact_vs_sgemm']}",
+                flush=True,
+            )
         if "bits" not in args.skip:
             print(f"bits sweep n={args.bits_n}", flush=True)
             result["bits"] = bench_bits(args.bits_n, max(1, args.reps // 2), rng, args.bits)
@@ -212,9 +262,12 @@ def main() -> None:
             print(f"error vs bits n={args.err_n}", flush=True)
             result["error"] = bench_error(args.err_n, max(1, args.reps // 2), rng, args.err_bits)
             e = result["error"]
-            print(f"  native dgemm {e['native_dgemm']:.3e}, sgemm {e['native_sgemm']:.3e}, "
-                  f"ozaki2 {e['ozaki2_default']:.3e} ({e['ozaki2_s'] * 1e3:.1f} ms), "
-                  f"dgemm {e['native_dgemm_s'] * 1e3:.1f} ms", flush=True)
+            print(
+                f"  native dgemm {e['native_dgemm']:.3e}, sgemm {e['native_sgemm']:.3e}, "
+                f"ozaki2 {e['ozaki2_default']:.3e} ({e['ozaki2_s'] * 1e3:.1f} ms), "
+                f"dgemm {e['native_dgemm_s'] * 1e3:.1f} ms",
+                flush=True,
+            )
     if args.gpu:
         result["gpu"] = g = bench_gpu(args.gpu_n, args.reps)
         print(json.dumps(g, indent=1), flush=True)

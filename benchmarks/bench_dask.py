@@ -21,6 +21,7 @@ Usage::
 
     python3 benchmarks/bench_dask.py --n 4096 --chunk 2048 --workers 2 --reps 3 --wait-idle [--json out.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,8 +44,9 @@ def _median(fn, reps: int, wait_idle: bool, tries: int = 10) -> tuple[float, lis
     before each, which also lets OpenBLAS's spinning threads go idle), and all the times;
     the workers' CPU time is this process's own."""
     fn()
-    times = [settled_time(fn, pause=0.3, wait_idle=wait_idle, tries=tries, slack=0.01, children=True)
-             for _ in range(reps)]
+    times = [
+        settled_time(fn, pause=0.3, wait_idle=wait_idle, tries=tries, slack=0.01, children=True) for _ in range(reps)
+    ]
     return statistics.median(times), times
 
 
@@ -79,10 +81,18 @@ def main() -> None:
     t_single, all_single = _median(run_single, args.reps, args.wait_idle)
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(emublas.__file__)))
-    env = {"EMUBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                      env=env) as cluster, Client(cluster):
+    env = {
+        "EMUBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+    }
+    with (
+        LocalCluster(
+            n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None, env=env
+        ) as cluster,
+        Client(cluster),
+    ):
         t0 = time.perf_counter()
         with warnings.catch_warnings():  # the inputs travel inside the graph once, on purpose
             warnings.filterwarnings("ignore", message="Sending large graph")
@@ -104,6 +114,7 @@ def main() -> None:
 
         t_dask, all_dask = _median(run_dask, args.reps, args.wait_idle)
         t_persist, all_persist = _median(run_persist, args.reps, args.wait_idle)
+
     def bits(x):
         return np.ascontiguousarray(x).view(np.uint64)
 
@@ -112,21 +123,36 @@ def main() -> None:
     nblocks = -(-n // args.chunk)
     nrows = -(-n // (args.row_chunk or args.chunk))
     out = {
-        "cpu": cpu_model(), "n": n, "chunk": args.chunk, "row_chunk": args.row_chunk or args.chunk,
-        "blocks": [nrows, nblocks, nblocks], "workers": args.workers,
-        "single_s": t_single, "dask_s": t_dask, "overhead": t_dask / t_single - 1,
-        "dask_persist_s": t_persist, "overhead_persist": t_persist / t_single - 1,
-        "dask_scaling_pass_s_last": dist["scaling"], "persist_inputs_s": t_scatter, "bit_identical": identical,
-        "dtype": args.dtype, "single_gflops": flops / t_single / 1e9, "dask_gflops": flops / t_dask / 1e9,
+        "cpu": cpu_model(),
+        "n": n,
+        "chunk": args.chunk,
+        "row_chunk": args.row_chunk or args.chunk,
+        "blocks": [nrows, nblocks, nblocks],
+        "workers": args.workers,
+        "single_s": t_single,
+        "dask_s": t_dask,
+        "overhead": t_dask / t_single - 1,
+        "dask_persist_s": t_persist,
+        "overhead_persist": t_persist / t_single - 1,
+        "dask_scaling_pass_s_last": dist["scaling"],
+        "persist_inputs_s": t_scatter,
+        "bit_identical": identical,
+        "dtype": args.dtype,
+        "single_gflops": flops / t_single / 1e9,
+        "dask_gflops": flops / t_dask / 1e9,
         "times": {"single": all_single, "dask_compute": all_dask, "dask_persist": all_persist},
     }
-    print(f"n={n} {'complex128' if args.dtype == 'z' else 'float64'}, ozaki2 (16 moduli, accurate):"
-          f" A chunks {args.row_chunk or args.chunk}×{args.chunk},"
-          f" B chunks {args.chunk}² ({nrows}×{nblocks}×{nblocks} blocks),"
-          f" {args.workers} worker processes × 1 thread")
+    print(
+        f"n={n} {'complex128' if args.dtype == 'z' else 'float64'}, ozaki2 (16 moduli, accurate):"
+        f" A chunks {args.row_chunk or args.chunk}×{args.chunk},"
+        f" B chunks {args.chunk}² ({nrows}×{nblocks}×{nblocks} blocks),"
+        f" {args.workers} worker processes × 1 thread"
+    )
     print(f"  single process ({os.cpu_count()} C threads): {t_single:.2f} s ({out['single_gflops']:.1f} GFLOP/s)")
-    print(f"  dask, result gathered:         {t_dask:.2f} s ({out['dask_gflops']:.1f} GFLOP/s),"
-          f" of which scaling passes {dist['scaling']:.2f} s; overhead {100 * out['overhead']:+.0f}%")
+    print(
+        f"  dask, result gathered:         {t_dask:.2f} s ({out['dask_gflops']:.1f} GFLOP/s),"
+        f" of which scaling passes {dist['scaling']:.2f} s; overhead {100 * out['overhead']:+.0f}%"
+    )
     print(f"  dask, result left on the workers: {t_persist:.2f} s; overhead {100 * out['overhead_persist']:+.0f}%")
     print("  all times [s]: " + "; ".join(f"{k} " + " ".join(f"{t:.2f}" for t in v) for k, v in out["times"].items()))
     print(f"  persisting the inputs on the workers: {t_scatter:.2f} s (not in the timing)")

@@ -12,6 +12,7 @@ Usage::
 
     python3 benchmarks/bench_dask_gpu.py --sizes 8192:4096 16384:8192 --dtypes d z --reps 3 [--json out.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,11 +64,20 @@ def _one(code: str, n: int, chunk: int, reps: int) -> dict:
     identical = bool(same.all())
     assert identical, f"{code}: Dask result differs from the single call"
     flops = (8 if code == "z" else 2) * n**3
-    return {"dtype": code, "n": n, "chunk": chunk, "blocks": [-(-n // chunk)] * 3,
-            "single_ms": 1e3 * t_single, "dask_ms": 1e3 * t_dask, "overhead": t_dask / t_single - 1,
-            "dask_scaling_ms_last": 1e3 * got["scaling"],
-            "single_tflops": flops / t_single / 1e12, "dask_tflops": flops / t_dask / 1e12,
-            "bit_identical": identical, "times": {"single": all_single, "dask": all_dask}}
+    return {
+        "dtype": code,
+        "n": n,
+        "chunk": chunk,
+        "blocks": [-(-n // chunk)] * 3,
+        "single_ms": 1e3 * t_single,
+        "dask_ms": 1e3 * t_dask,
+        "overhead": t_dask / t_single - 1,
+        "dask_scaling_ms_last": 1e3 * got["scaling"],
+        "single_tflops": flops / t_single / 1e12,
+        "dask_tflops": flops / t_dask / 1e12,
+        "bit_identical": identical,
+        "times": {"single": all_single, "dask": all_dask},
+    }
 
 
 def main() -> None:
@@ -81,17 +91,27 @@ def main() -> None:
     import cupy
     import dask
 
-    rows = [_one(code, int(n), int(chunk), args.reps) for n, chunk in (s.split(":") for s in args.sizes)
-            for code in args.dtypes]
-    meta = {"gpu": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(), "cupy": cupy.__version__,
-            "dask": dask.__version__}
-    print(f"ozaki2 (accurate, default moduli) on {meta['gpu']}: single call vs emublas.dask, cupy chunks,"
-          " threaded scheduler")
+    rows = [
+        _one(code, int(n), int(chunk), args.reps)
+        for n, chunk in (s.split(":") for s in args.sizes)
+        for code in args.dtypes
+    ]
+    meta = {
+        "gpu": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(),
+        "cupy": cupy.__version__,
+        "dask": dask.__version__,
+    }
+    print(
+        f"ozaki2 (accurate, default moduli) on {meta['gpu']}: single call vs emublas.dask, cupy chunks,"
+        " threaded scheduler"
+    )
     print("| op | n | chunk | single (ms) | dask (ms) | of which scaling passes (ms) | overhead | bit-identical |")
     print("|---|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
-        print(f"| {r['dtype']}gemm | {r['n']} | {r['chunk']} | {r['single_ms']:.1f} | {r['dask_ms']:.1f} |"
-              f" {r['dask_scaling_ms_last']:.1f} | {100 * r['overhead']:+.0f}% | {r['bit_identical']} |")
+        print(
+            f"| {r['dtype']}gemm | {r['n']} | {r['chunk']} | {r['single_ms']:.1f} | {r['dask_ms']:.1f} |"
+            f" {r['dask_scaling_ms_last']:.1f} | {100 * r['overhead']:+.0f}% | {r['bit_identical']} |"
+        )
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"meta": meta, "rows": rows}, fh, indent=2)

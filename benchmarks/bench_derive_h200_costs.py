@@ -18,6 +18,7 @@ measured on the GPU at all, so the table has no real rank-k rows (auto keeps tho
 
     python3 benchmarks/bench_derive_h200_costs.py [--out emublas/data/costs_gpu_h200.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,14 +30,31 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 
 # BENCHMARKS.md, "strassen on the GPU (fused CUDA kernels)": (prefix, n, cuBLAS ms, levels, strassen ms)
-STRASSEN_FUSED = [("d", 8192, 19.1, 1, 19.1), ("d", 8192, 19.1, 2, 19.6), ("d", 16384, 157.9, 1, 147.6),
-                  ("d", 16384, 157.9, 2, 152.4), ("z", 8192, 84.8, 1, 79.0), ("z", 8192, 84.8, 2, 74.3),
-                  ("z", 16384, 726.3, 1, 647.5), ("z", 16384, 726.3, 2, 606.2)]
+STRASSEN_FUSED = [
+    ("d", 8192, 19.1, 1, 19.1),
+    ("d", 8192, 19.1, 2, 19.6),
+    ("d", 16384, 157.9, 1, 147.6),
+    ("d", 16384, 157.9, 2, 152.4),
+    ("z", 8192, 84.8, 1, 79.0),
+    ("z", 8192, 84.8, 2, 74.3),
+    ("z", 16384, 726.3, 1, 647.5),
+    ("z", 16384, 726.3, 2, 606.2),
+]
 
 
 def entry(routine, prefix, n, backend, knob, median_s, native_s, src, min_s=None, derived=False):
-    e = {"routine": routine, "prefix": prefix, "n": n, "backend": backend, "knob": knob, "median_s": median_s,
-         "min_s": min_s, "max_s": None, "ratio": median_s / native_s, "from": src}
+    e = {
+        "routine": routine,
+        "prefix": prefix,
+        "n": n,
+        "backend": backend,
+        "knob": knob,
+        "median_s": median_s,
+        "min_s": min_s,
+        "max_s": None,
+        "ratio": median_s / native_s,
+        "from": src,
+    }
     if derived:
         e["derived"] = True
     return e
@@ -61,8 +79,12 @@ def build() -> dict:
     for (p, n), t in native.items():
         put(entry("gemm", p, n, "native", None, t, t, "ozaki2_gpu_h200.json"))
     zherk = next(r for r in oz["rows"] if r["op"] == "zherk")
-    zgemm16_16384 = next(r["t"] for r in oz["rows"] if r["op"] == "zgemm" and r["n"] == 16384
-                         and r.get("impl") == "ozaki2 16 moduli") / native[("z", 16384)]
+    zgemm16_16384 = (
+        next(
+            r["t"] for r in oz["rows"] if r["op"] == "zgemm" and r["n"] == 16384 and r.get("impl") == "ozaki2 16 moduli"
+        )
+        / native[("z", 16384)]
+    )
     herk_factor = (zherk["t_ozaki2"] / zherk["t_native"]) / zgemm16_16384
 
     ph = json.loads((RESULTS / "ozaki2_gpu_phases_h200.json").read_text())
@@ -77,8 +99,19 @@ def build() -> dict:
             continue
         p, n = r["dtype"], r["m"]
         knob = int(r["knob_values"]["moduli"]) if r["backend"] == "ozaki2" else None
-        put(entry("gemm", p, n, r["backend"], knob, r["time_s"], r["native_time_s"], "sweep_gpu_h200.json",
-                  r.get("time_min_s")))
+        put(
+            entry(
+                "gemm",
+                p,
+                n,
+                r["backend"],
+                knob,
+                r["time_s"],
+                r["native_time_s"],
+                "sweep_gpu_h200.json",
+                r.get("time_min_s"),
+            )
+        )
 
     for p, n, nat_ms, lv, ms in STRASSEN_FUSED:
         put(entry("gemm", p, n, "strassen", lv, ms / 1e3, nat_ms / 1e3, "BENCHMARKS.md strassen fused table"))
@@ -92,16 +125,20 @@ def build() -> dict:
             ratio = e["ratio"] * herk_factor if backend == "ozaki2" else 1.0
             put(entry("herk", "z", n, backend, knob, ratio * nat, nat, f"derived from zgemm n={n}", derived=True))
 
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
-    rows = sorted(entries.values(),
-                  key=lambda e: (e["prefix"], e["routine"], e["n"], e["backend"], int(e["knob"] or 0)))
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    rows = sorted(
+        entries.values(), key=lambda e: (e["prefix"], e["routine"], e["n"], e["backend"], int(e["knob"] or 0))
+    )
     return {
-        "format": 1, "device": "gpu", "hardware": "NVIDIA H200",
+        "format": 1,
+        "device": "gpu",
+        "hardware": "NVIDIA H200",
         "source": f"BENCHMARKS.md figures of commit {commit} (benchmarks/results/*.json and the strassen fused-kernel"
-                  " table), not a calibrate run; the lead replaces it with `emublas calibrate --device gpu`",
+        " table), not a calibrate run; the lead replaces it with `emublas calibrate --device gpu`",
         "notes": f"zherk below n=16384 derived: zgemm ratio x {herk_factor:.3f} (measured zherk/zgemm ratio at 16384);"
-                 " no dsyrk figures (real rank-k stays native)",
+        " no dsyrk figures (real rank-k stays native)",
         "entries": rows,
     }
 

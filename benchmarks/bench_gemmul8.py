@@ -39,6 +39,7 @@ on an H200 (an estimate from the issue's timings, not yet measured);
 sizes on numpy: emublas's CPU ozaki2 for emublas, numpy's matmul standing in
 for cuBLAS and for GEMMul8 (so its "hook ran" check fails there, as it should).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -68,12 +69,19 @@ BLOCK_ROWS = 256  # generation block: fixed, so the values do not depend on the 
 # The issue's targets.  Paired (accurate mode, emublas time / GEMMul8 time at
 # equal accuracy, upper bounds) and against cuBLAS (φ = 0.5, cuBLAS time /
 # emublas time at native accuracy or better, lower bounds).
-PAIR_TARGETS = {("dgemm", 4096): 0.95, ("dgemm", 8192): 0.95, ("dgemm", 16384): 1.0,
-                ("zgemm", 4096): 0.75, ("zgemm", 8192): 0.75, ("zgemm", 16384): 0.75}
+PAIR_TARGETS = {
+    ("dgemm", 4096): 0.95,
+    ("dgemm", 8192): 0.95,
+    ("dgemm", 16384): 1.0,
+    ("zgemm", 4096): 0.75,
+    ("zgemm", 8192): 0.75,
+    ("zgemm", 16384): 0.75,
+}
 NATIVE_TARGETS = {("dgemm", 16384): 1.35, ("zgemm", 16384): 2.9, ("zgemm", 4096): 1.6}
 
 
 # ---- inputs ----------------------------------------------------------------------
+
 
 def input_seed(seed: int, op: str, shape, phi: float, which: int) -> np.random.SeedSequence:
     """The seed of one operand (``which`` 0: A, 1: B, 2: the sampled entries)."""
@@ -106,10 +114,10 @@ def wide(seq: np.random.SeedSequence, shape, phi: float, cplx: bool, order: str)
         r = min(BLOCK_ROWS, rows - r0)
         rng = np.random.default_rng(children[t])
         if cplx:
-            out.real[r0:r0 + r] = part(rng, r)
-            out.imag[r0:r0 + r] = part(rng, r)
+            out.real[r0 : r0 + r] = part(rng, r)
+            out.imag[r0 : r0 + r] = part(rng, r)
         else:
-            out[r0:r0 + r] = part(rng, r)
+            out[r0 : r0 + r] = part(rng, r)
 
     with concurrent.futures.ThreadPoolExecutor(max(1, min(16, os.cpu_count() or 1))) as pool:
         list(pool.map(fill, range(len(starts))))
@@ -165,6 +173,7 @@ def reps_for(shape, dry: bool) -> int:
 
 # ---- devices: cupy with CUDA events, or numpy with the wall clock (dry run) --------
 
+
 class Gpu:
     def __init__(self):
         import cupy
@@ -192,8 +201,11 @@ class Gpu:
         cp = self.cp
         from cupy_backends.cuda.libs import cublas
 
-        return {"gpu": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "cupy": cp.__version__,
-                "cublas": cublas.getVersion(cp.cuda.device.get_cublas_handle())}
+        return {
+            "gpu": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
+            "cupy": cp.__version__,
+            "cublas": cublas.getVersion(cp.cuda.device.get_cublas_handle()),
+        }
 
 
 class Host:
@@ -220,6 +232,7 @@ class Host:
 
 
 # ---- workers -------------------------------------------------------------------------
+
 
 def gemmul8_env(mode: str | None, moduli: int):
     """Point GEMMul8 (read at every call) at a moduli count and mode; 0 moduli is plain cuBLAS."""
@@ -275,8 +288,9 @@ def worker(kind: str, spec_path: str, rows_path: str) -> None:
         try:
             run_input(kind, spec, dev, emublas, op, shape, phi, emit)
         except Exception as exc:  # record and go on to the next input
-            doc["errors"].append({**inp, "error": f"{type(exc).__name__}: {exc}",
-                                  "traceback": traceback.format_exc()[-2000:]})
+            doc["errors"].append(
+                {**inp, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-2000:]}
+            )
             print(f"[{kind}] FAILED {op} {shape} phi={phi}: {exc}", flush=True)
         dev.free()
         save()
@@ -298,8 +312,16 @@ def run_input(kind, spec, dev, emublas, op, shape, phi, emit):
     a, b = dev.upload(ah), dev.upload(bh)
     del ah, bh
     reps = reps_for(shape, dry)
-    base = {"op": op, "m": m, "n": n, "k": k, "phi": phi, "order": order, "digest": dig,
-            "input_matches_cache": same_input}
+    base = {
+        "op": op,
+        "m": m,
+        "n": n,
+        "k": k,
+        "phi": phi,
+        "order": order,
+        "digest": dig,
+        "input_matches_cache": same_input,
+    }
 
     def native():
         return a @ b
@@ -317,9 +339,22 @@ def run_input(kind, spec, dev, emublas, op, shape, phi, emit):
     c_nat, t_nat = dev.run(native, reps)
     e_nat = rel_errors(dev.take(c_nat, rows, cols), exact)
     nat_med = statistics.median(t_nat)
-    nat_row = {**base, "worker": kind, "lib": "cublas", "mode": None, "moduli": None, "reps": reps,
-               "t_med": nat_med, "t_min": min(t_nat), "t_max": max(t_nat), "vs_native": 1.0,
-               "err_max": e_nat[0], "err_med": e_nat[1], "differs_from_native": False, "warnings": 0}
+    nat_row = {
+        **base,
+        "worker": kind,
+        "lib": "cublas",
+        "mode": None,
+        "moduli": None,
+        "reps": reps,
+        "t_med": nat_med,
+        "t_min": min(t_nat),
+        "t_max": max(t_nat),
+        "vs_native": 1.0,
+        "err_max": e_nat[0],
+        "err_med": e_nat[1],
+        "differs_from_native": False,
+        "warnings": 0,
+    }
     for mode in spec["modes"]:
         for count in spec["moduli"]:
             with warnings.catch_warnings(record=True) as caught:
@@ -327,10 +362,25 @@ def run_input(kind, spec, dev, emublas, op, shape, phi, emit):
                 c, t = dev.run(emulated(mode, count), reps)
             e = rel_errors(dev.take(c, rows, cols), exact)
             med = statistics.median(t)
-            emit({**base, "worker": kind, "lib": kind, "mode": mode, "moduli": count, "reps": reps,
-                  "t_med": med, "t_min": min(t), "t_max": max(t), "native_t_med": nat_med,
-                  "vs_native": nat_med / med, "err_max": e[0], "err_med": e[1],
-                  "differs_from_native": dev.differs(c, c_nat), "warnings": len(caught)})
+            emit(
+                {
+                    **base,
+                    "worker": kind,
+                    "lib": kind,
+                    "mode": mode,
+                    "moduli": count,
+                    "reps": reps,
+                    "t_med": med,
+                    "t_min": min(t),
+                    "t_max": max(t),
+                    "native_t_med": nat_med,
+                    "vs_native": nat_med / med,
+                    "err_max": e[0],
+                    "err_med": e[1],
+                    "differs_from_native": dev.differs(c, c_nat),
+                    "warnings": len(caught),
+                }
+            )
             del c
     if kind == "gemmul8":
         gemmul8_env(None, 0)
@@ -340,6 +390,7 @@ def run_input(kind, spec, dev, emublas, op, shape, phi, emit):
 
 
 # ---- driver --------------------------------------------------------------------------
+
 
 def parse_shapes(text: str):
     out = []
@@ -355,8 +406,13 @@ def parse_shapes(text: str):
 
 def git_commit() -> str | None:
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
-                              cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=os.path.dirname(os.path.abspath(__file__)),
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
 
@@ -373,11 +429,22 @@ def driver(args) -> dict:
     os.makedirs(cache, exist_ok=True)
     t0 = time.time()
     global_deadline = t0 + args.budget_s if args.budget_s else None
-    meta = {"command": " ".join(sys.argv), "commit": git_commit(), "dry_run": dry, "quick": args.quick,
-            "seed": args.seed,
-            "samples": args.samples, "order": args.order, "moduli": list(moduli), "modes": list(args.modes),
-            "phis": list(args.phis), "shapes": [list(s) for s in shapes], "gemmul8_lib": lib,
-            "budget_s": args.budget_s, "workers": []}
+    meta = {
+        "command": " ".join(sys.argv),
+        "commit": git_commit(),
+        "dry_run": dry,
+        "quick": args.quick,
+        "seed": args.seed,
+        "samples": args.samples,
+        "order": args.order,
+        "moduli": list(moduli),
+        "modes": list(args.modes),
+        "phis": list(args.phis),
+        "shapes": [list(s) for s in shapes],
+        "gemmul8_lib": lib,
+        "budget_s": args.budget_s,
+        "workers": [],
+    }
     rows, skipped, errors = [], [], []
     plan = [(op, kind) for op in args.ops for kind in ("emublas", "gemmul8")]
     weights = [sum(work(op, s) for s in shapes) * len(args.phis) for op, _ in plan]
@@ -388,9 +455,17 @@ def driver(args) -> dict:
             left = global_deadline - time.time()
             deadline = time.time() + left * weights[i] / sum(weights[i:])
             timeout = max(1.0, left + 30.0)
-        spec = {"dry_run": dry, "seed": args.seed, "samples": args.samples, "order": args.order,
-                "moduli": list(moduli), "modes": list(args.modes), "inputs": inputs, "cache": cache,
-                "deadline": deadline}
+        spec = {
+            "dry_run": dry,
+            "seed": args.seed,
+            "samples": args.samples,
+            "order": args.order,
+            "moduli": list(moduli),
+            "modes": list(args.modes),
+            "inputs": inputs,
+            "cache": cache,
+            "deadline": deadline,
+        }
         spec_path = os.path.join(workdir, f"spec_{op}_{kind}.json")
         rows_path = os.path.join(workdir, f"rows_{op}_{kind}.json")
         with open(spec_path, "w") as fh:
@@ -424,6 +499,7 @@ def driver(args) -> dict:
 
 # ---- tables --------------------------------------------------------------------------
 
+
 def shape_name(r) -> str:
     return str(r["m"]) if r["m"] == r["n"] == r["k"] else f"{r['m']}x{r['n']}x{r['k']}"
 
@@ -455,12 +531,18 @@ def ms(r) -> str:
 
 
 def table_times(rows, modes, moduli) -> list[str]:
-    out = ["## (a) time (ms, median [min–max]), speed against the own process's cuBLAS (×, higher is faster),"
-           " max relative error of the sampled entries"]
+    out = [
+        "## (a) time (ms, median [min–max]), speed against the own process's cuBLAS (×, higher is faster),"
+        " max relative error of the sampled entries"
+    ]
     for (op, _m, _n, _k, phi), rs in groups(rows).items():
-        out += ["", f"### {op} {shape_name(rs[0])}, φ = {phi:g}", "",
-                "| mode | moduli | emublas ms | × | max err | GEMMul8 ms | × | max err |",
-                "|---|---|---|---|---|---|---|---|"]
+        out += [
+            "",
+            f"### {op} {shape_name(rs[0])}, φ = {phi:g}",
+            "",
+            "| mode | moduli | emublas ms | × | max err | GEMMul8 ms | × | max err |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         cells = []
         for w in ("emublas", "gemmul8"):
             r = native_of(rs, w)
@@ -496,18 +578,27 @@ def pairs(rs, mode, src, dst):
 def table_pairs(rows, modes, moduli) -> list[str]:
     out = []
     for src, dst, letter in (("emublas", "gemmul8", "G"), ("gemmul8", "emublas", "E")):
-        out += ["", f"## (b) pairing at equal accuracy: for each {src} configuration (column: its moduli), the cheapest"
-                f" {dst} one of the same mode with max error no larger ({letter}<moduli>) and the time ratio"
-                " emublas/GEMMul8 (lower: emublas faster; '–': none as accurate)", "",
-                "| op | shape | φ | mode | " + " | ".join(f"{src} {c}" for c in moduli) + " |",
-                "|---|---|---|---|" + "---|" * len(moduli)]
+        out += [
+            "",
+            f"## (b) pairing at equal accuracy: for each {src} configuration (column: its moduli), the cheapest"
+            f" {dst} one of the same mode with max error no larger ({letter}<moduli>) and the time ratio"
+            " emublas/GEMMul8 (lower: emublas faster; '–': none as accurate)",
+            "",
+            "| op | shape | φ | mode | " + " | ".join(f"{src} {c}" for c in moduli) + " |",
+            "|---|---|---|---|" + "---|" * len(moduli),
+        ]
         for (op, _m, _n, _k, phi), rs in groups(rows).items():
             for mode in modes:
-                found = {s["moduli"]: ("–" if d is None else f"{letter}{d['moduli']} {ratio:.2f}")
-                         for s, d, ratio, _ in pairs(rs, mode, src, dst)}
+                found = {
+                    s["moduli"]: ("–" if d is None else f"{letter}{d['moduli']} {ratio:.2f}")
+                    for s, d, ratio, _ in pairs(rs, mode, src, dst)
+                }
                 if found:
-                    out.append(f"| {op} | {shape_name(rs[0])} | {phi:g} | {mode} | "
-                               + " | ".join(found.get(c, "n/a") for c in moduli) + " |")
+                    out.append(
+                        f"| {op} | {shape_name(rs[0])} | {phi:g} | {mode} | "
+                        + " | ".join(found.get(c, "n/a") for c in moduli)
+                        + " |"
+                    )
     return out
 
 
@@ -515,8 +606,10 @@ def hook_proof(doc) -> list[str]:
     out = ["", "## hook and inputs"]
     for w in doc["meta"]["workers"]:
         if w.get("kind") == "gemmul8":
-            out.append(f"- {w['op']}: GEMMul8 worker pid {w.get('pid')} libgemmul8 mapped: {w.get('preloaded')},"
-                       f" GEMMUL8_BACKEND={w.get('gemmul8_backend')}, exit {w['rc']}, {w['wall_s']} s")
+            out.append(
+                f"- {w['op']}: GEMMul8 worker pid {w.get('pid')} libgemmul8 mapped: {w.get('preloaded')},"
+                f" GEMMUL8_BACKEND={w.get('gemmul8_backend')}, exit {w['rc']}, {w['wall_s']} s"
+            )
     for op in OPS:
         g8 = [r for r in doc["rows"] if r["op"] == op and r["lib"] == "gemmul8"]
         if not g8:
@@ -531,17 +624,21 @@ def hook_proof(doc) -> list[str]:
                     growth.append(b["t_med"] / a["t_med"])
         slower = sum(x > 1.0 for x in growth)
         ran = differ == len(g8) and growth and statistics.median(growth) > 1.05
-        out.append(f"- {op}: GEMMul8 results differing from cuBLAS's: {differ}/{len(g8)}; time at {hi} moduli over"
-                   f" time at {lo}: {slower}/{len(growth)} inputs×modes slower"
-                   + (f" (median {statistics.median(growth):.2f}×)" if growth else "")
-                   + f" → hook ran: {'yes' if ran else 'NOT SHOWN'}")
+        out.append(
+            f"- {op}: GEMMul8 results differing from cuBLAS's: {differ}/{len(g8)}; time at {hi} moduli over"
+            f" time at {lo}: {slower}/{len(growth)} inputs×modes slower"
+            + (f" (median {statistics.median(growth):.2f}×)" if growth else "")
+            + f" → hook ran: {'yes' if ran else 'NOT SHOWN'}"
+        )
     by_input: dict = {}
     for r in doc["rows"]:
         by_input.setdefault((r["op"], r["m"], r["n"], r["k"], r["phi"]), set()).add(r["digest"])
     same = sum(len(d) == 1 for d in by_input.values())
     cache_ok = all(r["input_matches_cache"] for r in doc["rows"])
-    out.append(f"- inputs identical in both processes: {same}/{len(by_input)} digests agree;"
-               f" every process matched the cached exact reference's input: {cache_ok}")
+    out.append(
+        f"- inputs identical in both processes: {same}/{len(by_input)} digests agree;"
+        f" every process matched the cached exact reference's input: {cache_ok}"
+    )
     drift = [abs(r["t_med_end"] / r["t_med"] - 1) for r in doc["rows"] if r["lib"] == "cublas" and "t_med_end" in r]
     if drift:
         out.append(f"- cuBLAS timed again after each input's configurations: largest change {max(drift):.1%}")
@@ -551,14 +648,20 @@ def hook_proof(doc) -> list[str]:
         if a and b:
             nat_pairs.append((a["t_med"] / b["t_med"], a["err_max"] == b["err_max"]))
     if nat_pairs:
-        out.append(f"- cuBLAS in the emublas process over cuBLAS in the GEMMul8 process: time"
-                   f" {min(p[0] for p in nat_pairs):.2f}–{max(p[0] for p in nat_pairs):.2f}×,"
-                   f" same error on {sum(p[1] for p in nat_pairs)}/{len(nat_pairs)} inputs")
+        out.append(
+            f"- cuBLAS in the emublas process over cuBLAS in the GEMMul8 process: time"
+            f" {min(p[0] for p in nat_pairs):.2f}–{max(p[0] for p in nat_pairs):.2f}×,"
+            f" same error on {sum(p[1] for p in nat_pairs)}/{len(nat_pairs)} inputs"
+        )
     warned = [r for r in doc["rows"] if r["lib"] == "emublas" and r["warnings"]]
     if warned:
-        out.append(f"- emublas warned (OzakiAccuracyWarning or other) on {len(warned)} configurations: "
-                   + ", ".join(sorted({f"{r['op']} {shape_name(r)} φ={r['phi']:g} {r['mode']} {r['moduli']}"
-                                       for r in warned})[:12]) + (" …" if len(warned) > 12 else ""))
+        out.append(
+            f"- emublas warned (OzakiAccuracyWarning or other) on {len(warned)} configurations: "
+            + ", ".join(
+                sorted({f"{r['op']} {shape_name(r)} φ={r['phi']:g} {r['mode']} {r['moduli']}" for r in warned})[:12]
+            )
+            + (" …" if len(warned) > 12 else "")
+        )
     for s in doc["skipped"]:
         out.append(f"- SKIPPED (time budget): {s['worker']} {s['op']} {s['shape']} φ={s['phi']:g}")
     for e in doc["errors"]:
@@ -603,9 +706,11 @@ def targets(doc) -> list[str]:
             out.append(f"- {op} n={n}, accurate, emublas/GEMMul8 at equal accuracy ≤ {bound}: NOT MEASURED")
             continue
         met = sum(r <= bound for r in ratios)
-        out.append(f"- {op} n={n}, accurate, emublas/GEMMul8 at equal accuracy ≤ {bound}: "
-                   f"{'MET' if met == len(ratios) else 'NOT MET'} ({met}/{len(ratios)} pairs; best"
-                   f" {min(ratios):.2f}, worst {worst[0]:.2f}: {worst[1]}; {unpaired} configurations unpaired)")
+        out.append(
+            f"- {op} n={n}, accurate, emublas/GEMMul8 at equal accuracy ≤ {bound}: "
+            f"{'MET' if met == len(ratios) else 'NOT MET'} ({met}/{len(ratios)} pairs; best"
+            f" {min(ratios):.2f}, worst {worst[0]:.2f}: {worst[1]}; {unpaired} configurations unpaired)"
+        )
     for (op, n), bound in NATIVE_TARGETS.items():
         line = f"- {op} n={n}, φ=0.5, speed against cuBLAS at native accuracy or better ≥ {bound}×: "
         rs = g.get((op, size[n], size[n], size[n], 0.5))
@@ -619,24 +724,39 @@ def targets(doc) -> list[str]:
             best = max(ok, key=lambda r: r["vs_native"]) if ok else None
             parts.append((lib, best))
         e = parts[0][1]
-        verdict = "NOT MET (no emublas configuration as accurate as cuBLAS)" if e is None else (
-            ("MET" if e["vs_native"] >= bound else "NOT MET")
-            + f" ({e['vs_native']:.2f}× with {e['mode']} {e['moduli']} moduli, max err {e['err_max']:.1e}"
-            f" against cuBLAS's {nat['err_max']:.1e})")
+        verdict = (
+            "NOT MET (no emublas configuration as accurate as cuBLAS)"
+            if e is None
+            else (
+                ("MET" if e["vs_native"] >= bound else "NOT MET")
+                + f" ({e['vs_native']:.2f}× with {e['mode']} {e['moduli']} moduli, max err {e['err_max']:.1e}"
+                f" against cuBLAS's {nat['err_max']:.1e})"
+            )
+        )
         g8 = parts[1][1]
-        out.append(line + verdict + ("; GEMMul8: " + (f"{g8['vs_native']:.2f}× ({g8['mode']} {g8['moduli']})"
-                                                       if g8 else "none as accurate")))
+        out.append(
+            line
+            + verdict
+            + ("; GEMMul8: " + (f"{g8['vs_native']:.2f}× ({g8['mode']} {g8['moduli']})" if g8 else "none as accurate"))
+        )
     return out
 
 
 def render(doc) -> str:
     m = doc["meta"]
     w = next((x for x in m["workers"] if x.get("gpu") or x.get("dry_run")), {})
-    head = [f"=== tables: emublas against GEMMul8 (commit {m['commit']}, {w.get('gpu') or 'dry run on numpy'},"
-            f" cupy {w.get('cupy')}, cuBLAS {w.get('cublas')}, order {m['order']}, {m['samples']} sampled entries,"
-            f" seed {m['seed']}, wall {m['wall_s']} s)"]
-    return "\n".join(head + table_times(doc["rows"], m["modes"], m["moduli"])
-                     + table_pairs(doc["rows"], m["modes"], m["moduli"]) + hook_proof(doc) + targets(doc))
+    head = [
+        f"=== tables: emublas against GEMMul8 (commit {m['commit']}, {w.get('gpu') or 'dry run on numpy'},"
+        f" cupy {w.get('cupy')}, cuBLAS {w.get('cublas')}, order {m['order']}, {m['samples']} sampled entries,"
+        f" seed {m['seed']}, wall {m['wall_s']} s)"
+    ]
+    return "\n".join(
+        head
+        + table_times(doc["rows"], m["modes"], m["moduli"])
+        + table_pairs(doc["rows"], m["modes"], m["moduli"])
+        + hook_proof(doc)
+        + targets(doc)
+    )
 
 
 def main() -> None:
@@ -654,9 +774,13 @@ def main() -> None:
     p.add_argument("--samples", type=int, default=64)
     p.add_argument("--seed", type=int, default=20251)
     p.add_argument("--order", choices=("C", "F"), default="C")
-    p.add_argument("--budget-s", type=float, default=None,
-                   help="wall seconds for all workers: each gets a share (by nominal work) and starts no input past it;"
-                   " a worker still running 30 s after the whole budget is ended (its finished inputs are kept)")
+    p.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="wall seconds for all workers: each gets a share (by nominal work) and starts no input past it;"
+        " a worker still running 30 s after the whole budget is ended (its finished inputs are kept)",
+    )
     p.add_argument("--workdir", default=None, help="specs, worker rows and the exact-reference cache")
     p.add_argument("--worker", choices=("emublas", "gemmul8"), default=None, help=argparse.SUPPRESS)
     p.add_argument("--spec", default=None, help=argparse.SUPPRESS)

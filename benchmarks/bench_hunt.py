@@ -10,6 +10,7 @@ errors (cases with an entry out of target and no emublas warning, crashes
 included), crashes alone, and warned cases.  The issue's target: >= 10,000 cases
 per family with zero silent errors.  Exit status 1 if any silent error was found.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,13 +37,16 @@ def main(argv=None) -> int:
     p.add_argument("--json", help="write the counts here")
     args = p.parse_args(argv)
     rows = []
-    print(f"{'family':6} {'pfx':3} {'backend':9} {'cases':>7} {'entries':>9} {'silent':>7} "
-          f"{'crashes':>7} {'warned':>7} {'s':>6}")
+    print(
+        f"{'family':6} {'pfx':3} {'backend':9} {'cases':>7} {'entries':>9} {'silent':>7} "
+        f"{'crashes':>7} {'warned':>7} {'s':>6}"
+    )
     for backend in args.backends.split(","):
         for kind in args.kinds.split(","):
             for prefix in args.prefixes.replace(",", ""):
-                rng = np.random.default_rng([args.seed, H.KINDS.index(kind), "sdcz".index(prefix),
-                                             H.BACKENDS.index(backend)])
+                rng = np.random.default_rng(
+                    [args.seed, H.KINDS.index(kind), "sdcz".index(prefix), H.BACKENDS.index(backend)]
+                )
                 count = dict(cases=0, entries=0, silent=0, crashes=0, warned=0)
                 shown = []
                 t0 = time.perf_counter()
@@ -58,9 +62,11 @@ def main(argv=None) -> int:
                         if len(shown) < args.show:
                             shown.append(f"    {case.describe()}: {out.crash or out.bad[:2]}")
                 dt = time.perf_counter() - t0
-                print(f"{kind:6} {prefix:3} {backend:9} {count['cases']:7d} {count['entries']:9d} "
-                      f"{count['silent']:7d} {count['crashes']:7d} {count['warned']:7d} {dt:6.1f}",
-                      flush=True)
+                print(
+                    f"{kind:6} {prefix:3} {backend:9} {count['cases']:7d} {count['entries']:9d} "
+                    f"{count['silent']:7d} {count['crashes']:7d} {count['warned']:7d} {dt:6.1f}",
+                    flush=True,
+                )
                 for line in shown:
                     print(line)
                 rows.append(dict(kind=kind, prefix=prefix, backend=backend, seconds=round(dt, 2), **count))

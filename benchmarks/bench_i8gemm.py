@@ -23,6 +23,7 @@ Usage::
 
     python benchmarks/bench_i8gemm.py --sizes 1024 2048 --reps 7 --json out.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -180,8 +181,9 @@ def main(argv: list[str] | None = None) -> int:
         "loadavg_start": os.getloadavg(),
     }
 
-    probes = ([cpu.vnni_peak_probe(threads, args.probe_iters) for _ in range(3)]
-              if cpu.features()["avx512_vnni"] else [0.0])
+    probes = (
+        [cpu.vnni_peak_probe(threads, args.probe_iters) for _ in range(3)] if cpu.features()["avx512_vnni"] else [0.0]
+    )
     peak = max(probes)  # a ceiling: the best of three
     meta["vnni_peak_macs_per_s"] = peak
     meta["vnni_peak_probe_runs"] = probes
@@ -203,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
 
             timed: dict[str, float] = {}
             for impl in impls:
+
                 def i8(impl: str = impl) -> Any:
                     return cpu.i8gemm(a8, b8, c32, impl=impl, threads=threads)
 
@@ -211,14 +214,26 @@ def main(argv: list[str] | None = None) -> int:
             t_sg = statistics.median(time_call(sg, args.reps))
             for impl in impls:
                 t = timed[impl]
-                rows.append({
-                    "n": n, "op": f"i8gemm {impl} ({cpu.kernel_name(impl)})", "median_s": t,
-                    "gops": flops / t / 1e9,
-                    "frac_peak": (flops / 2 / t) / peak if peak else None,
-                    "vs_sgemm": t_sg / t,
-                })
-            rows.append({"n": n, "op": "OpenBLAS sgemm (float32)", "median_s": t_sg,
-                         "gops": flops / t_sg / 1e9, "frac_peak": None, "vs_sgemm": 1.0})
+                rows.append(
+                    {
+                        "n": n,
+                        "op": f"i8gemm {impl} ({cpu.kernel_name(impl)})",
+                        "median_s": t,
+                        "gops": flops / t / 1e9,
+                        "frac_peak": (flops / 2 / t) / peak if peak else None,
+                        "vs_sgemm": t_sg / t,
+                    }
+                )
+            rows.append(
+                {
+                    "n": n,
+                    "op": "OpenBLAS sgemm (float32)",
+                    "median_s": t_sg,
+                    "gops": flops / t_sg / 1e9,
+                    "frac_peak": None,
+                    "vs_sgemm": 1.0,
+                }
+            )
             # Interference checks, and a spot check that the output is exact.
             i8_best = lambda: cpu.i8gemm(a8, b8, c32, impl=impls[0], threads=threads)  # noqa: E731
             i8_best()
@@ -231,15 +246,21 @@ def main(argv: list[str] | None = None) -> int:
 
     # ---- report ---------------------------------------------------------------------
     env_txt = ", ".join(f"{k}={v}" for k, v in openblas_env.items()) or "no OPENBLAS* variables set"
-    print(f"CPU: {meta['cpu']}, {threads} threads; numpy {np.__version__}, scipy {scipy.__version__}, "
-          f"BLAS: {meta['blas_name']}; {env_txt}")
+    print(
+        f"CPU: {meta['cpu']}, {threads} threads; numpy {np.__version__}, scipy {scipy.__version__}, "
+        f"BLAS: {meta['blas_name']}; {env_txt}"
+    )
     print(f"OpenBLAS: {meta['openblas_config']}")
     if not meta["blas_threads_limited"] and args.threads:
-        print(f"note: threadpoolctl is not installed, so OpenBLAS ran on its own thread count, "
-              f"not --threads {args.threads}")
+        print(
+            f"note: threadpoolctl is not installed, so OpenBLAS ran on its own thread count, "
+            f"not --threads {args.threads}"
+        )
     if peak:
-        print(f"VNNI peak probe (register-only vpdpbusd, {threads} threads, best of 3): "
-              f"{peak / 1e9:.0f} G int8 multiply-adds/s = {2 * peak / 1e9:.0f} GOPS")
+        print(
+            f"VNNI peak probe (register-only vpdpbusd, {threads} threads, best of 3): "
+            f"{peak / 1e9:.0f} G int8 multiply-adds/s = {2 * peak / 1e9:.0f} GOPS"
+        )
     print()
     print("| n | operation | median time (ms) | GOPS | % of VNNI peak | speed vs sgemm |")
     print("|---|---|---|---|---|---|")
@@ -248,9 +269,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {r['n']} | {r['op']} | {1e3 * r['median_s']:.2f} | {r['gops']:.0f} | {frac} | {r['vs_sgemm']:.2f}x |")
     print()
     for n, c in checks.items():
-        print(f"n={n}: sgemm right after i8gemm: {c['sgemm_slowdown']:.2f}x its time alone; "
-              f"i8gemm right after sgemm (OpenBLAS threads still spinning): {c['i8gemm_slowdown']:.2f}x; "
-              f"exact spot check: {c['exact_spot_check']}")
+        print(
+            f"n={n}: sgemm right after i8gemm: {c['sgemm_slowdown']:.2f}x its time alone; "
+            f"i8gemm right after sgemm (OpenBLAS threads still spinning): {c['i8gemm_slowdown']:.2f}x; "
+            f"exact spot check: {c['exact_spot_check']}"
+        )
     print(f"load average start {meta['loadavg_start'][0]:.2f}, end {meta['loadavg_end'][0]:.2f}")
 
     if args.json:

@@ -14,6 +14,7 @@ installed file.
 The hook must be installed for ``--python`` (``pip install [-e] .``); the
 script checks that and that the shim is really on when the variable is set.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,10 @@ line = next(x for x in open(path) if x.startswith("import"))
 n = 20000
 print(f"{min(timeit.repeat(lambda: exec(line), number=n, repeat=5)) / n * 1e6:.2f}")
 """
-CHECK = ("import sys, scipy.linalg.blas as b; "
-         "print(sys.modules.get('emublas.interpose') is not None, (b.dgemm.__doc__ or '').startswith('emublas'))")
+CHECK = (
+    "import sys, scipy.linalg.blas as b; "
+    "print(sys.modules.get('emublas.interpose') is not None, (b.dgemm.__doc__ or '').startswith('emublas'))"
+)
 
 
 def _env(on: bool) -> dict[str, str]:
@@ -46,8 +49,9 @@ def _env(on: bool) -> dict[str, str]:
 
 
 def _time(python: str, program: str, env: dict[str, str], flags=()) -> float:
-    return elapsed(lambda: subprocess.run([python, *flags, "-c", program], env=env, check=True,
-                                          stdout=subprocess.DEVNULL))
+    return elapsed(
+        lambda: subprocess.run([python, *flags, "-c", program], env=env, check=True, stdout=subprocess.DEVNULL)
+    )
 
 
 def main() -> None:
@@ -56,9 +60,17 @@ def main() -> None:
     parser.add_argument("--python", default=sys.executable)
     args = parser.parse_args()
 
-    hook = subprocess.run([args.python, "-c", "import os, site; print(any(os.path.isfile(os.path.join(d, "
-                           "'emublas-interpose.pth')) for d in site.getsitepackages()))"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    hook = subprocess.run(
+        [
+            args.python,
+            "-c",
+            "import os, site; print(any(os.path.isfile(os.path.join(d, "
+            "'emublas-interpose.pth')) for d in site.getsitepackages()))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     if hook != "True":
         sys.exit(f"emublas-interpose.pth is not installed for {args.python}: pip install -e . first")
     for on, expect in ((False, "False False"), (True, "True True")):
@@ -66,8 +78,9 @@ def main() -> None:
         if got != expect:
             sys.exit(f"EMUBLAS_INTERPOSE={'1' if on else 'unset'}: expected shim state {expect!r}, got {got!r}")
 
-    line_cost = subprocess.run([args.python, "-c", LINE_COST], env=_env(False), capture_output=True, text=True,
-                               check=True).stdout.strip()
+    line_cost = subprocess.run(
+        [args.python, "-c", LINE_COST], env=_env(False), capture_output=True, text=True, check=True
+    ).stdout.strip()
 
     cells = [(name, on) for name in PROGRAMS for on in (False, True)]
     times: dict[tuple[str, bool], list[float]] = {cell: [] for cell in cells}
@@ -77,17 +90,23 @@ def main() -> None:
         for cell in cells:
             times[cell].append(_time(args.python, PROGRAMS[cell[0]], _env(cell[1])))
 
-    print(f"python {platform.python_version()} ({args.python}), {os.cpu_count()} CPUs, "
-          f"{args.runs} runs per cell, wall time of the whole process")
+    print(
+        f"python {platform.python_version()} ({args.python}), {os.cpu_count()} CPUs, "
+        f"{args.runs} runs per cell, wall time of the whole process"
+    )
     print()
-    print("| program | EMUBLAS_INTERPOSE unset: median ms (min-max) | EMUBLAS_INTERPOSE=1: median ms (min-max) "
-          "| difference (ms) |")
+    print(
+        "| program | EMUBLAS_INTERPOSE unset: median ms (min-max) | EMUBLAS_INTERPOSE=1: median ms (min-max) "
+        "| difference (ms) |"
+    )
     print("|---|---|---|---|")
     for name in PROGRAMS:
         off, on = times[(name, False)], times[(name, True)]
         fmt = lambda xs: f"{statistics.median(xs) * 1e3:.1f} ({min(xs) * 1e3:.1f}-{max(xs) * 1e3:.1f})"  # noqa: E731
-        print(f"| `python -c \"{PROGRAMS[name]}\"` | {fmt(off)} | {fmt(on)} "
-              f"| {(statistics.median(on) - statistics.median(off)) * 1e3:+.1f} |")
+        print(
+            f'| `python -c "{PROGRAMS[name]}"` | {fmt(off)} | {fmt(on)} '
+            f"| {(statistics.median(on) - statistics.median(off)) * 1e3:+.1f} |"
+        )
     print()
     print(f"The hook's line with EMUBLAS_INTERPOSE unset, exec'd in-process: {line_cost} µs (best of 5 x 20000).")
 

@@ -10,6 +10,7 @@ Usage::
 
     python3 benchmarks/bench_native_gpu.py --sizes 4096 8192 --reps 10 --json out.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,8 +53,16 @@ def main() -> None:
         for name, flops, ours, ref in cases:
             t_ours = cuda_median_time(cp, ours, args.reps)
             t_ref = cuda_median_time(cp, ref, args.reps)
-            rows.append({"routine": name, "n": n, "emublas_s": t_ours, "cupy_matmul_s": t_ref,
-                         "emublas_tflops": flops / t_ours / 1e12, "speed_vs_matmul": t_ref / t_ours})
+            rows.append(
+                {
+                    "routine": name,
+                    "n": n,
+                    "emublas_s": t_ours,
+                    "cupy_matmul_s": t_ref,
+                    "emublas_tflops": flops / t_ours / 1e12,
+                    "speed_vs_matmul": t_ref / t_ours,
+                }
+            )
         a.clear()  # free the inputs before the next size
         za.clear()
         cp.get_default_memory_pool().free_all_blocks()
@@ -61,18 +70,27 @@ def main() -> None:
     name = dev["name"].decode() if isinstance(dev["name"], bytes) else dev["name"]
     from cupy_backends.cuda.libs import cublas
 
-    meta = {"gpu": name, "cupy": cp.__version__, "numpy": np.__version__, "emublas": emublas.__version__,
-            "cublas": cublas.getVersion(cp.cuda.device.get_cublas_handle())}
+    meta = {
+        "gpu": name,
+        "cupy": cp.__version__,
+        "numpy": np.__version__,
+        "emublas": emublas.__version__,
+        "cublas": cublas.getVersion(cp.cuda.device.get_cublas_handle()),
+    }
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"meta": meta, "rows": rows}, fh, indent=2)
     print(f"GPU: {name}, cupy {cp.__version__}, cuBLAS {meta['cublas']}")
-    print("| routine | n | emublas native [ms] | cupy.matmul [ms] | emublas TFLOP/s (nominal)"
-          " | matmul time / emublas time |")
+    print(
+        "| routine | n | emublas native [ms] | cupy.matmul [ms] | emublas TFLOP/s (nominal)"
+        " | matmul time / emublas time |"
+    )
     print("|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['routine']} | {r['n']} | {r['emublas_s'] * 1e3:.2f} | {r['cupy_matmul_s'] * 1e3:.2f} |"
-              f" {r['emublas_tflops']:.1f} | {r['speed_vs_matmul']:.2f} |")
+        print(
+            f"| {r['routine']} | {r['n']} | {r['emublas_s'] * 1e3:.2f} | {r['cupy_matmul_s'] * 1e3:.2f} |"
+            f" {r['emublas_tflops']:.1f} | {r['speed_vs_matmul']:.2f} |"
+        )
 
 
 if __name__ == "__main__":

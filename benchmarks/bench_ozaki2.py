@@ -14,6 +14,7 @@ Usage::
 
     python3 benchmarks/bench_ozaki2.py --n 2048 --acc-n 256 --json out.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,8 +44,10 @@ def exact_entries(a, b, idx):
     """Exact (a@b)[i, j] for the sampled (i, j), rounded once."""
     out = []
     for i, j in idx:
+
         def dot(x, y):
             return float(sum(Fraction(float(p)) * Fraction(float(q)) for p, q in zip(x, y)))
+
         if np.iscomplexobj(a):
             re = dot(np.concatenate([a[i].real, -a[i].imag]), np.concatenate([b[:, j].real, b[:, j].imag]))
             im = dot(np.concatenate([a[i].real, a[i].imag]), np.concatenate([b[:, j].imag, b[:, j].real]))
@@ -73,13 +76,29 @@ def accuracy(args, rng):
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     out = getattr(emublas, prefix + "gemm")(1.0, a, b, backend="ozaki2", moduli=count)
-                rows.append({"routine": prefix + "gemm", "phi": phi, "moduli": count, "mode": "accurate",
-                             "err": max_rel(out, idx, ref), "native_err": nat})
+                rows.append(
+                    {
+                        "routine": prefix + "gemm",
+                        "phi": phi,
+                        "moduli": count,
+                        "mode": "accurate",
+                        "err": max_rel(out, idx, ref),
+                        "native_err": nat,
+                    }
+                )
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 out = getattr(emublas, prefix + "gemm")(1.0, a, b, backend="ozaki2", mode="auto")
-            rows.append({"routine": prefix + "gemm", "phi": phi, "moduli": last_run()["moduli"], "mode": "auto",
-                         "err": max_rel(out, idx, ref), "native_err": nat})
+            rows.append(
+                {
+                    "routine": prefix + "gemm",
+                    "phi": phi,
+                    "moduli": last_run()["moduli"],
+                    "mode": "auto",
+                    "err": max_rel(out, idx, ref),
+                    "native_err": nat,
+                }
+            )
     return rows
 
 
@@ -98,8 +117,12 @@ def speed(args, rng, vnni_peak_gops):
     a, b, za, zb = (np.asfortranarray(x) for x in (a, b, za, zb))
     cases = [
         ("dgemm", lambda: sblas.dgemm(1.0, a, b), lambda: emublas.dgemm(1.0, a, b, backend="ozaki2"), 3 * 8 * n * n),
-        ("zgemm", lambda: sblas.zgemm(1.0, za, zb), lambda: emublas.zgemm(1.0, za, zb, backend="ozaki2"),
-         3 * 16 * n * n),
+        (
+            "zgemm",
+            lambda: sblas.zgemm(1.0, za, zb),
+            lambda: emublas.zgemm(1.0, za, zb, backend="ozaki2"),
+            3 * 16 * n * n,
+        ),
         ("dsyrk", lambda: sblas.dsyrk(1.0, a), lambda: emublas.dsyrk(1.0, a, backend="ozaki2"), 2 * 8 * n * n),
         ("zherk", lambda: sblas.zherk(1.0, za), lambda: emublas.zherk(1.0, za, backend="ozaki2"), 2 * 16 * n * n),
     ]
@@ -113,11 +136,21 @@ def speed(args, rng, vnni_peak_gops):
         per_mod = {"dgemm": 2 * n**3, "zgemm": 4 * n**3, "dsyrk": n**3, "zherk": 2 * n**3}[name]
         int8_ops = per_mod * info["moduli"]
         mem = peak_extra(ours)
-        rows.append({"routine": name, "n": n, "native_s": t_nat, "ozaki2_s": t_ours, "ratio": t_ours / t_nat,
-                     "moduli": info["moduli"], "phases": phases,
-                     "int8_gops": int8_ops / phases["gemm"] / 1e9,
-                     "leaf_peak_frac": int8_ops / phases["gemm"] / 1e9 / vnni_peak_gops,
-                     "peak_extra_mb": mem / 2**20, "inputs_mb": io_bytes / 2**20})
+        rows.append(
+            {
+                "routine": name,
+                "n": n,
+                "native_s": t_nat,
+                "ozaki2_s": t_ours,
+                "ratio": t_ours / t_nat,
+                "moduli": info["moduli"],
+                "phases": phases,
+                "int8_gops": int8_ops / phases["gemm"] / 1e9,
+                "leaf_peak_frac": int8_ops / phases["gemm"] / 1e9 / vnni_peak_gops,
+                "peak_extra_mb": mem / 2**20,
+                "inputs_mb": io_bytes / 2**20,
+            }
+        )
     return rows
 
 
@@ -134,8 +167,13 @@ def main() -> None:
     peak = 2 * cpu.vnni_peak_probe() / 1e9 if cpu.features()["avx512_vnni"] else float("nan")
     acc = [] if args.skip_accuracy else accuracy(args, rng)
     spd = speed(args, rng, peak)
-    meta = {"cpu": cpu_model(), "vnni_peak_gops": peak, "numpy": np.__version__, "emublas": emublas.__version__,
-            "threads": cpu.default_threads()}
+    meta = {
+        "cpu": cpu_model(),
+        "vnni_peak_gops": peak,
+        "numpy": np.__version__,
+        "emublas": emublas.__version__,
+        "threads": cpu.default_threads(),
+    }
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"meta": meta, "accuracy": acc, "speed": spd}, fh, indent=2)
@@ -145,18 +183,24 @@ def main() -> None:
         print("| routine | φ | moduli | mode | ozaki2 error | native error |")
         print("|---|---|---|---|---|---|")
         for r in acc:
-            print(f"| {r['routine']} | {r['phi']} | {r['moduli']} | {r['mode']} | {r['err']:.2e}"
-                  f" | {r['native_err']:.2e} |")
+            print(
+                f"| {r['routine']} | {r['phi']} | {r['moduli']} | {r['mode']} | {r['err']:.2e}"
+                f" | {r['native_err']:.2e} |"
+            )
     print(f"\nSpeed (n = {args.n}, medians of {args.reps}; default moduli, accurate mode)")
-    print("| routine | native [s] | ozaki2 [s] | ozaki2/native time | moduli | scaling | residues | int8 GEMMs |"
-          " CRT | leaf GOPS (% peak) | peak extra MiB (× A+B+C) |")
+    print(
+        "| routine | native [s] | ozaki2 [s] | ozaki2/native time | moduli | scaling | residues | int8 GEMMs |"
+        " CRT | leaf GOPS (% peak) | peak extra MiB (× A+B+C) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in spd:
         ph = r["phases"]
-        print(f"| {r['routine']} | {r['native_s']:.3f} | {r['ozaki2_s']:.3f} | {r['ratio']:.2f} | {r['moduli']} |"
-              f" {ph['scaling']:.3f} | {ph['residues']:.3f} | {ph['gemm']:.3f} | {ph['crt']:.3f} |"
-              f" {r['int8_gops']:.0f} ({100 * r['leaf_peak_frac']:.0f}%) |"
-              f" {r['peak_extra_mb']:.0f} ({r['peak_extra_mb'] / r['inputs_mb']:.1f}×) |")
+        print(
+            f"| {r['routine']} | {r['native_s']:.3f} | {r['ozaki2_s']:.3f} | {r['ratio']:.2f} | {r['moduli']} |"
+            f" {ph['scaling']:.3f} | {ph['residues']:.3f} | {ph['gemm']:.3f} | {ph['crt']:.3f} |"
+            f" {r['int8_gops']:.0f} ({100 * r['leaf_peak_frac']:.0f}%) |"
+            f" {r['peak_extra_mb']:.0f} ({r['peak_extra_mb'] / r['inputs_mb']:.1f}×) |"
+        )
 
 
 if __name__ == "__main__":

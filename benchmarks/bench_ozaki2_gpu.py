@@ -20,6 +20,7 @@ Rows:
   cupy's integer matmul (int64, wraps on overflow; here it cannot);
 * error against moduli 8…22 at one n for φ = 0.5 and 4 beside native's error.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -112,9 +113,14 @@ def main() -> None:
     rows = []
     from cupy_backends.cuda.libs import cublas
 
-    meta = {"gpu": dev["name"].decode(), "cupy": cp.__version__, "emublas": emublas.__version__,
-            "cublas": cublas.getVersion(cp.cuda.device.get_cublas_handle()), "reps": reps,
-            "command": " ".join(sys.argv)}
+    meta = {
+        "gpu": dev["name"].decode(),
+        "cupy": cp.__version__,
+        "emublas": emublas.__version__,
+        "cublas": cublas.getVersion(cp.cuda.device.get_cublas_handle()),
+        "reps": reps,
+        "command": " ".join(sys.argv),
+    }
     print(f"GPU: {meta['gpu']}  cupy {meta['cupy']}  cuBLAS {meta['cublas']}", flush=True)
 
     def record(**row):
@@ -135,20 +141,39 @@ def main() -> None:
             t_nat = timed(lambda a=a, b=b: fn(1.0, a, b, backend="native"))
             c = fn(1.0, a, b, backend="native")
             e_nat = sampled_error(cp, "gemm", a, b, c)
-            record(op=name, n=n, impl="cuBLAS", t=t_nat, rate=flops / t_nat, ratio=1.0,
-                   err_max=e_nat[0], err_med=e_nat[1])
+            record(
+                op=name, n=n, impl="cuBLAS", t=t_nat, rate=flops / t_nat, ratio=1.0, err_max=e_nat[0], err_med=e_nat[1]
+            )
             with MathMode(cp, 8) as mm:
                 t_emu = timed(lambda a=a, b=b: fn(1.0, a, b, backend="native"))
                 c = fn(1.0, a, b, backend="native")
             e_emu = sampled_error(cp, "gemm", a, b, c)
-            record(op=name, n=n, impl="cuBLAS FP64_EMULATED_FIXEDPOINT", t=t_emu, rate=flops / t_emu,
-                   ratio=t_nat / t_emu, err_max=e_emu[0], err_med=e_emu[1], note=mm.note)
+            record(
+                op=name,
+                n=n,
+                impl="cuBLAS FP64_EMULATED_FIXEDPOINT",
+                t=t_emu,
+                rate=flops / t_emu,
+                ratio=t_nat / t_emu,
+                err_max=e_emu[0],
+                err_med=e_emu[1],
+                note=mm.note,
+            )
             for count in counts:
                 t = timed(lambda a=a, b=b, count=count: fn(1.0, a, b, backend="ozaki2", moduli=count))
                 c = fn(1.0, a, b, backend="ozaki2", moduli=count)
                 e = sampled_error(cp, "gemm", a, b, c)
-                record(op=name, n=n, impl=f"ozaki2 {count} moduli", t=t, rate=flops / t,
-                       ratio=t_nat / t, err_max=e[0], err_med=e[1], plan=routines.last_run().get("gpu_plan"))
+                record(
+                    op=name,
+                    n=n,
+                    impl=f"ozaki2 {count} moduli",
+                    t=t,
+                    rate=flops / t,
+                    ratio=t_nat / t,
+                    err_max=e[0],
+                    err_med=e[1],
+                    plan=routines.last_run().get("gpu_plan"),
+                )
             del a, b, c
             cp.get_default_memory_pool().free_all_blocks()
 
@@ -164,8 +189,14 @@ def main() -> None:
         routines.PROFILE_GPU = False
         info = routines.last_run()
         gpu_total = sum(v for k, v in info["phases"].items() if k in ("residues", "gemm", "crt"))
-        record(op=("zgemm" if dtype == "complex128" else "dgemm") + " phases", n=n, phases=info["phases"], wall=wall,
-               gemm_share=info["phases"]["gemm"] / gpu_total, plan=info["gpu_plan"])
+        record(
+            op=("zgemm" if dtype == "complex128" else "dgemm") + " phases",
+            n=n,
+            phases=info["phases"],
+            wall=wall,
+            gemm_share=info["phases"]["gemm"] / gpu_total,
+            plan=info["gpu_plan"],
+        )
         del a, b
     kp = kg.pad(n)
     x8 = cp.random.randint(-127, 128, (n, kp), dtype=np.int8)
@@ -186,8 +217,18 @@ def main() -> None:
     ah = cp.asfortranarray(a.conj().T)
     t_gem = timed(lambda a=a, ah=ah: emublas.zgemm(1.0, a, ah, backend="ozaki2"))
     flops = 4 * n**3
-    record(op="zherk", n=n, k=n, t_native=t_nat, t_ozaki2=t_her, t_ozaki2_zgemm=t_gem,
-           vs_cublas_zherk=t_nat / t_her, vs_own_zgemm=t_gem / t_her, rate=flops / t_her, err_max=e_her[0])
+    record(
+        op="zherk",
+        n=n,
+        k=n,
+        t_native=t_nat,
+        t_ozaki2=t_her,
+        t_ozaki2_zgemm=t_gem,
+        vs_cublas_zherk=t_nat / t_her,
+        vs_own_zgemm=t_gem / t_her,
+        rate=flops / t_her,
+        err_max=e_her[0],
+    )
     del a, ah, c
     cp.get_default_memory_pool().free_all_blocks()
 
@@ -211,8 +252,16 @@ def main() -> None:
         for count in range(8, 23):
             c = emublas.dgemm(1.0, a, b, backend="ozaki2", moduli=count)
             e = sampled_error(cp, "gemm", a, b, c)
-            record(op="dgemm error", n=n, phi=phi, moduli=count, err_max=e[0], err_med=e[1],
-                   native_err_max=e_nat[0], native_err_med=e_nat[1])
+            record(
+                op="dgemm error",
+                n=n,
+                phi=phi,
+                moduli=count,
+                err_max=e[0],
+                err_med=e[1],
+                native_err_max=e_nat[0],
+                native_err_med=e_nat[1],
+            )
         del a, b, c
 
     if args.json:

@@ -9,6 +9,7 @@ to run under Nsight Compute, which then lists every kernel's time::
 
 Without a profiler it prints the median wall time per call (a sanity check).
 """
+
 from __future__ import annotations
 
 import argparse

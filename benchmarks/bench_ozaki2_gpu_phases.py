@@ -10,6 +10,7 @@ Usage::
 
     python3 benchmarks/bench_ozaki2_gpu_phases.py --sizes 4096 8192 --dtypes z d --moduli 16 [--json out.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,19 +57,32 @@ def main() -> None:
                 phases = dict(routines.last_run()["phases"])
             finally:
                 routines.PROFILE_GPU = False
-            rows.append({"op": code + "gemm", "n": n, "moduli": args.moduli, "host_s": host, "device_s": dev,
-                         "native_s": native, "vs_native": native / dev, "phases": phases})
-    print(f"ozaki2 on {cupy.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {args.moduli} moduli,"
-          " per call (ms):")
+            rows.append(
+                {
+                    "op": code + "gemm",
+                    "n": n,
+                    "moduli": args.moduli,
+                    "host_s": host,
+                    "device_s": dev,
+                    "native_s": native,
+                    "vs_native": native / dev,
+                    "phases": phases,
+                }
+            )
+    print(
+        f"ozaki2 on {cupy.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {args.moduli} moduli, per call (ms):"
+    )
     print("| op | n | host | device | cuBLAS | × cuBLAS | scaling | residues | int8 GEMMs | CRT | GEMM share |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         p = r["phases"]
         total = sum(p.get(k, 0.0) for k in ("scaling", "residues", "gemm", "crt"))
-        print(f"| {r['op']} | {r['n']} | {1e3 * r['host_s']:.2f} | {1e3 * r['device_s']:.2f} |"
-              f" {1e3 * r['native_s']:.2f} | {r['vs_native']:.2f} |"
-              + "".join(f" {1e3 * p.get(k, 0.0):.2f} |" for k in ("scaling", "residues", "gemm", "crt"))
-              + f" {p.get('gemm', 0.0) / total:.0%} |")
+        print(
+            f"| {r['op']} | {r['n']} | {1e3 * r['host_s']:.2f} | {1e3 * r['device_s']:.2f} |"
+            f" {1e3 * r['native_s']:.2f} | {r['vs_native']:.2f} |"
+            + "".join(f" {1e3 * p.get(k, 0.0):.2f} |" for k in ("scaling", "residues", "gemm", "crt"))
+            + f" {p.get('gemm', 0.0) / total:.0%} |"
+        )
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(rows, fh, indent=2)

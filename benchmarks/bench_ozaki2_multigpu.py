@@ -6,6 +6,7 @@ ZGEMM (2M, 16 moduli) and DGEMM (16 moduli), n×n×n, φ = 0.5 inputs; CUDA even
 arrays' device (which waits for the others' copies), median of --reps after a warm-up;
 results compared bit for bit with the one-GPU result.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,12 +50,21 @@ def main() -> None:
         row = {"op": dtype, "n": n, "one_gpu_s": one_t, "one_gpu_rate": flops / one_t}
         for split in ("moduli", "tiles"):
             try:
-                t = cuda_median_time(cp, lambda a=a, b=b, split=split: fn(1.0, a, b, backend="ozaki2", moduli=16,
-                                                                           devices="all", split=split),
-                                     args.reps)
+                t = cuda_median_time(
+                    cp,
+                    lambda a=a, b=b, split=split: fn(
+                        1.0, a, b, backend="ozaki2", moduli=16, devices="all", split=split
+                    ),
+                    args.reps,
+                )
                 res = fn(1.0, a, b, backend="ozaki2", moduli=16, devices="all", split=split)
-                row[split] = {"s": t, "rate": flops / t, "speedup": one_t / t,
-                              "identical": bool((res == one).all()), "plan": routines.last_run()["gpu_plan"]}
+                row[split] = {
+                    "s": t,
+                    "rate": flops / t,
+                    "speedup": one_t / t,
+                    "identical": bool((res == one).all()),
+                    "plan": routines.last_run()["gpu_plan"],
+                }
                 del res
             except cp.cuda.memory.OutOfMemoryError as exc:
                 row[split] = {"error": str(exc)}

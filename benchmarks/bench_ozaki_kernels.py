@@ -9,6 +9,7 @@ Usage::
 
     python benchmarks/bench_ozaki_kernels.py [--n 2048] [--moduli 16] [--reps 7]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,11 +35,11 @@ def main() -> None:
     mods = list(REAL_MODULI[:L])
     mods2 = list(TWO_M_MODULI[:L])
     roots = [TWO_M_ROOTS[m] for m in mods2]
-    out = np.empty((L, n, n), np.int8).transpose(0, 2, 1)      # F-ordered planes
+    out = np.empty((L, n, n), np.int8).transpose(0, 2, 1)  # F-ordered planes
     out2 = np.empty((2 * L, n, n), np.int8).transpose(0, 2, 1)
     out3 = np.empty((3 * L, n, n), np.int8).transpose(0, 2, 1)
     ms = real_set(L)
-    X1 = np.asfortranarray(rng.integers(-2**31, 2**31, size=(n, n), dtype=np.int64).astype(np.int32))
+    X1 = np.asfortranarray(rng.integers(-(2**31), 2**31, size=(n, n), dtype=np.int64).astype(np.int32))
     hi = np.zeros((n, n), order="F")
     lo = np.zeros((n, n), order="F")
     res = np.empty((n, n), order="F")
@@ -47,33 +48,70 @@ def main() -> None:
     e = n * n
     cases = [
         # name, fn(threads), bytes moved, element-moduli
-        ("residues f64 (16 planes)", lambda t: kernels_cpu.oz_residues(x, shift, 1, mods, out=out, threads=t),
-         e * (8 + L), e * L),
-        ("residues 2M z128 (32 planes)",
-         lambda t: kernels_cpu.oz_residues_cplx(z.real, z.imag, shift, 1, mods2, roots, out=out2, threads=t),
-         e * (16 + 2 * L), e * 2 * L),
-        ("residues 3M z128 (48 planes)",
-         lambda t: kernels_cpu.oz_residues_3m(z.real, z.imag, shift, 1, mods, out=out3, threads=t),
-         e * (16 + 3 * L), e * 3 * L),
-        ("accumulate 1 modulus", lambda t: kernels_crt.oz_crt_accumulate(X1, ms.weights[3], ms.moduli[3], ms.big_hi[3],
-                                                                 ms.big_lo[3], hi, lo, threads=t),
-         e * (4 + 32), e),
-        ("accumulate first=True", lambda t: kernels_crt.oz_crt_accumulate(X1, ms.weights[3], ms.moduli[3], ms.big_hi[3],
-                                                                  ms.big_lo[3], hi, lo, first=True, threads=t),
-         e * (4 + 16), e),
-        ("accumulate X2=X1^T, uplo=U", lambda t: kernels_crt.oz_crt_accumulate(X1, 5, 241, ms.big_hi[3],
-                                                                             ms.big_lo[3], hi, lo,
-                                                                     x2=X1.T, w2=7, uplo=1, threads=t),
-         e * (4 + 4 + 32) // 2, e // 2),
-        ("finalize f64 beta=0", lambda t: kernels_crt.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, zero, zero, res,
-                                                                       threads=t),
-         e * (16 + 8), e),
-        ("finalize f64 beta!=0", lambda t: kernels_crt.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, zero, zero, res,
-                                                               alpha=2.0, beta=0.5, threads=t),
-         e * (16 + 16), e),
-        ("finalize c128 beta!=0", lambda t: kernels_crt.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, zero, zero, resz,
-                                                                im_hi=lo, im_lo=hi, alpha=2.0, beta=0.5j, threads=t),
-         e * (32 + 32), e),
+        (
+            "residues f64 (16 planes)",
+            lambda t: kernels_cpu.oz_residues(x, shift, 1, mods, out=out, threads=t),
+            e * (8 + L),
+            e * L,
+        ),
+        (
+            "residues 2M z128 (32 planes)",
+            lambda t: kernels_cpu.oz_residues_cplx(z.real, z.imag, shift, 1, mods2, roots, out=out2, threads=t),
+            e * (16 + 2 * L),
+            e * 2 * L,
+        ),
+        (
+            "residues 3M z128 (48 planes)",
+            lambda t: kernels_cpu.oz_residues_3m(z.real, z.imag, shift, 1, mods, out=out3, threads=t),
+            e * (16 + 3 * L),
+            e * 3 * L,
+        ),
+        (
+            "accumulate 1 modulus",
+            lambda t: kernels_crt.oz_crt_accumulate(
+                X1, ms.weights[3], ms.moduli[3], ms.big_hi[3], ms.big_lo[3], hi, lo, threads=t
+            ),
+            e * (4 + 32),
+            e,
+        ),
+        (
+            "accumulate first=True",
+            lambda t: kernels_crt.oz_crt_accumulate(
+                X1, ms.weights[3], ms.moduli[3], ms.big_hi[3], ms.big_lo[3], hi, lo, first=True, threads=t
+            ),
+            e * (4 + 16),
+            e,
+        ),
+        (
+            "accumulate X2=X1^T, uplo=U",
+            lambda t: kernels_crt.oz_crt_accumulate(
+                X1, 5, 241, ms.big_hi[3], ms.big_lo[3], hi, lo, x2=X1.T, w2=7, uplo=1, threads=t
+            ),
+            e * (4 + 4 + 32) // 2,
+            e // 2,
+        ),
+        (
+            "finalize f64 beta=0",
+            lambda t: kernels_crt.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, zero, zero, res, threads=t),
+            e * (16 + 8),
+            e,
+        ),
+        (
+            "finalize f64 beta!=0",
+            lambda t: kernels_crt.oz_crt_finalize(
+                hi, lo, ms.P_hi, ms.P_lo, zero, zero, res, alpha=2.0, beta=0.5, threads=t
+            ),
+            e * (16 + 16),
+            e,
+        ),
+        (
+            "finalize c128 beta!=0",
+            lambda t: kernels_crt.oz_crt_finalize(
+                hi, lo, ms.P_hi, ms.P_lo, zero, zero, resz, im_hi=lo, im_lo=hi, alpha=2.0, beta=0.5j, threads=t
+            ),
+            e * (32 + 32),
+            e,
+        ),
     ]
     print(f"n = {n}, {L} moduli, kernel = {kernels_cpu.oz_kernel_name()}, median of {args.reps}")
     print(f"{'kernel':32s} {'thr':>3s} {'ms':>8s} {'GB/s':>7s} {'ns/elt/mod':>10s}")

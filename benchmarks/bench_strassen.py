@@ -9,6 +9,7 @@ shared machine out of the ratios.  Both sides go through the emublas front
 (the same output allocation); ``impl`` is the strassen path that ran (``c``:
 the C driver of native/cpu/strassen.c).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,16 +38,23 @@ def main() -> None:
     p.add_argument("--levels", type=int, nargs="+", default=[1, 2])
     p.add_argument("--dtypes", nargs="+", default=["d"])
     p.add_argument("--reps", type=int, default=5)
-    p.add_argument("--out", choices=["fresh", "reuse"], default="fresh",
-                   help="fresh: a new output per call (c=None); reuse: one preallocated output "
-                        "(c=out, overwrite_c=True), as BLAS users call it")
-    p.add_argument("--wait-idle", action="store_true",
-                   help="time only while no other process uses the CPUs (shared machines)")
+    p.add_argument(
+        "--out",
+        choices=["fresh", "reuse"],
+        default="fresh",
+        help="fresh: a new output per call (c=None); reuse: one preallocated output "
+        "(c=out, overwrite_c=True), as BLAS users call it",
+    )
+    p.add_argument(
+        "--wait-idle", action="store_true", help="time only while no other process uses the CPUs (shared machines)"
+    )
     args = p.parse_args()
     rng = np.random.default_rng(1)
     print(f"CPU: {cpu_model()}")
-    print("| routine | n | native [s] | levels | strassen [s] | speed vs native | (best: native, strassen, ratio) "
-          "| normwise diff | impl | workspace [MiB] |")
+    print(
+        "| routine | n | native [s] | levels | strassen [s] | speed vs native | (best: native, strassen, ratio) "
+        "| normwise diff | impl | workspace [MiB] |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for prefix in args.dtypes:
         dtype = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}[prefix]
@@ -58,11 +66,15 @@ def main() -> None:
                 a += 1j * rng.standard_normal((n, n)).astype(dtype)
                 b += 1j * rng.standard_normal((n, n)).astype(dtype)
             out = np.zeros((n, n), dtype=dtype, order="F") if args.out == "reuse" else None
-            runs = {"native": lambda gemm=gemm, a=a, b=b, out=out: gemm(
-                1.0, a, b, c=out, overwrite_c=True, backend="native")}
+            runs = {
+                "native": lambda gemm=gemm, a=a, b=b, out=out: gemm(
+                    1.0, a, b, c=out, overwrite_c=True, backend="native"
+                )
+            }
             for lv in args.levels:
                 runs[lv] = lambda lv=lv, gemm=gemm, a=a, b=b, out=out: gemm(
-                    1.0, a, b, c=out, overwrite_c=True, backend="strassen", levels=lv)
+                    1.0, a, b, c=out, overwrite_c=True, backend="strassen", levels=lv
+                )
             for fn in runs.values():  # warm-up (and the workspace's first allocation)
                 fn()
             times: dict = {key: [] for key in runs}
@@ -78,9 +90,12 @@ def main() -> None:
                 diff = np.linalg.norm(res - ref) / np.linalg.norm(ref)
                 t = statistics.median(times[lv])
                 best_nat, best = min(times["native"]), min(times[lv])
-                print(f"| {prefix}gemm | {n} | {t_nat:.3f} | {lv} | {t:.3f} | {t_nat / t:.3f} "
-                      f"| {best_nat:.3f}, {best:.3f}, {best_nat / best:.3f} | {diff:.1e} "
-                      f"| {info['impl']} | {ws:.0f} |", flush=True)
+                print(
+                    f"| {prefix}gemm | {n} | {t_nat:.3f} | {lv} | {t:.3f} | {t_nat / t:.3f} "
+                    f"| {best_nat:.3f}, {best:.3f}, {best_nat / best:.3f} | {diff:.1e} "
+                    f"| {info['impl']} | {ws:.0f} |",
+                    flush=True,
+                )
             a = b = ref = res = out = None
 
 

@@ -8,6 +8,7 @@ only rounding is the final one for these inputs, see the ozaki2 accuracy table).
 
     python3 benchmarks/bench_strassen_error.py --n 1024 --levels 0 1 2 3 4
 """
+
 from __future__ import annotations
 
 import argparse

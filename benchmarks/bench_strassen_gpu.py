@@ -1,7 +1,8 @@
 """strassen on cupy arrays (fused CUDA sums and chain writes, cuBLAS leaves) against cuBLAS, same run, CUDA events.
 
-    python3 benchmarks/bench_strassen_gpu.py --sizes 8192 16384 --levels 1 2 --dtypes d s z --reps 5
+python3 benchmarks/bench_strassen_gpu.py --sizes 8192 16384 --levels 1 2 --dtypes d s z --reps 5
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,8 +23,10 @@ def main() -> None:
     args = p.parse_args()
     name = cp.cuda.runtime.getDeviceProperties(0)["name"]
     print(f"GPU: {name.decode() if isinstance(name, bytes) else name}, cupy {cp.__version__}")
-    print("| routine | n | cuBLAS (emublas native) [ms] | levels | strassen [ms] | speed vs cuBLAS"
-          " | normwise diff | impl |")
+    print(
+        "| routine | n | cuBLAS (emublas native) [ms] | levels | strassen [ms] | speed vs cuBLAS"
+        " | normwise diff | impl |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for prefix in args.dtypes:
         dtype = {"s": cp.float32, "d": cp.float64, "c": cp.complex64, "z": cp.complex128}[prefix]
@@ -41,8 +44,11 @@ def main() -> None:
                 t = cuda_median_time(cp, lambda: gemm(1.0, a, b, backend="strassen", levels=lv), args.reps)
                 diff = float(cp.linalg.norm(gemm(1.0, a, b, backend="strassen", levels=lv) - ref) / cp.linalg.norm(ref))
                 impl = strassen.last_run()["impl"]
-                print(f"| {prefix}gemm | {n} | {t_nat * 1e3:.1f} | {lv} | {t * 1e3:.1f} | {t_nat / t:.2f} | {diff:.1e} "
-                      f"| {impl} |", flush=True)
+                print(
+                    f"| {prefix}gemm | {n} | {t_nat * 1e3:.1f} | {lv} | {t * 1e3:.1f} | {t_nat / t:.2f} | {diff:.1e} "
+                    f"| {impl} |",
+                    flush=True,
+                )
             a = b = ref = None  # free before the next size
             cp.get_default_memory_pool().free_all_blocks()
 

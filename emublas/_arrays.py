@@ -4,6 +4,7 @@ numpy arrays compute on the CPU, cupy arrays on their GPU.  cupy is never
 imported unless a cupy array is actually passed in, so ``import emublas`` and
 every CPU call stay free of the CUDA start-up cost.
 """
+
 from __future__ import annotations
 
 import operator
@@ -11,8 +12,18 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["is_cupy", "namespace", "device_of", "as_matrix", "real_scalar", "complex_scalar", "flag",
-           "overwrite_flag", "Operand", "Matrix"]
+__all__ = [
+    "is_cupy",
+    "namespace",
+    "device_of",
+    "as_matrix",
+    "real_scalar",
+    "complex_scalar",
+    "flag",
+    "overwrite_flag",
+    "Operand",
+    "Matrix",
+]
 
 #: What the routines accept as an operand: a numpy or cupy array, or anything
 #: ``numpy.asarray`` reads (cupy has no type information, hence ``Any``).
@@ -129,8 +140,10 @@ def as_2d(arr: Any, name: str) -> Any:
         return arr.reshape(-1, 1)
     if arr.ndim != 2:
         # scipy's wrapper folds away axes of length 1 here; emublas does not guess a layout
-        raise ValueError(f"{name} must be a 2-D array (a scalar or 1-D array is read as a column), got"
-                         f" {arr.ndim}-D with shape {arr.shape}; reshape it to 2-D")
+        raise ValueError(
+            f"{name} must be a 2-D array (a scalar or 1-D array is read as a column), got"
+            f" {arr.ndim}-D with shape {arr.shape}; reshape it to 2-D"
+        )
     return arr
 
 
@@ -169,8 +182,10 @@ def as_matrix(x: Any, dtype: np.dtype, xp, name: str):
         arr = x if is_cupy(x) else xp.asarray(np.asarray(x))
     if dtype.kind == "f" and arr.dtype.kind == "c" and not (isinstance(x, np.ndarray) or is_cupy(x)):
         # as scipy: Python complex numbers cannot become real (a complex array only warns, below)
-        raise TypeError(f"{name} holds complex numbers but the routine is real ({dtype}); pass the real part,"
-                        " or use the complex routine")
+        raise TypeError(
+            f"{name} holds complex numbers but the routine is real ({dtype}); pass the real part,"
+            " or use the complex routine"
+        )
     if arr.dtype.kind not in "biufc":
         # Let numpy raise its own conversion error for strings; reject the rest.
         if arr.dtype.kind in "USO":
@@ -186,8 +201,13 @@ def as_matrix(x: Any, dtype: np.dtype, xp, name: str):
 def _item(value: Any, name: str) -> Any:
     if isinstance(value, (int, float, complex)):
         return value
-    if value is None or not isinstance(value, (str, np.ndarray, np.generic, list, tuple)) and \
-            not hasattr(value, "__float__") and not hasattr(value, "__complex__") and not hasattr(value, "item"):
+    if (
+        value is None
+        or not isinstance(value, (str, np.ndarray, np.generic, list, tuple))
+        and not hasattr(value, "__float__")
+        and not hasattr(value, "__complex__")
+        and not hasattr(value, "item")
+    ):
         raise TypeError(f"{name} must be a number, got {type(value).__name__}")
     if hasattr(value, "item") and getattr(value, "size", 1) == 1:
         return value.item()
@@ -287,8 +307,7 @@ def flag(value: Any, name: str, allowed: tuple[int, ...], default: int = 0) -> i
         code = operator.index(value)
     except TypeError:
         if isinstance(value, (str, bytes, complex)) or not hasattr(value, "__float__"):
-            raise TypeError(f"{name} must be an integer code {allowed}, got {type(value).__name__} {value!r}") \
-                from None
+            raise TypeError(f"{name} must be an integer code {allowed}, got {type(value).__name__} {value!r}") from None
         real = float(value)
         if real != real or abs(real) == float("inf"):
             raise ValueError(f"{name} must be one of {allowed}, got {value!r}") from None

@@ -4,6 +4,7 @@ The lowest layer of the package: it imports nothing from emublas, so the
 kernels (:mod:`emublas._kernels`) and the backends (:mod:`emublas.backends`)
 read their variables the same way.  Empty means unset everywhere.
 """
+
 from __future__ import annotations
 
 import os

@@ -13,6 +13,7 @@ Complex dot products are two real ones (the real part
 ``Σ ur·vr + (−ui)·vi``, the imaginary part ``Σ ur·vi + ui·vr``; negation is
 exact), each rounded once.
 """
+
 from __future__ import annotations
 
 import math

@@ -6,6 +6,7 @@ contiguous, and nothing n×n is allocated); cupy uses one fused elementwise
 kernel per operation instead of the several full-size temporaries that
 ``triu``/``tril`` arithmetic would make.
 """
+
 from __future__ import annotations
 
 from functools import cache
@@ -32,10 +33,11 @@ def _kernel(op: str):
         "realdiag": "if (row == col) out[i] = T(out[i].real());",
     }[op]
     return cupy.ElementwiseKernel(
-        "raw T src, T value, int64 nrows, int32 lower", "raw T out",
-        "const long long row = i % nrows, col = i / nrows;\n"
-        "const bool ref = lower ? row >= col : row <= col;\n" + body,
-        f"emublas_triangle_{op}")
+        "raw T src, T value, int64 nrows, int32 lower",
+        "raw T out",
+        "const long long row = i % nrows, col = i / nrows;\nconst bool ref = lower ? row >= col : row <= col;\n" + body,
+        f"emublas_triangle_{op}",
+    )
 
 
 def _gpu(op: str, out, lower: int, value=0, src=None) -> None:

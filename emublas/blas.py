@@ -8,6 +8,7 @@ backend.  Rank-k routines a backend has no special path for are derived here
 from its ``gemm``; the untouched triangle, beta scaling and the real diagonal
 of Hermitian results are enforced here for every backend.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -33,14 +34,19 @@ from .derived import backend_gemm, derived_rank_k
 
 __all__: list[str] = ["gemm", "syrk", "herk", "syr2k", "her2k"]
 
-DTYPES: dict[str, np.dtype[Any]] = {"s": np.dtype(np.float32), "d": np.dtype(np.float64),
-          "c": np.dtype(np.complex64), "z": np.dtype(np.complex128)}
+DTYPES: dict[str, np.dtype[Any]] = {
+    "s": np.dtype(np.float32),
+    "d": np.dtype(np.float64),
+    "c": np.dtype(np.complex64),
+    "z": np.dtype(np.complex128),
+}
 _REAL_OF = {"c": "s", "z": "d"}
 
 
 # ---------------------------------------------------------------------------
 # argument helpers
 # ---------------------------------------------------------------------------
+
 
 def _prefix_of(**arrays: Any) -> str:
     """BLAS prefix for the generic routines, promoted like scipy's find_best_blas_type."""
@@ -76,8 +82,14 @@ def _prepare_out(c: Any, shape: tuple[int, int], dtype: np.dtype, xp, overwrite_
     arr = as_matrix(c, dtype, xp, "c") if not is_array or c.ndim != 2 else c
     if arr.shape != shape:
         raise ValueError(f"c has shape {arr.shape[0]}x{arr.shape[1]} but the result is {shape[0]}x{shape[1]}")
-    in_place = (overwrite_c and is_array and arr is c and c.dtype == dtype and c.flags.f_contiguous
-                and (xp is not np or c.flags.writeable))
+    in_place = (
+        overwrite_c
+        and is_array
+        and arr is c
+        and c.dtype == dtype
+        and c.flags.f_contiguous
+        and (xp is not np or c.flags.writeable)
+    )
     if not in_place:
         return xp.array(arr, dtype=dtype, order="F", copy=True), False
     may_share = np.may_share_memory if xp is np else _cupy_may_share
@@ -100,8 +112,10 @@ def _trans_codes(prefix: str, kind: str, trans: Any, name: str = "trans") -> int
         return min(flag(trans, name, (0, 1, 2)), 1)
     if kind in ("syrk", "syr2k"):
         allowed = (0, 1)
-        why = ("a conjugate transpose is not defined for complex symmetric updates"
-               f" (use {prefix}{kind.replace('sy', 'he')})")
+        why = (
+            "a conjugate transpose is not defined for complex symmetric updates"
+            f" (use {prefix}{kind.replace('sy', 'he')})"
+        )
     elif kind in ("herk", "her2k"):
         allowed = (0, 2)
         why = f"a plain transpose is not defined for Hermitian updates (use {prefix}{kind.replace('he', 'sy')})"
@@ -135,6 +149,7 @@ def _scale(out, beta, xp) -> None:
 # ---------------------------------------------------------------------------
 # gemm
 # ---------------------------------------------------------------------------
+
 
 def _gemm(prefix: str | None, alpha, a, b, beta, c, trans_a, trans_b, overwrite_c, backend, options):
     xp = namespace(a=a, b=b, c=c)
@@ -179,6 +194,7 @@ def _gemm(prefix: str | None, alpha, a, b, beta, c, trans_a, trans_b, overwrite_
 # ---------------------------------------------------------------------------
 # rank-k and rank-2k updates
 # ---------------------------------------------------------------------------
+
 
 def _rank_k(kind: str, prefix: str | None, alpha, a, b, beta, c, trans, lower, overwrite_c, backend, options):
     two = kind in ("syr2k", "her2k")
@@ -252,8 +268,20 @@ _CALL_OPTIONS_DOC = """backend : str, optional
     Backend options for this call.
 """
 
-def gemm(alpha: complex, a: Operand, b: Operand, beta: complex = 0.0, c: Operand | None = None, trans_a: int = 0,
-         trans_b: int = 0, overwrite_c: int = 0, *, backend: str | None = None, **options: Any) -> Matrix:
+
+def gemm(
+    alpha: complex,
+    a: Operand,
+    b: Operand,
+    beta: complex = 0.0,
+    c: Operand | None = None,
+    trans_a: int = 0,
+    trans_b: int = 0,
+    overwrite_c: int = 0,
+    *,
+    backend: str | None = None,
+    **options: Any,
+) -> Matrix:
     """Matrix product ``C = alpha*op(a)*op(b) + beta*c``, the dtype chosen from the inputs.
 
     The prefix (s, d, c, z) is the one ``scipy.linalg.get_blas_funcs`` would
@@ -294,8 +322,18 @@ def gemm(alpha: complex, a: Operand, b: Operand, beta: complex = 0.0, c: Operand
     return _gemm(None, alpha, a, b, beta, c, trans_a, trans_b, overwrite_c, backend, options)
 
 
-def syrk(alpha: complex, a: Operand, beta: complex = 0.0, c: Operand | None = None, trans: int = 0, lower: int = 0,
-         overwrite_c: int = 0, *, backend: str | None = None, **options: Any) -> Matrix:
+def syrk(
+    alpha: complex,
+    a: Operand,
+    beta: complex = 0.0,
+    c: Operand | None = None,
+    trans: int = 0,
+    lower: int = 0,
+    overwrite_c: int = 0,
+    *,
+    backend: str | None = None,
+    **options: Any,
+) -> Matrix:
     """Symmetric rank-k update ``C = alpha*op(a)*op(a).T + beta*c``, the dtype chosen from the inputs.
 
     As ``scipy.linalg.blas.dsyrk`` / ``zsyrk``: only the triangle selected by
@@ -336,8 +374,18 @@ def syrk(alpha: complex, a: Operand, beta: complex = 0.0, c: Operand | None = No
     return _rank_k("syrk", None, alpha, a, None, beta, c, trans, lower, overwrite_c, backend, options)
 
 
-def herk(alpha: complex, a: Operand, beta: complex = 0.0, c: Operand | None = None, trans: int = 0, lower: int = 0,
-         overwrite_c: int = 0, *, backend: str | None = None, **options: Any) -> Matrix:
+def herk(
+    alpha: complex,
+    a: Operand,
+    beta: complex = 0.0,
+    c: Operand | None = None,
+    trans: int = 0,
+    lower: int = 0,
+    overwrite_c: int = 0,
+    *,
+    backend: str | None = None,
+    **options: Any,
+) -> Matrix:
     """Hermitian rank-k update ``C = alpha*op(a)*op(a)^H + beta*c`` (alpha, beta real).
 
     As ``scipy.linalg.blas.zherk``: only the triangle selected by ``lower`` is
@@ -380,8 +428,19 @@ def herk(alpha: complex, a: Operand, beta: complex = 0.0, c: Operand | None = No
     return _rank_k("herk", None, alpha, a, None, beta, c, trans, lower, overwrite_c, backend, options)
 
 
-def syr2k(alpha: complex, a: Operand, b: Operand, beta: complex = 0.0, c: Operand | None = None, trans: int = 0,
-          lower: int = 0, overwrite_c: int = 0, *, backend: str | None = None, **options: Any) -> Matrix:
+def syr2k(
+    alpha: complex,
+    a: Operand,
+    b: Operand,
+    beta: complex = 0.0,
+    c: Operand | None = None,
+    trans: int = 0,
+    lower: int = 0,
+    overwrite_c: int = 0,
+    *,
+    backend: str | None = None,
+    **options: Any,
+) -> Matrix:
     """Symmetric rank-2k update ``C = alpha*(op(a)*op(b).T + op(b)*op(a).T) + beta*c``.
 
     The dtype is chosen from the inputs; then as ``scipy.linalg.blas.dsyr2k`` /
@@ -422,8 +481,19 @@ def syr2k(alpha: complex, a: Operand, b: Operand, beta: complex = 0.0, c: Operan
     return _rank_k("syr2k", None, alpha, a, b, beta, c, trans, lower, overwrite_c, backend, options)
 
 
-def her2k(alpha: complex, a: Operand, b: Operand, beta: complex = 0.0, c: Operand | None = None, trans: int = 0,
-          lower: int = 0, overwrite_c: int = 0, *, backend: str | None = None, **options: Any) -> Matrix:
+def her2k(
+    alpha: complex,
+    a: Operand,
+    b: Operand,
+    beta: complex = 0.0,
+    c: Operand | None = None,
+    trans: int = 0,
+    lower: int = 0,
+    overwrite_c: int = 0,
+    *,
+    backend: str | None = None,
+    **options: Any,
+) -> Matrix:
     """Hermitian rank-2k update ``C = alpha*op(a)*op(b)^H + conj(alpha)*op(b)*op(a)^H + beta*c`` (beta real).
 
     As ``scipy.linalg.blas.zher2k``: only the triangle selected by ``lower`` is

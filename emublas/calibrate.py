@@ -15,6 +15,7 @@ The table goes to the user cache (:func:`emublas.backends.auto.tables.cache_path
 ``--out``; ``backend="auto"`` reads it from there (``emublas info`` says which
 table is in use).
 """
+
 from __future__ import annotations
 
 import datetime
@@ -100,8 +101,10 @@ def _configs(routine: str, prefix: str, grid: dict, device: str) -> list[tuple[s
     if backends.get("ozaki2").device_readiness(device)[0]:
         # counts below the native default serve bits=N calls, which auto runs without recomputation
         native = model.OZAKI2_NATIVE[prefix]
-        out += [("ozaki2", c, {"moduli": c, "mode": "accurate", "fallback": "dot" if c >= native else "none"})
-                for c in grid["moduli"]]
+        out += [
+            ("ozaki2", c, {"moduli": c, "mode": "accurate", "fallback": "dot" if c >= native else "none"})
+            for c in grid["moduli"]
+        ]
     if routine == "gemm":  # strassen has no rank-k path of its own
         out += [("strassen", lv, {"levels": lv}) for lv in grid["levels"]]
     return out
@@ -109,6 +112,7 @@ def _configs(routine: str, prefix: str, grid: dict, device: str) -> list[tuple[s
 
 def _timer(device: str, xp, pause: float):
     if device == "cpu":
+
         def run(fn, backend):
             time.sleep(pause)  # before native too: right after another backend's call it can stall
             t0 = time.perf_counter()
@@ -124,12 +128,20 @@ def _timer(device: str, xp, pause: float):
             emublas.synchronize()
             xp.cuda.Device().synchronize()
             return time.perf_counter() - t0
+
     return run
 
 
-def calibrate(device: str = "cpu", *, quick: bool = False, prefixes: tuple[str, ...] = ("d", "z"),
-              sizes: list[int] | None = None, reps: int | None = None, seed: int = 0,
-              log: Callable[[str], None] | None = None) -> dict:
+def calibrate(
+    device: str = "cpu",
+    *,
+    quick: bool = False,
+    prefixes: tuple[str, ...] = ("d", "z"),
+    sizes: list[int] | None = None,
+    reps: int | None = None,
+    seed: int = 0,
+    log: Callable[[str], None] | None = None,
+) -> dict:
     """Measure the grid and return the table as a dict (see :mod:`emublas.backends.auto.tables`).
 
     Parameters
@@ -207,28 +219,49 @@ def calibrate(device: str = "cpu", *, quick: bool = False, prefixes: tuple[str, 
                     spread = max(times[0]) / min(times[0])
                     if spread <= NOISY_SPREAD:
                         break
-                    say(f"{prefix}{routine} n={n}: native's times spread {spread:.1f}x (another process?),"
-                        + (" measuring again" if attempt < RETRIES else " kept (marked noisy)"))
+                    say(
+                        f"{prefix}{routine} n={n}: native's times spread {spread:.1f}x (another process?),"
+                        + (" measuring again" if attempt < RETRIES else " kept (marked noisy)")
+                    )
                 nat = statistics.median(times[0])
                 for (be, knob, _), ts in zip(calls, times):
                     med = statistics.median(ts)
-                    entries.append({"routine": routine, "prefix": prefix, "n": n, "backend": be, "knob": knob,
-                                    "median_s": med, "min_s": min(ts), "max_s": max(ts), "reps": len(ts),
-                                    "ratio": med / nat, "noisy": spread > NOISY_SPREAD})
+                    entries.append(
+                        {
+                            "routine": routine,
+                            "prefix": prefix,
+                            "n": n,
+                            "backend": be,
+                            "knob": knob,
+                            "median_s": med,
+                            "min_s": min(ts),
+                            "max_s": max(ts),
+                            "reps": len(ts),
+                            "ratio": med / nat,
+                            "noisy": spread > NOISY_SPREAD,
+                        }
+                    )
                     label = prefix + ("syrk" if routine == "herk" and prefix in "sd" else routine)
-                    say(f"{label:6s} n={n:6d} {be:8s} {'' if knob is None else knob!s:>3s}"
+                    say(
+                        f"{label:6s} n={n:6d} {be:8s} {'' if knob is None else knob!s:>3s}"
                         f" median {med * 1e3:10.3f} ms  [{min(ts) * 1e3:.3f}, {max(ts) * 1e3:.3f}]"
-                        f"  {med / nat:6.2f}x native time")
+                        f"  {med / nat:6.2f}x native time"
+                    )
                 del a, b, out
     from .info import cpu_model
 
     hardware = cpu_model() if device == "cpu" else _gpu_name(xp)
     table = {
-        "format": tables.FORMAT, "device": device, "hardware": hardware,
+        "format": tables.FORMAT,
+        "device": device,
+        "hardware": hardware,
         "source": f"emublas calibrate{' --quick' if quick else ''} on {hardware}",
         "created": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "emublas": emublas.__version__, "commit": _commit(), "threads": _threads(device),
-        "grid": grid, "elapsed_s": round(time.perf_counter() - t_start, 1),
+        "emublas": emublas.__version__,
+        "commit": _commit(),
+        "threads": _threads(device),
+        "grid": grid,
+        "elapsed_s": round(time.perf_counter() - t_start, 1),
         "notes": "ratio = median time / native's median time in the same run, interleaved",
         "entries": entries,
     }
@@ -274,8 +307,9 @@ def _commit() -> str | None:
     """The git commit of the checkout emublas runs from, when it is one."""
     try:
         here = Path(__file__).resolve().parent
-        out = subprocess.run(["git", "-C", str(here), "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, timeout=5)
+        out = subprocess.run(
+            ["git", "-C", str(here), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5
+        )
         return out.stdout.strip() or None if out.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
         return None
@@ -290,8 +324,7 @@ def add_arguments(p) -> None:
     """
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="what to time (default cpu)")
     p.add_argument("--quick", action="store_true", help="a short grid (seconds): to try it, not to trust it")
-    p.add_argument("--out", default=None,
-                   help="table file (default: the user cache, where backend='auto' looks first)")
+    p.add_argument("--out", default=None, help="table file (default: the user cache, where backend='auto' looks first)")
     p.add_argument("--dtypes", default="d,z", help="BLAS prefixes, comma-separated (default d,z)")
     p.add_argument("--sizes", default=None, help="sizes n, comma-separated (default: the device's grid)")
     p.add_argument("--reps", type=int, default=None, help="timed repetitions per configuration")
@@ -321,8 +354,14 @@ def command(args) -> int:
     except ValueError:
         raise ValueError(f"--sizes must be integers separated by commas, got {args.sizes!r}") from None
     path = Path(args.out) if args.out else tables.cache_path(args.device)
-    table = calibrate(args.device, quick=args.quick, prefixes=prefixes, sizes=sizes, reps=args.reps,
-                      log=lambda s: print(s, flush=True))
+    table = calibrate(
+        args.device,
+        quick=args.quick,
+        prefixes=prefixes,
+        sizes=sizes,
+        reps=args.reps,
+        log=lambda s: print(s, flush=True),
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(table, indent=1) + "\n")

@@ -1,4 +1,5 @@
 """The ``emublas`` command line: ``emublas info``, ``demo``, ``sweep``, ``plot`` and ``calibrate``."""
+
 from __future__ import annotations
 
 import argparse
@@ -55,8 +56,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         ("zgemm", lambda be: emublas.zgemm(1.0, za, zb, trans_b=2, backend=be), za @ zb.conj().T),
         ("dsyrk", lambda be: emublas.dsyrk(1.0, a, lower=1, backend=be), np.tril(a @ a.T)),
         ("zherk", lambda be: emublas.zherk(1.0, za, backend=be), np.triu(za @ za.conj().T)),
-        ("zher2k", lambda be: emublas.zher2k(0.5, za, zb, backend=be),
-         np.triu(0.5 * (za @ zb.conj().T + zb @ za.conj().T))),
+        (
+            "zher2k",
+            lambda be: emublas.zher2k(0.5, za, zb, backend=be),
+            np.triu(0.5 * (za @ zb.conj().T + zb @ za.conj().T)),
+        ),
     ]
     print(f"{'routine':8s} {'backend':8s} {'n':>6s} {'time [ms]':>10s} {'rel. error vs numpy':>20s}")
     for name, run, ref in cases:
@@ -112,9 +116,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_demo = sub.add_parser("demo", help="run each routine family once and report time and error")
     p_demo.add_argument("-n", type=int, default=512, help="matrix size (default 512)")
     p_demo.add_argument("--seed", type=int, default=None)
-    p_demo.add_argument("--backends", nargs="+", default=None, metavar="NAME",
-                        help="backends, comma- or space-separated (default: native and every other backend"
-                             " usable on the CPU here)")
+    p_demo.add_argument(
+        "--backends",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="backends, comma- or space-separated (default: native and every other backend usable on the CPU here)",
+    )
     p_demo.set_defaults(func=_cmd_demo)
     p_sweep = sub.add_parser("sweep", help="accuracy against speed over backends, knobs, sizes and input families")
     from .sweep import add_arguments

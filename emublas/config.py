@@ -18,6 +18,7 @@ silently.  A variable is read only when it can matter: ``EMUBLAS_BACKEND``
 when no call keyword, ``use()`` block or ``set_backend()`` decides, a
 backend's option variables only for calls that run on that backend.
 """
+
 from __future__ import annotations
 
 import os
@@ -68,9 +69,7 @@ def _parse_options(backend: Backend, raw: Mapping[str, Any], where: str) -> dict
         spec = backend.options.get(key)
         if spec is None:
             valid = ", ".join(sorted(backend.options)) or "none"
-            raise ValueError(
-                f"backend {backend.name!r} has no option {key!r} ({where}); valid options: {valid}"
-            )
+            raise ValueError(f"backend {backend.name!r} has no option {key!r} ({where}); valid options: {valid}")
         try:
             parsed[key] = spec.parse(value)
         except ValueError as exc:

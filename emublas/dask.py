@@ -17,6 +17,7 @@ Needs the optional dependencies ``dask[array]`` and ``distributed``
 (``pip install emublas[dask]``).  Works with the default scheduler or a
 ``dask.distributed`` client.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -30,8 +31,9 @@ try:
     import dask.array as da
     from dask import delayed
 except ImportError as exc:  # pragma: no cover - exercised only without dask
-    raise ImportError("emublas.dask needs dask: pip install 'emublas[dask]'"
-                      " (or pip install 'dask[array]' distributed)") from exc
+    raise ImportError(
+        "emublas.dask needs dask: pip install 'emublas[dask]' (or pip install 'dask[array]' distributed)"
+    ) from exc
 
 __all__ = ["matmul", "gemm"]
 
@@ -59,8 +61,18 @@ def matmul(a: Any, b: Any, *, backend: str | None = None, **options: Any) -> da.
     return gemm(1.0, a, b, backend=backend, **options)
 
 
-def gemm(alpha: complex, a: Any, b: Any, beta: complex = 0.0, c: Any = None, trans_a: int = 0,
-         trans_b: int = 0, *, backend: str | None = None, **options: Any) -> da.Array:
+def gemm(
+    alpha: complex,
+    a: Any,
+    b: Any,
+    beta: complex = 0.0,
+    c: Any = None,
+    trans_a: int = 0,
+    trans_b: int = 0,
+    *,
+    backend: str | None = None,
+    **options: Any,
+) -> da.Array:
     """``alpha·op(a)·op(b) + beta·c`` for Dask arrays, as :func:`emublas.gemm` defines it.
 
     Parameters
@@ -128,13 +140,15 @@ def gemm(alpha: complex, a: Any, b: Any, beta: complex = 0.0, c: Any = None, tra
     trans_b = blas._trans_codes(prefix, "gemm", trans_b, "trans_b")
     be, opts = config.resolve(backend, options)
     a, b = a.astype(dtype), b.astype(dtype)
-    x = a if trans_a == 0 else a.T      # op(a) up to conjugation, m × k
-    y = b.T if trans_b == 0 else b      # op(b)ᵀ up to conjugation, n × k
+    x = a if trans_a == 0 else a.T  # op(a) up to conjugation, m × k
+    y = b.T if trans_b == 0 else b  # op(b)ᵀ up to conjugation, n × k
     (m, ka), (n, kb) = x.shape, y.shape
     if ka != kb:
-        raise ValueError(f"{prefix}gemm: inner dimensions differ: op(a) is {m}x{ka}"
-                         f" (a is {a.shape[0]}x{a.shape[1]}, trans_a={trans_a})"
-                         f" but op(b) is {kb}x{n} (b is {b.shape[0]}x{b.shape[1]}, trans_b={trans_b})")
+        raise ValueError(
+            f"{prefix}gemm: inner dimensions differ: op(a) is {m}x{ka}"
+            f" (a is {a.shape[0]}x{a.shape[1]}, trans_a={trans_a})"
+            f" but op(b) is {kb}x{n} (b is {b.shape[0]}x{b.shape[1]}, trans_b={trans_b})"
+        )
     if c is not None:
         if c.shape != (m, n):
             raise ValueError(f"c has shape {c.shape[0]}x{c.shape[1]} but the result is {m}x{n}")
@@ -167,9 +181,11 @@ def _same_chunk_type(**arrays) -> None:
     if len(set(gpu.values())) > 1:
         on_gpu = ", ".join(n for n, g in gpu.items() if g)
         on_cpu = ", ".join(n for n, g in gpu.items() if not g)
-        raise TypeError(f"emublas.dask: {on_gpu} {'has' if ',' not in on_gpu else 'have'} cupy chunks but {on_cpu}"
-                        f" {'has' if ',' not in on_cpu else 'have'} numpy chunks; convert with"
-                        " x.map_blocks(cupy.asarray) or x.map_blocks(cupy.asnumpy)")
+        raise TypeError(
+            f"emublas.dask: {on_gpu} {'has' if ',' not in on_gpu else 'have'} cupy chunks but {on_cpu}"
+            f" {'has' if ',' not in on_cpu else 'have'} numpy chunks; convert with"
+            " x.map_blocks(cupy.asarray) or x.map_blocks(cupy.asnumpy)"
+        )
 
 
 def _quick(c, beta, chunks, dtype, like) -> da.Array:
@@ -206,8 +222,9 @@ def _blockwise(prefix, backend, opts, alpha, x, y, beta, c, conj_x, conj_y, dtyp
             acc = None if cb is None else cb[i, j]
             scale = beta
             for l in range(xb.shape[1]):
-                acc = delayed(_block_gemm, pure=True)(prefix, backend, opts, alpha, xb[i, l], yb[j, l], scale, acc,
-                                                       conj_x, conj_y)
+                acc = delayed(_block_gemm, pure=True)(
+                    prefix, backend, opts, alpha, xb[i, l], yb[j, l], scale, acc, conj_x, conj_y
+                )
                 scale = 1.0
             shape = (x.chunks[0][i], y.chunks[0][j])
             row.append(da.from_delayed(acc, shape, dtype=dtype, meta=meta.astype(dtype)[:0, :0]))

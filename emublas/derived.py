@@ -2,6 +2,7 @@
 backend that leaves them to the front, and the rank-k routines a backend does not provide
 built from it.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -21,6 +22,7 @@ def backend_gemm(be, opts: dict, xp) -> Callable[..., None]:
     come from the native backend (:func:`~emublas.backends.base.split_nonfinite`), the
     rest from the backend on finite operands.
     """
+
     def gemm(alpha, a, b, beta, c, trans_a, trans_b):
         be.gemm(alpha, a, b, beta, c, trans_a, trans_b, **opts)
 

@@ -1,4 +1,5 @@
 """``emublas.explain``: where ``backend="auto"`` would send a call, and why, without running it."""
+
 from __future__ import annotations
 
 import inspect
@@ -95,8 +96,9 @@ def explain(routine_name: str, *args: Any, **kw: Any) -> dict:
     if kind == "hemm" and prefix in "sd":
         kind = "symm"
     # resolve("auto") gives the auto backend; decide() is its own, not part of the shared protocol
-    decision = cast(Any, be).decide(kind, prefix, m, n, k, device, accuracy=opts["accuracy"], bits=opts["bits"],
-                                    table=opts["table"])
+    decision = cast(Any, be).decide(
+        kind, prefix, m, n, k, device, accuracy=opts["accuracy"], bits=opts["bits"], table=opts["table"]
+    )
     return decision.as_dict()
 
 
@@ -114,13 +116,21 @@ def format_decision(d: dict) -> str:
         The choice and its reason, then one line per candidate (``+`` for those
         that meet the requirement).
     """
-    lines = [f"{d['routine']} {d['m']}x{d['n']}x{d['k']} on the {d['device'].upper()}: {d['backend']}"
-             + (f" ({', '.join(f'{k}={v}' for k, v in d['options'].items())})" if d["options"] else ""),
-             f"  requirement: {d['requirement']}", f"  table: {d['table']}", f"  reason: {d['reason']}"]
+    lines = [
+        f"{d['routine']} {d['m']}x{d['n']}x{d['k']} on the {d['device'].upper()}: {d['backend']}"
+        + (f" ({', '.join(f'{k}={v}' for k, v in d['options'].items())})" if d["options"] else ""),
+        f"  requirement: {d['requirement']}",
+        f"  table: {d['table']}",
+        f"  reason: {d['reason']}",
+    ]
     for c in d["candidates"]:
         opts = ",".join(f"{k}={v}" for k, v in c["options"].items())
-        t = "unmeasured" if c["predicted_s"] is None else \
-            f"{c['predicted_s'] * 1e3:.3f} ms ({c['predicted_ratio']:.2f}x native)"
-        lines.append(f"  {'+' if c['qualifies'] else '-'} {c['backend']}{'(' + opts + ')' if opts else ''}: {t};"
-                     f" {c['accuracy']}")
+        t = (
+            "unmeasured"
+            if c["predicted_s"] is None
+            else f"{c['predicted_s'] * 1e3:.3f} ms ({c['predicted_ratio']:.2f}x native)"
+        )
+        lines.append(
+            f"  {'+' if c['qualifies'] else '-'} {c['backend']}{'(' + opts + ')' if opts else ''}: {t}; {c['accuracy']}"
+        )
     return "\n".join(lines)

@@ -1,4 +1,5 @@
 """``emublas.info()``: what is installed, what can run here, what is selected."""
+
 from __future__ import annotations
 
 import platform
@@ -47,9 +48,14 @@ def gpu_devices() -> dict[str, Any]:
         for i in range(cupy.cuda.runtime.getDeviceCount()):
             props = cupy.cuda.runtime.getDeviceProperties(i)
             name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
-            out["devices"].append({"id": i, "name": name,
-                                   "compute_capability": f"{props['major']}.{props['minor']}",
-                                   "memory_gib": round(props["totalGlobalMem"] / 2**30, 1)})
+            out["devices"].append(
+                {
+                    "id": i,
+                    "name": name,
+                    "compute_capability": f"{props['major']}.{props['minor']}",
+                    "memory_gib": round(props["totalGlobalMem"] / 2**30, 1),
+                }
+            )
     except Exception as exc:  # no driver / no device: report it
         out["detail"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
     return out
@@ -129,8 +135,10 @@ def format_info(report: dict[str, Any] | None = None) -> str:
     """``info()`` as readable text (what ``emublas info`` prints)."""
     r = info() if report is None else report
     ext = r["cpu"]["extension"]
-    lines = [f"emublas {r['version']}  (Python {r['python']}, numpy {r['numpy']}, scipy {r['scipy']})",
-             f"CPU: {r['cpu']['model']}"]
+    lines = [
+        f"emublas {r['version']}  (Python {r['python']}, numpy {r['numpy']}, scipy {r['scipy']})",
+        f"CPU: {r['cpu']['model']}",
+    ]
     if ext["built"]:
         feats = ", ".join(k for k, v in ext["features"].items() if v) or "portable C only"
         lines.append(f"  C extension: built; SIMD used: {feats}; threads: {ext['threads']}")
@@ -139,8 +147,10 @@ def format_info(report: dict[str, Any] | None = None) -> str:
     g = r["gpu"]
     if g["devices"]:
         for d in g["devices"]:
-            lines.append(f"GPU {d['id']}: {d['name']}, compute capability {d['compute_capability']},"
-                         f" {d['memory_gib']} GiB (cupy {g['cupy']})")
+            lines.append(
+                f"GPU {d['id']}: {d['name']}, compute capability {d['compute_capability']},"
+                f" {d['memory_gib']} GiB (cupy {g['cupy']})"
+            )
     else:
         lines.append(f"GPU: none ({g.get('detail') or 'no device'})")
     lines.append("backends:")

@@ -1,4 +1,5 @@
 """``emublas.intmatmul``: exact integer matrix products, served by the backends."""
+
 from __future__ import annotations
 
 from typing import Any

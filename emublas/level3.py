@@ -18,6 +18,7 @@ Like the routines of :mod:`emublas.blas`, the triangle a routine does not
 reference is never read (NaN there cannot reach the result), and neither is
 the diagonal when ``diag=1``, nor the imaginary part of hemm's diagonal.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -50,6 +51,7 @@ LEAF = 128
 # ---------------------------------------------------------------------------
 # emulated routines: recursions over the backend's gemm
 # ---------------------------------------------------------------------------
+
 
 class _Products:
     """gemm through the front with this call's prefix, backend and options."""
@@ -161,8 +163,7 @@ def _trmm_emulated(mm: _Products, alpha, a, b, side: int, lower: int, trans: int
         rec(mm, alpha, a[second, second], b[:, second], side, lower, trans, diag)
 
 
-def _trsm_emulated(mm: _Products, prefix: str, alpha, a, b, side: int, lower: int, trans: int,
-                   diag: int) -> None:
+def _trsm_emulated(mm: _Products, prefix: str, alpha, a, b, side: int, lower: int, trans: int, diag: int) -> None:
     """Solve op(A)*x = alpha*b (side 0) or x*op(A) = alpha*b (side 1) in place of b."""
     k = a.shape[0]
     if k <= LEAF:
@@ -186,6 +187,7 @@ def _trsm_emulated(mm: _Products, prefix: str, alpha, a, b, side: int, lower: in
 # ---------------------------------------------------------------------------
 # the front: argument rules, quick returns, dispatch
 # ---------------------------------------------------------------------------
+
 
 def _code(value, name: str, allowed: tuple[int, ...], routine: str) -> int:
     try:
@@ -217,7 +219,8 @@ def _symm(kind: str, prefix: str | None, alpha, a, b, beta, c, side, lower, over
             where = "columns" if side else "rows"
             raise ValueError(
                 f"{name}: a must be square {k}x{k} (the {where} of b, side={side}),"
-                f" got a {a.shape[0]}x{a.shape[1]} and b {m}x{n}")
+                f" got a {a.shape[0]}x{a.shape[1]} and b {m}x{n}"
+            )
         be.check(_device(xp))
         out, alias = _prepare_out(c, (m, n), dtype, xp, bool(overwrite_c), a, b)
         if m == 0 or n == 0:
@@ -234,15 +237,13 @@ def _symm(kind: str, prefix: str | None, alpha, a, b, beta, c, side, lower, over
         if be.native_level3:
             native_symm(kind, prefix, alpha, a, b, beta, target, side, lower)
         else:
-            _symm_emulated(_Products(prefix, backend, options), kind == "hemm", alpha, a, b, beta, target,
-                           side, lower)
+            _symm_emulated(_Products(prefix, backend, options), kind == "hemm", alpha, a, b, beta, target, side, lower)
         if alias:
             out[...] = target
         return out
 
 
-def _triangular(kind: str, prefix: str | None, alpha, a, b, side, lower, trans_a, diag, overwrite_b,
-                backend, options):
+def _triangular(kind: str, prefix: str | None, alpha, a, b, side, lower, trans_a, diag, overwrite_b, backend, options):
     xp = namespace(a=a, b=b)
     if prefix is None:
         prefix = _prefix_of(a=a, b=b)
@@ -267,13 +268,16 @@ def _triangular(kind: str, prefix: str | None, alpha, a, b, side, lower, trans_a
         k = n if side else m
         what = f"the {'columns' if side else 'rows'} of b, side={side}"
         if kind == "trsm" and a.shape != (k, k):
-            raise ValueError(f"{name}: a must be square {k}x{k} ({what}), got a {a.shape[0]}x{a.shape[1]}"
-                             f" and b {m}x{n}")
+            raise ValueError(
+                f"{name}: a must be square {k}x{k} ({what}), got a {a.shape[0]}x{a.shape[1]} and b {m}x{n}"
+            )
         if kind == "trmm":
             # scipy's trmm takes a larger a, a.shape[0] >= a.shape[1] >= k, and uses its leading k x k block
             if not a.shape[0] >= a.shape[1] >= k:
-                raise ValueError(f"{name}: a must be {k}x{k} ({what}) or have a leading {k}x{k} block"
-                                 f" (rows >= columns >= {k}), got a {a.shape[0]}x{a.shape[1]} and b {m}x{n}")
+                raise ValueError(
+                    f"{name}: a must be {k}x{k} ({what}) or have a leading {k}x{k} block"
+                    f" (rows >= columns >= {k}), got a {a.shape[0]}x{a.shape[1]} and b {m}x{n}"
+                )
             a = a[:k, :k]
         be.check(_device(xp))
         src = b
@@ -292,8 +296,9 @@ def _triangular(kind: str, prefix: str | None, alpha, a, b, side, lower, trans_a
             elif kind == "trmm":
                 _trmm_emulated(_Products(prefix, backend, options), alpha, a, target, side, lower, trans_a, diag)
             else:
-                _trsm_emulated(_Products(prefix, backend, options), prefix, alpha, a, target, side, lower,
-                               trans_a, diag)
+                _trsm_emulated(
+                    _Products(prefix, backend, options), prefix, alpha, a, target, side, lower, trans_a, diag
+                )
             if alias:
                 out[...] = target
         if len(shape) < 2:
@@ -305,7 +310,8 @@ def _triangular(kind: str, prefix: str | None, alpha, a, b, side, lower, trans_a
 # public routines
 # ---------------------------------------------------------------------------
 
-_SYMM_DOC = """{title} ({what}).
+_SYMM_DOC = (
+    """{title} ({what}).
 
 Same signature and semantics as ``scipy.linalg.blas.{name}``: ``C = alpha*A*b +
 beta*c`` (``side=0``) or ``C = alpha*b*A + beta*c`` (``side=1``), where ``A`` is
@@ -327,7 +333,10 @@ side : {{0, 1}}, optional
     0: ``A*b``, 1: ``b*A``.
 lower : {{0, 1}}, optional
     0: ``A`` is in the upper triangle of ``a``, 1: in the lower.
-""" + _OVERWRITE_C_DOC + _CALL_OPTIONS_DOC + """
+"""
+    + _OVERWRITE_C_DOC
+    + _CALL_OPTIONS_DOC
+    + """
 Returns
 -------
 ndarray
@@ -338,8 +347,10 @@ Raises
 ValueError
     Non-conforming shapes, illegal ``side``/``lower``, unknown backend or option.
 """
+)
 
-_TRI_DOC = """{title} ({what}).
+_TRI_DOC = (
+    """{title} ({what}).
 
 Same signature and semantics as ``scipy.linalg.blas.{name}``: {formula}, where
 ``A`` is the triangle of ``a`` selected by ``lower`` (the other one is not read)
@@ -365,7 +376,9 @@ overwrite_b : int, optional
     If nonzero and ``b`` is a Fortran-contiguous 2-D array of the routine's
     dtype, ``b`` is overwritten with the result and returned.  Otherwise ``b``
     is not modified.
-""" + _CALL_OPTIONS_DOC + """
+"""
+    + _CALL_OPTIONS_DOC
+    + """
 Returns
 -------
 ndarray
@@ -377,14 +390,21 @@ ValueError
     Non-conforming shapes, illegal ``side``/``lower``/``trans_a``/``diag``,
     unknown backend or option.
 """
+)
 
-_WHAT = {"s": "float32", "d": "float64", "c": "complex64", "z": "complex128",
-         None: "dtype chosen from the inputs like scipy.linalg.get_blas_funcs"}
+_WHAT = {
+    "s": "float32",
+    "d": "float64",
+    "c": "complex64",
+    "z": "complex128",
+    None: "dtype chosen from the inputs like scipy.linalg.get_blas_funcs",
+}
 
 
 def _make_symm(kind: str, prefix: str | None):
-    def routine(alpha, a, b, beta=0.0, c=None, side=0, lower=0, overwrite_c=0, *,
-                backend: str | None = None, **options: Any):
+    def routine(
+        alpha, a, b, beta=0.0, c=None, side=0, lower=0, overwrite_c=0, *, backend: str | None = None, **options: Any
+    ):
         return _symm(kind, prefix, alpha, a, b, beta, c, side, lower, overwrite_c, backend, options)
 
     herm = kind == "hemm"
@@ -393,30 +413,39 @@ def _make_symm(kind: str, prefix: str | None):
         title += "; real inputs give the symmetric product"
     routine.__name__ = routine.__qualname__ = (prefix or "") + kind
     routine.__doc__ = _SYMM_DOC.format(
-        title=title, what=_WHAT[prefix], name=(prefix or ("z" if herm else "d")) + kind,
+        title=title,
+        what=_WHAT[prefix],
+        name=(prefix or ("z" if herm else "d")) + kind,
         kind="Hermitian" if herm else "symmetric",
-        diag=", nor the imaginary part of its diagonal" if herm else "")
+        diag=", nor the imaginary part of its diagonal" if herm else "",
+    )
     return routine
 
 
 def _make_triangular(kind: str, prefix: str | None):
-    def routine(alpha, a, b, side=0, lower=0, trans_a=0, diag=0, overwrite_b=0, *,
-                backend: str | None = None, **options: Any):
+    def routine(
+        alpha, a, b, side=0, lower=0, trans_a=0, diag=0, overwrite_b=0, *, backend: str | None = None, **options: Any
+    ):
         return _triangular(kind, prefix, alpha, a, b, side, lower, trans_a, diag, overwrite_b, backend, options)
 
     if kind == "trmm":
         title = "Triangular matrix product"
         formula = "``B = alpha*op(A)*b`` (``side=0``) or ``B = alpha*b*op(A)`` (``side=1``)"
-        a_shape = ("``k x k`` with ``k = m`` (``side=0``) or ``n`` (``side=1``); as in scipy, a larger ``a``"
-                   " with rows >= columns >= k is accepted and its leading ``k x k`` block used.")
+        a_shape = (
+            "``k x k`` with ``k = m`` (``side=0``) or ``n`` (``side=1``); as in scipy, a larger ``a``"
+            " with rows >= columns >= k is accepted and its leading ``k x k`` block used."
+        )
     else:
         title = "Triangular solve with several right-hand sides"
-        formula = ("``X`` with ``op(A)*X = alpha*b`` (``side=0``) or ``X*op(A) = alpha*b`` (``side=1``);"
-                   " a singular ``A`` gives inf/NaN, as in BLAS")
+        formula = (
+            "``X`` with ``op(A)*X = alpha*b`` (``side=0``) or ``X*op(A) = alpha*b`` (``side=1``);"
+            " a singular ``A`` gives inf/NaN, as in BLAS"
+        )
         a_shape = "``m x m`` (``side=0``) or ``n x n`` (``side=1``)."
     routine.__name__ = routine.__qualname__ = (prefix or "") + kind
-    routine.__doc__ = _TRI_DOC.format(title=title, what=_WHAT[prefix], name=(prefix or "d") + kind,
-                                      formula=formula, a_shape=a_shape)
+    routine.__doc__ = _TRI_DOC.format(
+        title=title, what=_WHAT[prefix], name=(prefix or "d") + kind, formula=formula, a_shape=a_shape
+    )
     return routine
 
 
@@ -438,6 +467,7 @@ del _p
 # ---------------------------------------------------------------------------
 # for the interpose shim
 # ---------------------------------------------------------------------------
+
 
 def scipy_dims(name: str, args: tuple, kwargs: dict):
     """``(m, n, k, dtype)`` of a scipy ``{symm,hemm,trmm,trsm}`` call, or None where the

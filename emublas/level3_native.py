@@ -3,6 +3,7 @@
 The front (:mod:`emublas.level3`) calls these for the native backend and for the
 small diagonal blocks that an emulating backend's trsm solves natively.
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -13,7 +14,6 @@ import numpy as np
 from ._arrays import is_cupy
 
 __all__ = ["native_tri", "native_symm", "store"]
-
 
 
 def _scipy_routine(name: str):
@@ -30,8 +30,12 @@ def store(out, result) -> None:
         out[...] = result
 
 
-_CUBLAS = {"trsm": "cublas{P}trsm_v2", "trmm": "cublas{P}trmm_v2",
-           "symm": "cublas{P}symm_v2", "hemm": "cublas{P}hemm_v2"}
+_CUBLAS = {
+    "trsm": "cublas{P}trsm_v2",
+    "trmm": "cublas{P}trmm_v2",
+    "symm": "cublas{P}symm_v2",
+    "hemm": "cublas{P}hemm_v2",
+}
 
 
 @cache
@@ -108,15 +112,27 @@ def _cublas(kind: str, prefix: str, *, side, lower, a, b, alpha, trans=0, diag=0
     fn = _cublas_function(kind, prefix)
     with _cublas_handle() as h:
         if kind in ("trsm", "trmm"):
-            head = (h, side, uplo, trans, diag, m, n, al.ctypes.data, a.data.ptr, _column_major_ld(a),
-                    b.data.ptr, ld_t)
+            head = (h, side, uplo, trans, diag, m, n, al.ctypes.data, a.data.ptr, _column_major_ld(a), b.data.ptr, ld_t)
             status = fn(*head) if kind == "trsm" else fn(*head, b.data.ptr, ld_t)  # trmm in place: C = B
         else:
             if _column_major_ld(b) is None:
                 b = b.copy(order="F")
             be = np.array(beta, dtype=dtype)
-            status = fn(h, side, uplo, m, n, al.ctypes.data, a.data.ptr, _column_major_ld(a),
-                        b.data.ptr, _column_major_ld(b), be.ctypes.data, c.data.ptr, ld_t)
+            status = fn(
+                h,
+                side,
+                uplo,
+                m,
+                n,
+                al.ctypes.data,
+                a.data.ptr,
+                _column_major_ld(a),
+                b.data.ptr,
+                _column_major_ld(b),
+                be.ctypes.data,
+                c.data.ptr,
+                ld_t,
+            )
     if status != 0:
         raise RuntimeError(f"cuBLAS {prefix}{kind} failed with status {status}")
 

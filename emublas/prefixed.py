@@ -7,6 +7,7 @@ generic implementation (:mod:`emublas.blas`), which checks them once.
 The rank-2k routines are in :mod:`emublas.prefixed_2k`, symm, hemm, trmm and trsm in
 :mod:`emublas.level3`.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -17,8 +18,19 @@ from .blas import _gemm, _rank_k
 __all__: list[str] = ["sgemm", "dgemm", "cgemm", "zgemm", "ssyrk", "dsyrk", "csyrk", "zsyrk", "cherk", "zherk"]
 
 
-def sgemm(alpha: float, a: Operand, b: Operand, beta: float = 0.0, c: Operand | None = None, trans_a: int = 0,
-          trans_b: int = 0, overwrite_c: int = 0, *, backend: str | None = None, **options: Any) -> Matrix:
+def sgemm(
+    alpha: float,
+    a: Operand,
+    b: Operand,
+    beta: float = 0.0,
+    c: Operand | None = None,
+    trans_a: int = 0,
+    trans_b: int = 0,
+    overwrite_c: int = 0,
+    *,
+    backend: str | None = None,
+    **options: Any,
+) -> Matrix:
     """float32 matrix product ``alpha*op(a)*op(b) + beta*c``, as ``scipy.linalg.blas.sgemm``.
 
     Parameters
@@ -49,8 +61,19 @@ def sgemm(alpha: float, a: Operand, b: Operand, beta: float = 0.0, c: Operand | 
     return _gemm("s", alpha, a, b, beta, c, trans_a, trans_b, overwrite_c, backend, options)
 
 
-def dgemm(alpha: float, a: Operand, b: Operand, beta: float = 0.0, c: Operand | None = None, trans_a: int = 0,
-          trans_b: int = 0, overwrite_c: int = 0, *, backend: str | None = None, **options: Any) -> Matrix:
+def dgemm(
+    alpha: float,
+    a: Operand,
+    b: Operand,
+    beta: float = 0.0,
+    c: Operand | None = None,
+    trans_a: int = 0,
+    trans_b: int = 0,
+    overwrite_c: int = 0,
+    *,
+    backend: str | None = None,
+    **options: Any,
+) -> Matrix:
     """float64 matrix product ``alpha*op(a)*op(b) + beta*c``, as ``scipy.linalg.blas.dgemm``.
 
     Parameters
@@ -81,8 +104,19 @@ def dgemm(alpha: float, a: Operand, b: Operand, beta: float = 0.0, c: Operand | 
     return _gemm("d", alpha, a, b, beta, c, trans_a, trans_b, overwrite_c, backend, options)
 
 
-def cgemm(alpha: complex, a: Operand, b: Operand, beta: complex = 0j, c: Operand | None = None, trans_a: int = 0,
-          trans_b: int = 0, overwrite_c: int = 0, *, backend: str | None = None, **options: Any) -> Matrix:
+def cgemm(
+    alpha: complex,
+    a: Operand,
+    b: Operand,
+    beta: complex = 0j,
+    c: Operand | None = None,
+    trans_a: int = 0,
+    trans_b: int = 0,
+    overwrite_c: int = 0,
+    *,
+    backend: str | None = None,
+    **options: Any,
+) -> Matrix:
     """complex64 matrix product ``alpha*op(a)*op(b) + beta*c``, as ``scipy.linalg.blas.cgemm``.
 
     Parameters
@@ -113,8 +147,19 @@ def cgemm(alpha: complex, a: Operand, b: Operand, beta: complex = 0j, c: Operand
     return _gemm("c", alpha, a, b, beta, c, trans_a, trans_b, overwrite_c, backend, options)
 
 
-def zgemm(alpha: complex, a: Operand, b: Operand, beta: complex = 0j, c: Operand | None = None, trans_a: int = 0,
-          trans_b: int = 0, overwrite_c: int = 0, *, backend: str | None = None, **options: Any) -> Matrix:
+def zgemm(
+    alpha: complex,
+    a: Operand,
+    b: Operand,
+    beta: complex = 0j,
+    c: Operand | None = None,
+    trans_a: int = 0,
+    trans_b: int = 0,
+    overwrite_c: int = 0,
+    *,
+    backend: str | None = None,
+    **options: Any,
+) -> Matrix:
     """complex128 matrix product ``alpha*op(a)*op(b) + beta*c``, as ``scipy.linalg.blas.zgemm``.
 
     Parameters
@@ -145,8 +190,18 @@ def zgemm(alpha: complex, a: Operand, b: Operand, beta: complex = 0j, c: Operand
     return _gemm("z", alpha, a, b, beta, c, trans_a, trans_b, overwrite_c, backend, options)
 
 
-def ssyrk(alpha: float, a: Operand, beta: float = 0.0, c: Operand | None = None, trans: int = 0,
-          lower: int = 0, overwrite_c: int = 0, *, backend: str | None = None, **options: Any) -> Matrix:
+def ssyrk(
+    alpha: float,
+    a: Operand,
+    beta: float = 0.0,
+    c: Operand | None = None,
+    trans: int = 0,
+    lower: int = 0,
+    overwrite_c: int = 0,
+    *,
+    backend: str | None = None,
+    **options: Any,
+) -> Matrix:
     """float32 symmetric rank-k update ``alpha*op(a)*op(a).T + beta*c``.
 
     As ``scipy.linalg.blas.ssyrk``: only the triangle selected by ``lower`` is
@@ -182,8 +237,18 @@ def ssyrk(alpha: float, a: Operand, beta: float = 0.0, c: Operand | None = None,
     return _rank_k("syrk", "s", alpha, a, None, beta, c, trans, lower, overwrite_c, backend, options)
 
 
-def dsyrk(alpha: float, a: Operand, beta: float = 0.0, c: Operand | None = None, trans: int = 0,
-          lower: int = 0, overwrite_c: int = 0, *, backend: str | None = None, **options: Any) -> Matrix:
+def dsyrk(
+    alpha: float,
+    a: Operand,
+    beta: float = 0.0,
+    c: Operand | None = None,
+    trans: int = 0,
+    lower: int = 0,
+    overwrite_c: int = 0,
+    *,
+    backend: str | None = None,
+    **options: Any,
+) -> Matrix:
     """float64 symmetric rank-k update ``alpha*op(a)*op(a).T + beta*c``.
 
     As ``scipy.linalg.blas.dsyrk``: only the triangle selected by ``lower`` is
@@ -219,8 +284,18 @@ def dsyrk(alpha: float, a: Operand, beta: float = 0.0, c: Operand | None = None,
     return _rank_k("syrk", "d", alpha, a, None, beta, c, trans, lower, overwrite_c, backend, options)
 
 
-def csyrk(alpha: complex, a: Operand, beta: complex = 0j, c: Operand | None = None, trans: int = 0,
-          lower: int = 0, overwrite_c: int = 0, *, backend: str | None = None, **options: Any) -> Matrix:
+def csyrk(
+    alpha: complex,
+    a: Operand,
+    beta: complex = 0j,
+    c: Operand | None = None,
+    trans: int = 0,
+    lower: int = 0,
+    overwrite_c: int = 0,
+    *,
+    backend: str | None = None,
+    **options: Any,
+) -> Matrix:
     """complex64 symmetric rank-k update ``alpha*op(a)*op(a).T + beta*c``.
 
     As ``scipy.linalg.blas.csyrk``: only the triangle selected by ``lower`` is
@@ -256,8 +331,18 @@ def csyrk(alpha: complex, a: Operand, beta: complex = 0j, c: Operand | None = No
     return _rank_k("syrk", "c", alpha, a, None, beta, c, trans, lower, overwrite_c, backend, options)
 
 
-def zsyrk(alpha: complex, a: Operand, beta: complex = 0j, c: Operand | None = None, trans: int = 0,
-          lower: int = 0, overwrite_c: int = 0, *, backend: str | None = None, **options: Any) -> Matrix:
+def zsyrk(
+    alpha: complex,
+    a: Operand,
+    beta: complex = 0j,
+    c: Operand | None = None,
+    trans: int = 0,
+    lower: int = 0,
+    overwrite_c: int = 0,
+    *,
+    backend: str | None = None,
+    **options: Any,
+) -> Matrix:
     """complex128 symmetric rank-k update ``alpha*op(a)*op(a).T + beta*c``.
 
     As ``scipy.linalg.blas.zsyrk``: only the triangle selected by ``lower`` is
@@ -293,8 +378,18 @@ def zsyrk(alpha: complex, a: Operand, beta: complex = 0j, c: Operand | None = No
     return _rank_k("syrk", "z", alpha, a, None, beta, c, trans, lower, overwrite_c, backend, options)
 
 
-def cherk(alpha: complex, a: Operand, beta: complex = 0j, c: Operand | None = None, trans: int = 0,
-          lower: int = 0, overwrite_c: int = 0, *, backend: str | None = None, **options: Any) -> Matrix:
+def cherk(
+    alpha: complex,
+    a: Operand,
+    beta: complex = 0j,
+    c: Operand | None = None,
+    trans: int = 0,
+    lower: int = 0,
+    overwrite_c: int = 0,
+    *,
+    backend: str | None = None,
+    **options: Any,
+) -> Matrix:
     """complex64 Hermitian rank-k update ``alpha*op(a)*op(a)^H + beta*c``.
 
     As ``scipy.linalg.blas.cherk``: only the triangle selected by ``lower`` is
@@ -331,8 +426,18 @@ def cherk(alpha: complex, a: Operand, beta: complex = 0j, c: Operand | None = No
     return _rank_k("herk", "c", alpha, a, None, beta, c, trans, lower, overwrite_c, backend, options)
 
 
-def zherk(alpha: complex, a: Operand, beta: complex = 0j, c: Operand | None = None, trans: int = 0,
-          lower: int = 0, overwrite_c: int = 0, *, backend: str | None = None, **options: Any) -> Matrix:
+def zherk(
+    alpha: complex,
+    a: Operand,
+    beta: complex = 0j,
+    c: Operand | None = None,
+    trans: int = 0,
+    lower: int = 0,
+    overwrite_c: int = 0,
+    *,
+    backend: str | None = None,
+    **options: Any,
+) -> Matrix:
     """complex128 Hermitian rank-k update ``alpha*op(a)*op(a)^H + beta*c``.
 
     As ``scipy.linalg.blas.zherk``: only the triangle selected by ``lower`` is

@@ -6,6 +6,7 @@ Each routine has exactly the positional parameters and defaults of its
 generic implementation (:mod:`emublas.blas`), which checks them once.
 gemm, syrk and herk are in :mod:`emublas.prefixed`.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,8 +17,19 @@ from .blas import _rank_k
 __all__: list[str] = ["ssyr2k", "dsyr2k", "csyr2k", "zsyr2k", "cher2k", "zher2k"]
 
 
-def ssyr2k(alpha: float, a: Operand, b: Operand, beta: float = 0.0, c: Operand | None = None, trans: int = 0,
-           lower: int = 0, overwrite_c: int = 0, *, backend: str | None = None, **options: Any) -> Matrix:
+def ssyr2k(
+    alpha: float,
+    a: Operand,
+    b: Operand,
+    beta: float = 0.0,
+    c: Operand | None = None,
+    trans: int = 0,
+    lower: int = 0,
+    overwrite_c: int = 0,
+    *,
+    backend: str | None = None,
+    **options: Any,
+) -> Matrix:
     """float32 symmetric rank-2k update ``alpha*(op(a)*op(b).T + op(b)*op(a).T) + beta*c``.
 
     As ``scipy.linalg.blas.ssyr2k``: only the triangle selected by ``lower`` is
@@ -53,8 +65,19 @@ def ssyr2k(alpha: float, a: Operand, b: Operand, beta: float = 0.0, c: Operand |
     return _rank_k("syr2k", "s", alpha, a, b, beta, c, trans, lower, overwrite_c, backend, options)
 
 
-def dsyr2k(alpha: float, a: Operand, b: Operand, beta: float = 0.0, c: Operand | None = None, trans: int = 0,
-           lower: int = 0, overwrite_c: int = 0, *, backend: str | None = None, **options: Any) -> Matrix:
+def dsyr2k(
+    alpha: float,
+    a: Operand,
+    b: Operand,
+    beta: float = 0.0,
+    c: Operand | None = None,
+    trans: int = 0,
+    lower: int = 0,
+    overwrite_c: int = 0,
+    *,
+    backend: str | None = None,
+    **options: Any,
+) -> Matrix:
     """float64 symmetric rank-2k update ``alpha*(op(a)*op(b).T + op(b)*op(a).T) + beta*c``.
 
     As ``scipy.linalg.blas.dsyr2k``: only the triangle selected by ``lower`` is
@@ -90,8 +113,19 @@ def dsyr2k(alpha: float, a: Operand, b: Operand, beta: float = 0.0, c: Operand |
     return _rank_k("syr2k", "d", alpha, a, b, beta, c, trans, lower, overwrite_c, backend, options)
 
 
-def csyr2k(alpha: complex, a: Operand, b: Operand, beta: complex = 0j, c: Operand | None = None, trans: int = 0,
-           lower: int = 0, overwrite_c: int = 0, *, backend: str | None = None, **options: Any) -> Matrix:
+def csyr2k(
+    alpha: complex,
+    a: Operand,
+    b: Operand,
+    beta: complex = 0j,
+    c: Operand | None = None,
+    trans: int = 0,
+    lower: int = 0,
+    overwrite_c: int = 0,
+    *,
+    backend: str | None = None,
+    **options: Any,
+) -> Matrix:
     """complex64 symmetric rank-2k update ``alpha*(op(a)*op(b).T + op(b)*op(a).T) + beta*c``.
 
     As ``scipy.linalg.blas.csyr2k``: only the triangle selected by ``lower`` is
@@ -127,8 +161,19 @@ def csyr2k(alpha: complex, a: Operand, b: Operand, beta: complex = 0j, c: Operan
     return _rank_k("syr2k", "c", alpha, a, b, beta, c, trans, lower, overwrite_c, backend, options)
 
 
-def zsyr2k(alpha: complex, a: Operand, b: Operand, beta: complex = 0j, c: Operand | None = None, trans: int = 0,
-           lower: int = 0, overwrite_c: int = 0, *, backend: str | None = None, **options: Any) -> Matrix:
+def zsyr2k(
+    alpha: complex,
+    a: Operand,
+    b: Operand,
+    beta: complex = 0j,
+    c: Operand | None = None,
+    trans: int = 0,
+    lower: int = 0,
+    overwrite_c: int = 0,
+    *,
+    backend: str | None = None,
+    **options: Any,
+) -> Matrix:
     """complex128 symmetric rank-2k update ``alpha*(op(a)*op(b).T + op(b)*op(a).T) + beta*c``.
 
     As ``scipy.linalg.blas.zsyr2k``: only the triangle selected by ``lower`` is
@@ -164,8 +209,19 @@ def zsyr2k(alpha: complex, a: Operand, b: Operand, beta: complex = 0j, c: Operan
     return _rank_k("syr2k", "z", alpha, a, b, beta, c, trans, lower, overwrite_c, backend, options)
 
 
-def cher2k(alpha: complex, a: Operand, b: Operand, beta: complex = 0j, c: Operand | None = None, trans: int = 0,
-           lower: int = 0, overwrite_c: int = 0, *, backend: str | None = None, **options: Any) -> Matrix:
+def cher2k(
+    alpha: complex,
+    a: Operand,
+    b: Operand,
+    beta: complex = 0j,
+    c: Operand | None = None,
+    trans: int = 0,
+    lower: int = 0,
+    overwrite_c: int = 0,
+    *,
+    backend: str | None = None,
+    **options: Any,
+) -> Matrix:
     """complex64 Hermitian rank-2k update ``alpha*op(a)*op(b)^H + conj(alpha)*op(b)*op(a)^H + beta*c``.
 
     As ``scipy.linalg.blas.cher2k``: only the triangle selected by ``lower`` is
@@ -202,8 +258,19 @@ def cher2k(alpha: complex, a: Operand, b: Operand, beta: complex = 0j, c: Operan
     return _rank_k("her2k", "c", alpha, a, b, beta, c, trans, lower, overwrite_c, backend, options)
 
 
-def zher2k(alpha: complex, a: Operand, b: Operand, beta: complex = 0j, c: Operand | None = None, trans: int = 0,
-           lower: int = 0, overwrite_c: int = 0, *, backend: str | None = None, **options: Any) -> Matrix:
+def zher2k(
+    alpha: complex,
+    a: Operand,
+    b: Operand,
+    beta: complex = 0j,
+    c: Operand | None = None,
+    trans: int = 0,
+    lower: int = 0,
+    overwrite_c: int = 0,
+    *,
+    backend: str | None = None,
+    **options: Any,
+) -> Matrix:
     """complex128 Hermitian rank-2k update ``alpha*op(a)*op(b)^H + conj(alpha)*op(b)*op(a)^H + beta*c``.
 
     As ``scipy.linalg.blas.zher2k``: only the triangle selected by ``lower`` is

@@ -14,6 +14,7 @@ This module uses only the standard library (cupy is imported only for
 ``device="gpu"``), so a benchmark can load it by path next to another
 checkout's emublas.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,8 +26,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Timing", "elapsed", "wall_times", "cuda_times", "cuda_batch", "interleaved", "time_call", "median_time",
-           "cuda_median_time", "summary", "others_cpu", "settled_time"]
+__all__ = [
+    "Timing",
+    "elapsed",
+    "wall_times",
+    "cuda_times",
+    "cuda_batch",
+    "interleaved",
+    "time_call",
+    "median_time",
+    "cuda_median_time",
+    "summary",
+    "others_cpu",
+    "settled_time",
+]
 
 
 @dataclass(frozen=True)
@@ -104,9 +117,16 @@ def elapsed(fn: Callable[[], Any], count: int = 1, sync: Callable[[], Any] | Non
     return time.perf_counter() - t0
 
 
-def wall_times(fn: Callable[[], Any], reps: int, pause: float = 0.0, *, warmup: bool = True,
-               quiet: bool = False, sync: Callable[[], Any] | None = None,
-               warmup_s: float = 0.0) -> tuple[Any, list[float]]:
+def wall_times(
+    fn: Callable[[], Any],
+    reps: int,
+    pause: float = 0.0,
+    *,
+    warmup: bool = True,
+    quiet: bool = False,
+    sync: Callable[[], Any] | None = None,
+    warmup_s: float = 0.0,
+) -> tuple[Any, list[float]]:
     """Wall-clock seconds of ``reps`` calls of ``fn``, after one warm-up call.
 
     Parameters
@@ -155,8 +175,9 @@ def wall_times(fn: Callable[[], Any], reps: int, pause: float = 0.0, *, warmup: 
     return out, times
 
 
-def cuda_times(cp, fn: Callable[[], Any], reps: int, *, warmup: bool = True,
-               quiet: bool = False) -> tuple[Any, list[float]]:
+def cuda_times(
+    cp, fn: Callable[[], Any], reps: int, *, warmup: bool = True, quiet: bool = False
+) -> tuple[Any, list[float]]:
     """GPU seconds of ``reps`` calls of ``fn``, each between its own pair of CUDA events.
 
     Parameters
@@ -293,9 +314,17 @@ def others_cpu(children: bool = False) -> float:
     return busy - mine
 
 
-def settled_time(fn: Callable[[], Any], *, count: int = 1, pause: float = 0.3, wait_idle: bool = True,
-                 tries: int = 20, idle_tries: int | None = None, slack: float = 0.01,
-                 children: bool = False) -> float:
+def settled_time(
+    fn: Callable[[], Any],
+    *,
+    count: int = 1,
+    pause: float = 0.3,
+    wait_idle: bool = True,
+    tries: int = 20,
+    idle_tries: int | None = None,
+    slack: float = 0.01,
+    children: bool = False,
+) -> float:
     """Seconds per call of a batch of ``count`` calls timed on a quiet machine (no warm-up).
 
     Before the batch the function sleeps ``pause`` seconds (OpenBLAS's idle
@@ -343,8 +372,9 @@ def settled_time(fn: Callable[[], Any], *, count: int = 1, pause: float = 0.3, w
     return t / count
 
 
-def time_call(fn: Callable[[], Any], reps: int, *, device: str = "cpu", pause: float = 0.0,
-              quiet: bool = False) -> tuple[Any, Timing]:
+def time_call(
+    fn: Callable[[], Any], reps: int, *, device: str = "cpu", pause: float = 0.0, quiet: bool = False
+) -> tuple[Any, Timing]:
     """One warm-up call of ``fn`` and ``reps`` timed ones, on ``device``.
 
     Parameters
@@ -426,4 +456,3 @@ def summary(times: Sequence[float]) -> dict[str, float]:
     """
     t = Timing(tuple(times))
     return {"median": t.median, "min": t.min, "max": t.max}
-

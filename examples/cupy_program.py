@@ -8,6 +8,7 @@ prints sums and the error of one row against a float64 CPU reference with
 exact summation (math.fsum of exact two-products is not available in numpy,
 so the reference row uses Fractions).
 """
+
 from fractions import Fraction
 
 import cupy as cp

@@ -7,6 +7,7 @@ thread each), multiplies two n×n float64 matrices chunked chunk×chunk with
 ``emublas.dgemm(..., backend="ozaki2")`` in this process and prints both times.
 Needs ``pip install 'emublas[dask]'``.
 """
+
 import os
 import sys
 import time
@@ -35,8 +36,10 @@ def main() -> None:
     env = {"EMUBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     if "PYTHONPATH" in os.environ:
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-    with LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None,
-                      env=env) as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None, env=env) as cluster,
+        Client(cluster) as client,
+    ):
         with warnings.catch_warnings():  # the inputs travel inside the graph once, on purpose
             warnings.filterwarnings("ignore", message="Sending large graph")
             xa = client.persist(da.from_array(a, chunks=chunk))  # the data lives on the workers
@@ -44,7 +47,7 @@ def main() -> None:
         wait([xa, xb])
         t0 = time.perf_counter()
         product = emublas.dask.matmul(xa, xb, backend="ozaki2")  # scaling pass runs here
-        distributed = product.compute()                          # the products and the CRT here
+        distributed = product.compute()  # the products and the CRT here
         t_dask = time.perf_counter() - t0
 
     same = np.array_equal(distributed.view(np.uint64), single.view(np.uint64))

@@ -4,6 +4,7 @@ Run:  python3 examples/direct_api.py
 Each routine family is called through emublas and through scipy with the same
 arguments, and the largest difference is printed (native: rounding only).
 """
+
 import numpy as np
 import scipy.linalg.blas as sblas
 

@@ -5,6 +5,7 @@
 Writes PNG and SVG files into DIR/plots (default: the folder of results.json).
 Needs matplotlib (``pip install -e '.[plot]'``).
 """
+
 import sys
 
 from emublas.cli import main

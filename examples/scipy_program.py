@@ -9,6 +9,7 @@ It forms a Gram matrix with dsyrk, a product with dgemm and a Hermitian
 update with zherk, and reports the error of a few entries against exact
 rational arithmetic, so the two runs can be compared.
 """
+
 from fractions import Fraction
 
 import numpy as np
@@ -20,9 +21,9 @@ a = (rng.random((n, k)) - 0.5) * np.exp(2.0 * rng.standard_normal((n, k)))  # wi
 b = (rng.random((k, n)) - 0.5) * np.exp(2.0 * rng.standard_normal((k, n)))
 z = a + 1j * (rng.random((n, k)) - 0.5)
 
-gram = blas.dsyrk(1.0, a)            # upper triangle of a a^T
+gram = blas.dsyrk(1.0, a)  # upper triangle of a a^T
 prod = blas.dgemm(1.0, a, b)
-herm = blas.zherk(1.0, z, lower=1)   # lower triangle of z z^H
+herm = blas.zherk(1.0, z, lower=1)  # lower triangle of z z^H
 gemm = blas.get_blas_funcs("gemm", (a, b))  # the way scipy.linalg itself finds BLAS
 prod2 = gemm(2.0, a, b)
 

@@ -31,6 +31,7 @@ verbose lines), :mod:`.swapping` (replacing and restoring functions),
 :mod:`.import_hook` (the one import hook, also behind the ``.pth`` file); this
 module installs and uninstalls.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -51,11 +52,24 @@ from .policy import used_options as _used_options  # noqa: F401  (tests/test_aut
 from .scipy_blas import SCIPY_NAMES
 from .swapping import installed
 
-__all__ = ["install", "uninstall", "installed", "stats", "reset_stats", "min_dim", "QuantizationWarning",
-           "SHIM_DEFAULTS", "SCIPY_NAMES", "DEFAULT_MIN_DIM", "ENV_ON", "ENV_MIN_DIM", "ENV_VERBOSE"]
+__all__ = [
+    "install",
+    "uninstall",
+    "installed",
+    "stats",
+    "reset_stats",
+    "min_dim",
+    "QuantizationWarning",
+    "SHIM_DEFAULTS",
+    "SCIPY_NAMES",
+    "DEFAULT_MIN_DIM",
+    "ENV_ON",
+    "ENV_MIN_DIM",
+    "ENV_VERBOSE",
+]
 
-_before: list = []       # [selection before install()] while install() holds one it chose
-_ours: list = []         # [the selection install() made], to see whether the program changed it since
+_before: list = []  # [selection before install()] while install() holds one it chose
+_ours: list = []  # [the selection install() made], to see whether the program changed it since
 
 
 def install(backend: str | None = None, **options: Any) -> None:

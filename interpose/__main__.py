@@ -6,6 +6,7 @@ argument after it goes to the program untouched, as with ``python -m``; ``--``
 ends the runner's options explicitly.  Mistakes in the runner's own arguments
 print one line and exit with status 2.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,12 +25,19 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
-        prog=PROG, usage=f"{PROG} [--backend NAME] [--option NAME=VALUE ...] (script.py | -m module) [args ...]",
+        prog=PROG,
+        usage=f"{PROG} [--backend NAME] [--option NAME=VALUE ...] (script.py | -m module) [args ...]",
         description="run a scipy/cupy program with its BLAS-3 calls on emublas; every argument after the"
-                    " script or -m module goes to the program")
+        " script or -m module goes to the program",
+    )
     parser.add_argument("--backend", help="backend for the program (default: EMUBLAS_BACKEND, else native)")
-    parser.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
-                        help="backend option, repeatable (e.g. --option moduli=18)")
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="backend option, repeatable (e.g. --option moduli=18)",
+    )
     parser.add_argument("-m", dest="module", metavar="MODULE", help="run a module as a script")
     return parser
 
@@ -41,14 +49,14 @@ def _split(argv: list[str]) -> tuple[list[str], list[str]]:
     while i < len(argv):
         arg = argv[i]
         if arg == "--":
-            return argv[:i], argv[i + 1:]
+            return argv[:i], argv[i + 1 :]
         if arg in takes_value:
             if arg == "-m":
-                return argv[:i + 2], argv[i + 2:]
+                return argv[: i + 2], argv[i + 2 :]
             i += 2
             continue
         if arg.startswith("-m") and len(arg) > 2:  # -mpytest, as python accepts
-            return argv[:i] + ["-m", arg[2:]], argv[i + 1:]
+            return argv[:i] + ["-m", arg[2:]], argv[i + 1 :]
         if arg.startswith("-") and arg != "-":
             i += 1  # --backend=x, -h, or an unknown option: argparse reports the latter
             continue

@@ -5,6 +5,7 @@ installed its entry points are swapped at once, otherwise the import hook
 (:mod:`.import_hook`) swaps them right after the program imports cupy (so a
 scipy-only program pays no CUDA start-up cost).
 """
+
 from __future__ import annotations
 
 import functools
@@ -43,9 +44,17 @@ def _dispatch(name: str, dims, dtype, native: Callable, emulate: Callable):
 def _plain_pair(a, b, out, kwargs) -> bool:
     import cupy
 
-    return (isinstance(a, cupy.ndarray) and isinstance(b, cupy.ndarray) and a.ndim == 2 and b.ndim == 2
-            and a.dtype == b.dtype and a.dtype.char in _FLOATS and out is None and not kwargs
-            and a.shape[1] == b.shape[0])
+    return (
+        isinstance(a, cupy.ndarray)
+        and isinstance(b, cupy.ndarray)
+        and a.ndim == 2
+        and b.ndim == 2
+        and a.dtype == b.dtype
+        and a.dtype.char in _FLOATS
+        and out is None
+        and not kwargs
+        and a.shape[1] == b.shape[0]
+    )
 
 
 def _product(name: str, original: Callable) -> Callable:
@@ -67,12 +76,17 @@ def _product(name: str, original: Callable) -> Callable:
         import emublas
 
         dims = (a.shape[0], b.shape[1], a.shape[1]) if _plain_pair(a, b, out, kwargs) else None
-        return _dispatch(name, dims, getattr(a, "dtype", np.float64),
-                         lambda: original(a, b, out=out, **kwargs) if out is not None else original(a, b, **kwargs),
-                         lambda: cupy.ascontiguousarray(emublas.gemm(1.0, a, b)))  # cupy returns C order
+        return _dispatch(
+            name,
+            dims,
+            getattr(a, "dtype", np.float64),
+            lambda: original(a, b, out=out, **kwargs) if out is not None else original(a, b, **kwargs),
+            lambda: cupy.ascontiguousarray(emublas.gemm(1.0, a, b)),
+        )  # cupy returns C order
 
     emulated.__doc__ = f"emublas interpose: cupy.{name} routed to the selected emublas backend.\n\n" + (
-        getattr(original, "__doc__", None) or "")
+        getattr(original, "__doc__", None) or ""
+    )
     return emulated
 
 
@@ -81,6 +95,7 @@ def _method(name: str, original: Callable, reflected: bool = False) -> Callable:
     product = _product(name, lambda a, b, **kw: original(b, a) if reflected else original(a, b))
 
     if name == "dot":
+
         @functools.wraps(original)
         def dot(self, b, out=None):
             return original(self, b, out) if out is not None else product(self, b)
@@ -100,8 +115,16 @@ def _cublas_gemm(original: Callable) -> Callable:
         import emublas
 
         ta, tb = _TRANS.get(transa), _TRANS.get(transb)
-        ok = ta is not None and tb is not None and a.ndim == 2 and b.ndim == 2 and a.dtype == b.dtype \
-            and a.dtype.char in _FLOATS and np.isscalar(alpha) and np.isscalar(beta)
+        ok = (
+            ta is not None
+            and tb is not None
+            and a.ndim == 2
+            and b.ndim == 2
+            and a.dtype == b.dtype
+            and a.dtype.char in _FLOATS
+            and np.isscalar(alpha)
+            and np.isscalar(beta)
+        )
         dims = None
         if ok:
             m, k = a.shape[::-1] if ta else a.shape
@@ -115,8 +138,13 @@ def _cublas_gemm(original: Callable) -> Callable:
                 return out
             return result
 
-        return _dispatch("cublas.gemm", dims, a.dtype,
-                         lambda: original(transa, transb, a, b, out=out, alpha=alpha, beta=beta), emulate)
+        return _dispatch(
+            "cublas.gemm",
+            dims,
+            a.dtype,
+            lambda: original(transa, transb, a, b, out=out, alpha=alpha, beta=beta),
+            emulate,
+        )
 
     gemm.__doc__ = "emublas interpose: cupy.cublas.gemm routed to emublas.\n\n" + (original.__doc__ or "")
     return gemm
@@ -135,15 +163,19 @@ def _cublas_syrk(original: Callable) -> Callable:
             dims = (n, n, k) if out is None or out.shape == (n, n) else None
 
         def emulate():
-            result = emublas.syrk(alpha, a, beta if out is not None else 0.0, out, t, int(bool(lower)),
-                                  overwrite_c=1)
+            result = emublas.syrk(alpha, a, beta if out is not None else 0.0, out, t, int(bool(lower)), overwrite_c=1)
             if out is not None and result is not out:
                 out[...] = result
                 return out
             return result
 
-        return _dispatch("cublas.syrk", dims, a.dtype,
-                         lambda: original(trans, a, out=out, alpha=alpha, beta=beta, lower=lower), emulate)
+        return _dispatch(
+            "cublas.syrk",
+            dims,
+            a.dtype,
+            lambda: original(trans, a, out=out, alpha=alpha, beta=beta, lower=lower),
+            emulate,
+        )
 
     syrk.__doc__ = "emublas interpose: cupy.cublas.syrk routed to emublas.\n\n" + (original.__doc__ or "")
     return syrk
@@ -152,9 +184,12 @@ def _cublas_syrk(original: Callable) -> Callable:
 def _cupy_swaps(cupy) -> list[tuple[Any, str, Any]]:
     import cupy.cublas
 
-    swaps = [(cupy, "matmul", _product("matmul", cupy.matmul)), (cupy, "dot", _product("dot", cupy.dot)),
-             (cupy.cublas, "gemm", _cublas_gemm(cupy.cublas.gemm)),
-             (cupy.cublas, "syrk", _cublas_syrk(cupy.cublas.syrk))]
+    swaps = [
+        (cupy, "matmul", _product("matmul", cupy.matmul)),
+        (cupy, "dot", _product("dot", cupy.dot)),
+        (cupy.cublas, "gemm", _cublas_gemm(cupy.cublas.gemm)),
+        (cupy.cublas, "syrk", _cublas_syrk(cupy.cublas.syrk)),
+    ]
     for attr, reflected in (("__matmul__", False), ("__rmatmul__", True), ("dot", False)):
         original = getattr(cupy.ndarray, attr)
         try:  # cupy.ndarray is an extension type in some versions: then it cannot be patched

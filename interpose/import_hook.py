@@ -7,6 +7,7 @@ installed).  site.py runs the ``.pth`` line before every site directory is on
 ``sys.path``, so ``startup_hook.py`` pastes this file's code into that line:
 it must import nothing but ``sys`` and stay valid when run with ``exec``.
 """
+
 import sys
 
 
@@ -53,8 +54,10 @@ class AfterImport:
 
     def arm(self):
         """Put the hook first on ``sys.meta_path`` (once, whatever hook of this name is there)."""
-        if not any(getattr(f, "name", None) == self.name and isinstance(getattr(f, "triggers", None), tuple)
-                   for f in sys.meta_path):
+        if not any(
+            getattr(f, "name", None) == self.name and isinstance(getattr(f, "triggers", None), tuple)
+            for f in sys.meta_path
+        ):
             sys.meta_path.insert(0, self)
 
     def disarm(self):
@@ -68,9 +71,12 @@ def _install_shim(module):
     try:
         __import__("emublas.interpose", fromlist=["install"]).install()
     except Exception as exc:
-        print(f"emublas: EMUBLAS_INTERPOSE is set but the shim was not installed"
-              f" ({type(exc).__name__}: {exc}); for the traceback run:"
-              f" python -c \"import emublas.interpose as s; s.install()\"", file=sys.stderr)
+        print(
+            f"emublas: EMUBLAS_INTERPOSE is set but the shim was not installed"
+            f" ({type(exc).__name__}: {exc}); for the traceback run:"
+            f' python -c "import emublas.interpose as s; s.install()"',
+            file=sys.stderr,
+        )
 
 
 def arm_startup():

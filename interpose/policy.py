@@ -8,6 +8,7 @@ and the per-call line of ``EMUBLAS_VERBOSE``.  The scipy and cupy parts ask
 :func:`selection` and :func:`fallthrough_reason` before a call and
 :func:`record` after it.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,9 +19,26 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ENV_ON", "ENV_MIN_DIM", "ENV_VERBOSE", "DEFAULT_MIN_DIM", "SHIM_DEFAULTS", "QuantizationWarning",
-           "min_dim", "verbose", "selection", "explicit_options", "fallthrough_reason", "shim_options",
-           "warn_quantized", "used_options", "record", "stats", "reset_stats", "warned"]
+__all__ = [
+    "ENV_ON",
+    "ENV_MIN_DIM",
+    "ENV_VERBOSE",
+    "DEFAULT_MIN_DIM",
+    "SHIM_DEFAULTS",
+    "QuantizationWarning",
+    "min_dim",
+    "verbose",
+    "selection",
+    "explicit_options",
+    "fallthrough_reason",
+    "shim_options",
+    "warn_quantized",
+    "used_options",
+    "record",
+    "stats",
+    "reset_stats",
+    "warned",
+]
 
 ENV_ON = "EMUBLAS_INTERPOSE"
 ENV_MIN_DIM = "EMUBLAS_MIN_DIM"
@@ -135,11 +153,14 @@ def warn_quantized(backend: str, opts: dict, dtype) -> None:
     import warnings
 
     mantissa = 24 if np.dtype(dtype) in (np.float32, np.complex64) else 53
-    warnings.warn(f"emublas.interpose: boolpack keeps {bits} bits (sign included) of each float input,"
-                  f" scaled per row/column of its largest entry, where {np.dtype(dtype).name} holds"
-                  f" {mantissa}; results are accurate to about 2^-{int(bits) - 1} of the row/column scale"
-                  " (set EMUBLAS_BOOLPACK_BITS or --option bits=N; warned once per bit count)",
-                  QuantizationWarning, stacklevel=3)
+    warnings.warn(
+        f"emublas.interpose: boolpack keeps {bits} bits (sign included) of each float input,"
+        f" scaled per row/column of its largest entry, where {np.dtype(dtype).name} holds"
+        f" {mantissa}; results are accurate to about 2^-{int(bits) - 1} of the row/column scale"
+        " (set EMUBLAS_BOOLPACK_BITS or --option bits=N; warned once per bit count)",
+        QuantizationWarning,
+        stacklevel=3,
+    )
 
 
 def used_options(backend: str, options: dict) -> dict:
@@ -152,8 +173,7 @@ def used_options(backend: str, options: dict) -> dict:
             info = auto_last()
             if info:
                 picked = info["options"].get("moduli", info["options"].get("levels"))
-                shown = {"chose": info["backend"] + ("" if picked is None else f":{picked}"),
-                         "table": info["table"]}
+                shown = {"chose": info["backend"] + ("" if picked is None else f":{picked}"), "table": info["table"]}
         except Exception:  # a report must not break the call
             pass
     if backend == "ozaki2":
@@ -168,8 +188,9 @@ def used_options(backend: str, options: dict) -> dict:
     return shown
 
 
-def record(routine: str, shape: tuple, dtype, emulated: bool, why: str, seconds: float, backend: str,
-           options: dict) -> None:
+def record(
+    routine: str, shape: tuple, dtype, emulated: bool, why: str, seconds: float, backend: str, options: dict
+) -> None:
     """Count one intercepted call and, under ``EMUBLAS_VERBOSE``, print its line."""
     with _lock:
         _counts[f"{routine}:{'emulated' if emulated else 'native'}"] += 1
@@ -177,8 +198,7 @@ def record(routine: str, shape: tuple, dtype, emulated: bool, why: str, seconds:
         opts = ",".join(f"{k}={v}" for k, v in used_options(backend, options).items())
         target = f"{backend}({opts})" if emulated and opts else (backend if emulated else f"native [{why}]")
         dims = "x".join(str(d) for d in shape) if shape else "(shape not checked)"
-        print(f"emublas: {routine} {dims} {np.dtype(dtype).name} -> {target} {seconds * 1e3:.3f} ms",
-              file=sys.stderr)
+        print(f"emublas: {routine} {dims} {np.dtype(dtype).name} -> {target} {seconds * 1e3:.3f} ms", file=sys.stderr)
 
 
 def stats() -> dict[str, int]:

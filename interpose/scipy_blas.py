@@ -6,6 +6,7 @@ the same name, or to scipy's original where :mod:`.policy` says so (arguments
 scipy would reject or treat specially included, so that scipy's own errors and
 warnings are kept).
 """
+
 from __future__ import annotations
 
 import functools
@@ -21,7 +22,13 @@ from . import policy
 __all__ = ["SCIPY_NAMES", "call_dims", "replacement", "replacements", "clear_blas_memo"]
 
 SCIPY_NAMES = tuple(p + r for r in ("gemm", "syrk", "syr2k", "symm", "trmm", "trsm") for p in "sdcz") + (
-    "cherk", "zherk", "cher2k", "zher2k", "chemm", "zhemm")
+    "cherk",
+    "zherk",
+    "cher2k",
+    "zher2k",
+    "chemm",
+    "zhemm",
+)
 _FBLAS_ATTRS = ("typecode", "dtype", "prefix", "module_name", "int_dtype")
 
 
@@ -34,8 +41,10 @@ def _make_signatures():
     """The scipy routines' signatures, from emublas's own front (which has scipy's)."""
     from emublas import blas as front
 
-    return {k: _sig(front.ROUTINES["d" + k] if k in ("gemm", "syrk", "syr2k") else front.ROUTINES["z" + k])
-            for k in ("gemm", "syrk", "syr2k", "herk", "her2k")}
+    return {
+        k: _sig(front.ROUTINES["d" + k] if k in ("gemm", "syrk", "syr2k") else front.ROUTINES["z" + k])
+        for k in ("gemm", "syrk", "syr2k", "herk", "her2k")
+    }
 
 
 _SIGNATURES = _make_signatures()
@@ -109,17 +118,27 @@ def replacement(name: str, original: Callable) -> Callable:
             try:
                 return original(*args, **kwargs)  # scipy's own errors and warnings, unchanged
             finally:
-                policy.record(name, dims[:3] if dims else (), front.DTYPES[name[0]], False, why,
-                              time.perf_counter() - t0, backend, opts)
+                policy.record(
+                    name,
+                    dims[:3] if dims else (),
+                    front.DTYPES[name[0]],
+                    False,
+                    why,
+                    time.perf_counter() - t0,
+                    backend,
+                    opts,
+                )
         extra = policy.shim_options(backend, policy.explicit_options(backend))
         policy.warn_quantized(backend, {**opts, **extra}, dims[3])
         out = routine(*args, **kwargs, **extra)  # errors inside emulation propagate
         policy.record(name, dims[:3], dims[3], True, "", time.perf_counter() - t0, backend, {**opts, **extra})
         return out
 
-    emulated.__doc__ = (f"emublas interpose: ``{name}`` routed to the selected emublas backend"
-                        f" (falls through to scipy's original below EMUBLAS_MIN_DIM or with the native"
-                        f" backend).\n\n" + (original.__doc__ or ""))
+    emulated.__doc__ = (
+        f"emublas interpose: ``{name}`` routed to the selected emublas backend"
+        f" (falls through to scipy's original below EMUBLAS_MIN_DIM or with the native"
+        f" backend).\n\n" + (original.__doc__ or "")
+    )
     emulated.__wrapped__ = original  # type: ignore[attr-defined]
     emulated.__name__ = emulated.__qualname__ = name
     for attr in _FBLAS_ATTRS:

@@ -9,6 +9,7 @@ place, and a program that uses neither pays nothing).  With the variable unset,
 empty or 0/false/no/off, the line reads one environment variable and does
 nothing else.
 """
+
 import ast
 import os
 
@@ -23,16 +24,18 @@ def hook_code() -> str:
     first = ast.parse(source).body[0]
     lines = source.splitlines(keepends=True)
     if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):  # the module docstring
-        lines = lines[first.end_lineno:]
+        lines = lines[first.end_lineno :]
     return "".join(lines).lstrip("\n") + "\n\narm_startup()\n"
 
 
 def pth_text() -> str:
     """The two lines of ``emublas-interpose.pth``."""
-    return ("# emublas: with EMUBLAS_INTERPOSE set (not empty, 0, false, no, off) the emublas.interpose shim is"
-            " installed when the program imports scipy.linalg.blas or cupy; otherwise nothing is imported.\n"
-            f"import os; os.environ.get('EMUBLAS_INTERPOSE', '').strip().lower() in {OFF!r}"
-            f" or exec({hook_code()!r}, {{}})\n")
+    return (
+        "# emublas: with EMUBLAS_INTERPOSE set (not empty, 0, false, no, off) the emublas.interpose shim is"
+        " installed when the program imports scipy.linalg.blas or cupy; otherwise nothing is imported.\n"
+        f"import os; os.environ.get('EMUBLAS_INTERPOSE', '').strip().lower() in {OFF!r}"
+        f" or exec({hook_code()!r}, {{}})\n"
+    )
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ One lock guards the table of originals; the scipy and cupy parts hand their
 ``(module, attribute, replacement)`` triples to :func:`swap` (or, for swaps
 that arrive later, from the cupy import hook, :func:`swap_while_installed`).
 """
+
 from __future__ import annotations
 
 import threading

@@ -8,6 +8,7 @@ build/cffi and copy it into emublas/_kernels for development.
 The build is portable: no ``-march=native``.  SIMD kernels are compiled per
 function with ``__attribute__((target(...)))`` and chosen at run time.
 """
+
 from __future__ import annotations
 
 import glob
@@ -82,6 +83,7 @@ def _compile_args() -> list[str]:
 def make_builder(absolute_paths: bool = False) -> cffi.FFI:
     """The FFI builder.  Paths are relative to the project root (where setup.py
     runs) unless absolute_paths is set."""
+
     def path(p: str) -> str:
         return p if absolute_paths else os.path.relpath(p, ROOT)
 
@@ -110,9 +112,7 @@ if __name__ == "__main__":
     # emublas._kernels._cpu` finds it, replacing any other build of it (a
     # stale _cpu.abi3.so from pip would otherwise be shadowed, or shadow).
     built = ffibuilder.compile(tmpdir=os.path.join(ROOT, "build", "cffi"), verbose=True)
-    for old in glob.glob(os.path.join(PACKAGE_DIR, "_cpu.*so")) + glob.glob(
-        os.path.join(PACKAGE_DIR, "_cpu.*pyd")
-    ):
+    for old in glob.glob(os.path.join(PACKAGE_DIR, "_cpu.*so")) + glob.glob(os.path.join(PACKAGE_DIR, "_cpu.*pyd")):
         os.remove(old)
     shutil.copy2(built, os.path.join(PACKAGE_DIR, os.path.basename(built)))
     print(f"installed {os.path.basename(built)} into {PACKAGE_DIR}")

@@ -31,8 +31,7 @@ def pytest_addoption(parser):
         "--emublas-backends",
         action="store",
         default=None,
-        help="comma-separated emublas backends for the parity suite "
-        f"(sets ${BACKENDS_ENV}; default: native)",
+        help=f"comma-separated emublas backends for the parity suite (sets ${BACKENDS_ENV}; default: native)",
     )
     group.addoption(
         "--emublas-seed",
@@ -98,6 +97,7 @@ def cupy():
 # the package under test
 # --------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="session")
 def emublas():
     import emublas as mod
@@ -108,6 +108,7 @@ def emublas():
 # --------------------------------------------------------------------------
 # random numbers with the seed reported on failure
 # --------------------------------------------------------------------------
+
 
 @pytest.fixture
 def seed(request):
@@ -128,7 +129,4 @@ def pytest_runtest_makereport(item, call):
     rep = outcome.get_result()
     s = getattr(item, "_emublas_seed", None)
     if rep.failed and s is not None:
-        rep.sections.append(
-            ("emublas random seed",
-             f"seed={s}  (reproduce with {SEED_ENV}={s} or --emublas-seed={s})")
-        )
+        rep.sections.append(("emublas random seed", f"seed={s}  (reproduce with {SEED_ENV}={s} or --emublas-seed={s})"))

@@ -1,4 +1,5 @@
 """Small helpers shared by test modules (tests/ is on sys.path under pytest's default import mode)."""
+
 import numpy as np
 import pytest
 

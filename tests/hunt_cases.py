@@ -44,6 +44,7 @@ Entries whose exact value overflows the output dtype must be ±Inf of the
 right sign; where ``S`` itself overflows, native BLAS may give Inf or NaN too,
 so a non-finite entry is accepted there.
 """
+
 from __future__ import annotations
 
 import math
@@ -60,8 +61,19 @@ from emublas import errors
 KINDS = ("gemm", "syrk", "herk", "syr2k", "her2k")
 PREFIXES = "sdcz"
 BACKENDS = ("native", "ozaki2", "strassen", "boolpack")
-FAMILIES = ("phi", "odd_row", "odd_col", "interleave", "cancel", "near_overflow", "huge_tiny",
-            "underflow", "dominant_col", "integer", "zeros")
+FAMILIES = (
+    "phi",
+    "odd_row",
+    "odd_col",
+    "interleave",
+    "cancel",
+    "near_overflow",
+    "huge_tiny",
+    "underflow",
+    "dominant_col",
+    "integer",
+    "zeros",
+)
 C_FACTOR = 4
 
 _DTYPE = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}
@@ -73,6 +85,7 @@ _WARNINGS = tuple(v for v in vars(errors).values() if isinstance(v, type) and is
 # ---------------------------------------------------------------------------
 # exact dyadic arithmetic: values n·2^e with Python ints
 # ---------------------------------------------------------------------------
+
 
 def _split(x) -> tuple[np.ndarray, np.ndarray]:
     """Integer mantissas and exponents of a float64 array: x == m·2^e exactly."""
@@ -109,6 +122,7 @@ def _fl(x: float) -> Fraction:
 # cases
 # ---------------------------------------------------------------------------
 
+
 @dataclass
 class Case:
     """One call: routine, prefix, backend with options, operands and scalars."""
@@ -127,9 +141,11 @@ class Case:
     family: str = ""
 
     def describe(self) -> str:
-        return (f"{self.prefix}{self.kind} backend={self.backend} {self.options} family={self.family}"
-                f" a{self.a.shape} trans={self.trans} lower={self.lower} alpha={self.alpha!r}"
-                f" beta={self.beta!r}")
+        return (
+            f"{self.prefix}{self.kind} backend={self.backend} {self.options} family={self.family}"
+            f" a{self.a.shape} trans={self.trans} lower={self.lower} alpha={self.alpha!r}"
+            f" beta={self.beta!r}"
+        )
 
 
 @dataclass
@@ -160,8 +176,7 @@ def _base(rng, shape, cplx: bool) -> np.ndarray:
     return x
 
 
-def _matrices(rng, family: str, shape_a, shape_b, prefix: str, ea: int, eb: int, phi: float,
-              span: int, where: int):
+def _matrices(rng, family: str, shape_a, shape_b, prefix: str, ea: int, eb: int, phi: float, span: int, where: int):
     """op-shaped a (m x k) and b (k x n) of one family; ea/eb: the exponents the bulk sits at."""
     cplx = prefix in "cz"
     emin, emax, _ = _exp_range(prefix)
@@ -171,22 +186,24 @@ def _matrices(rng, family: str, shape_a, shape_b, prefix: str, ea: int, eb: int,
     b = _base(rng, shape_b, cplx)
     if family == "phi":
         a = (rng.random(shape_a) - 0.5) * np.exp(phi * rng.standard_normal(shape_a)) + (
-            1j * (rng.random(shape_a) - 0.5) if cplx else 0)
+            1j * (rng.random(shape_a) - 0.5) if cplx else 0
+        )
         b = (rng.random(shape_b) - 0.5) * np.exp(phi * rng.standard_normal(shape_b)) + (
-            1j * (rng.random(shape_b) - 0.5) if cplx else 0)
-    elif family == "odd_row":      # one row of op(a) at another exponent
+            1j * (rng.random(shape_b) - 0.5) if cplx else 0
+        )
+    elif family == "odd_row":  # one row of op(a) at another exponent
         a[where % m, :] = _ldexp(a[where % m, :], span)
-    elif family == "odd_col":      # one column of op(b) at another exponent
+    elif family == "odd_col":  # one column of op(b) at another exponent
         b[:, where % n] = _ldexp(b[:, where % n], span)
-    elif family == "interleave":   # rows alternate 2^+s, 2^-s; columns of b the reverse
+    elif family == "interleave":  # rows alternate 2^+s, 2^-s; columns of b the reverse
         sa = np.where(np.arange(k) % 2 == 0, math.ldexp(1.0, span), math.ldexp(1.0, -span))
         a = a * sa[None, :]
         b = b / sa[:, None]
-    elif family == "cancel":       # b's second half nearly cancels its first: entries δ·terms
+    elif family == "cancel":  # b's second half nearly cancels its first: entries δ·terms
         h = k // 2
         if h:
-            a[:, h:2 * h] = a[:, :h]
-            b[h:2 * h, :] = -b[:h, :] + math.ldexp(1.0, -min(span, 40)) * b[h:2 * h, :]
+            a[:, h : 2 * h] = a[:, :h]
+            b[h : 2 * h, :] = -b[:h, :] + math.ldexp(1.0, -min(span, 40)) * b[h : 2 * h, :]
     elif family == "dominant_col":  # rows dominant in column 0, one row in column 1 instead
         a[:, 1:] = _ldexp(a[:, 1:], -span)
         if k > 1:
@@ -196,7 +213,7 @@ def _matrices(rng, family: str, shape_a, shape_b, prefix: str, ea: int, eb: int,
     elif family == "integer":
         a = rng.integers(-8, 9, shape_a) + (1j * rng.integers(-8, 9, shape_a) if cplx else 0)
         b = rng.integers(-8, 9, shape_b) + (1j * rng.integers(-8, 9, shape_b) if cplx else 0)
-    elif family == "zeros":        # zero rows/columns and exact zeros between large entries
+    elif family == "zeros":  # zero rows/columns and exact zeros between large entries
         a[rng.random(shape_a) < 0.5] = 0
         b[rng.random(shape_b) < 0.5] = 0
         a[where % m, :] = 0
@@ -228,14 +245,14 @@ def exponents(rng_or_draw, family: str, prefix: str, k: int) -> tuple[int, int]:
     emin, emax, _ = _exp_range(prefix)
     r = rng_or_draw
     lo, hi = emin + 60, emax - 8
-    if family == "near_overflow":     # products just below the overflow threshold
+    if family == "near_overflow":  # products just below the overflow threshold
         total = emax - int(k).bit_length() - int(r.integers(1, 8))
         ea = int(r.integers(total - emax + 4, emax - 4))
         return ea, total - ea
-    if family == "huge_tiny":         # a at one end of the range, b at the other
+    if family == "huge_tiny":  # a at one end of the range, b at the other
         ea = int(r.integers(emax // 2, emax - 4))
         return (ea, -ea + int(r.integers(-20, 20))) if r.random() < 0.5 else (-ea, ea)
-    if family == "underflow":         # products near the subnormal range
+    if family == "underflow":  # products near the subnormal range
         total = emin + int(r.integers(20, 120))
         ea = int(r.integers(total // 2 - 200 if emax > 200 else total // 2 - 20, total // 2))
         return ea, total - ea
@@ -246,8 +263,9 @@ def exponents(rng_or_draw, family: str, prefix: str, k: int) -> tuple[int, int]:
     return ea, total - ea
 
 
-def make_case(rng, kind: str, prefix: str, backend: str, family: str | None = None,
-              options: dict | None = None) -> Case:
+def make_case(
+    rng, kind: str, prefix: str, backend: str, family: str | None = None, options: dict | None = None
+) -> Case:
     """A random case of ``kind``/``prefix`` for ``backend`` (family drawn unless given)."""
     family = family or FAMILIES[int(rng.integers(len(FAMILIES)))]
     cplx = prefix in "cz"
@@ -268,8 +286,18 @@ def make_case(rng, kind: str, prefix: str, backend: str, family: str | None = No
         span = -span
     phi = float(rng.uniform(0, 20 if emax > 200 else 6))
     where = int(rng.integers(0, 1 << 30))
-    opa, opb = _matrices(rng, family, (m, k), (k, n), prefix, ea, eb, phi, abs(span) if family in (
-        "interleave", "cancel", "dominant_col") else span, where)
+    opa, opb = _matrices(
+        rng,
+        family,
+        (m, k),
+        (k, n),
+        prefix,
+        ea,
+        eb,
+        phi,
+        abs(span) if family in ("interleave", "cancel", "dominant_col") else span,
+        where,
+    )
     if kind in ("syrk", "herk"):
         opb = None
     elif kind in ("syr2k", "her2k"):
@@ -295,8 +323,20 @@ def make_case(rng, kind: str, prefix: str, backend: str, family: str | None = No
         t = trans[0]
         a = opa if t == 0 else (opa.conj().T.copy() if t == 2 else opa.T.copy())
         b = None if opb is None else (opb if t == 0 else (opb.conj().T.copy() if t == 2 else opb.T.copy()))
-    return Case(kind, prefix, backend, dict(options or default_options(rng, backend, prefix)), a, b, c,
-                alpha, beta, trans, int(rng.integers(0, 2)), family)
+    return Case(
+        kind,
+        prefix,
+        backend,
+        dict(options or default_options(rng, backend, prefix)),
+        a,
+        b,
+        c,
+        alpha,
+        beta,
+        trans,
+        int(rng.integers(0, 2)),
+        family,
+    )
 
 
 def default_options(rng, backend: str, prefix: str) -> dict:
@@ -314,6 +354,7 @@ def default_options(rng, backend: str, prefix: str) -> dict:
 # running and checking
 # ---------------------------------------------------------------------------
 
+
 def run(case: Case):
     """Call the routine; returns (result, warned) or raises what the call raised."""
     kind, p = case.kind, case.prefix
@@ -327,8 +368,7 @@ def run(case: Case):
         elif kind in ("syrk", "herk"):
             out = fn(case.alpha, case.a, case.beta, case.c, trans=case.trans[0], lower=case.lower, **kw)
         else:
-            out = fn(case.alpha, case.a, case.b, case.beta, case.c, trans=case.trans[0],
-                     lower=case.lower, **kw)
+            out = fn(case.alpha, case.a, case.b, case.beta, case.c, trans=case.trans[0], lower=case.lower, **kw)
     warned = any(issubclass(w.category, _WARNINGS) for w in caught)
     return np.asarray(out), warned
 
@@ -337,8 +377,10 @@ def _op_parts(case: Case):
     """op(a), op(b) (untransposed problem: rows of x against columns of y), as complex128/float64."""
     k2 = case.kind
     t = case.trans
+
     def op(x, tr):
         return x if tr == 0 else (x.T if tr == 1 else x.conj().T)
+
     if k2 == "gemm":
         return op(case.a, t[0]), op(case.b, t[1])
     return op(case.a, t[0]), None if case.b is None else op(case.b, t[0])
@@ -432,7 +474,7 @@ def check(case: Case, out: np.ndarray, warned: bool, max_bad: int = 5) -> Outcom
         strassen_extra = C_FACTOR * growth * u * alpha_abs * sm
     bits = int(case.options.get("bits", 16)) if case.backend == "boolpack" else None
     if bits is not None:
-        yT = (y if y is not None else x)
+        yT = y if y is not None else x
         eps_x = _quant_eps(x, bits)
         eps_rows_y = _quant_eps(yT, bits) if case.kind != "gemm" else None
         eps_cols_y = _quant_eps(yT.T, bits) if case.kind == "gemm" else None
@@ -469,11 +511,12 @@ def check(case: Case, out: np.ndarray, warned: bool, max_bad: int = 5) -> Outcom
                         eu, ev = eps_x[i], eps_x[j]
                     else:
                         eu, ev = (eps_x[i], eps_rows_y[j]) if g == 0 else (eps_rows_y[i], eps_x[j])
+
                     def mags(w):  # |re| + |im|, exactly (the float sum may overflow)
                         return [_fl(abs(np.real(t))) + _fl(abs(np.imag(t))) for t in w]
+
                     fu, fv = _fl(eu), _fl(ev)
-                    part = (sum(fu * t for t in mags(vvec)) + sum(t * fv for t in mags(uvec))
-                            + len(uvec) * fu * fv)
+                    part = sum(fu * t for t in mags(vvec)) + sum(t * fv for t in mags(uvec)) + len(uvec) * fu * fv
                     q_extra += 2 * (abs(sr) + abs(si)) * part * (2 if cplx else 1)
             cv = complex(case.c[i, j])
             cr, ci = Fraction(cv.real), Fraction(cv.imag)

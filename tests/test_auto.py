@@ -1,5 +1,6 @@
 """backend="auto": the choice against synthetic cost tables, explain()/auto_last(), the
 calibrate command, EMUBLAS_BACKEND=auto, and auto's results against native's."""
+
 import json
 import math
 import os
@@ -25,17 +26,44 @@ def _table(ratios, *, min_dim=None, prefixes="dz", strassen=None):
     for p in prefixes:
         for routine in ("gemm", "herk"):
             for n in SIZES:
-                nat = 1e-9 * n ** 3
-                entries.append({"routine": routine, "prefix": p, "n": n, "backend": "native", "knob": None,
-                                "median_s": nat, "ratio": 1.0})
+                nat = 1e-9 * n**3
+                entries.append(
+                    {
+                        "routine": routine,
+                        "prefix": p,
+                        "n": n,
+                        "backend": "native",
+                        "knob": None,
+                        "median_s": nat,
+                        "ratio": 1.0,
+                    }
+                )
                 for count, f in ratios.get((p, routine), {}).items():
                     r = f(n)
-                    entries.append({"routine": routine, "prefix": p, "n": n, "backend": "ozaki2", "knob": count,
-                                    "median_s": r * nat, "ratio": r})
+                    entries.append(
+                        {
+                            "routine": routine,
+                            "prefix": p,
+                            "n": n,
+                            "backend": "ozaki2",
+                            "knob": count,
+                            "median_s": r * nat,
+                            "ratio": r,
+                        }
+                    )
                 if routine == "gemm" and strassen:
                     for lv, f in strassen.items():
-                        entries.append({"routine": "gemm", "prefix": p, "n": n, "backend": "strassen",
-                                        "knob": lv, "median_s": f(n) * nat, "ratio": f(n)})
+                        entries.append(
+                            {
+                                "routine": "gemm",
+                                "prefix": p,
+                                "n": n,
+                                "backend": "strassen",
+                                "knob": lv,
+                                "median_s": f(n) * nat,
+                                "ratio": f(n),
+                            }
+                        )
     t = {"format": 1, "device": "cpu", "hardware": "synthetic", "source": "test", "entries": entries}
     if min_dim is not None:
         t["min_dim_override"] = min_dim
@@ -49,10 +77,12 @@ def _load(tmp_path, table, name="t.json"):
 
 
 # ozaki2 2x faster than native on large complex products, 3x slower on everything real
-FAST_Z = {("z", "gemm"): {8: lambda n: 0.3 if n >= 1024 else 4.0, 16: lambda n: 0.5 if n >= 1024 else 5.0},
-          ("z", "herk"): {8: lambda n: 0.3 if n >= 1024 else 4.0, 16: lambda n: 0.5 if n >= 1024 else 5.0},
-          ("d", "gemm"): {8: lambda n: 2.0, 16: lambda n: 3.0},
-          ("d", "herk"): {8: lambda n: 2.0, 16: lambda n: 3.0}}
+FAST_Z = {
+    ("z", "gemm"): {8: lambda n: 0.3 if n >= 1024 else 4.0, 16: lambda n: 0.5 if n >= 1024 else 5.0},
+    ("z", "herk"): {8: lambda n: 0.3 if n >= 1024 else 4.0, 16: lambda n: 0.5 if n >= 1024 else 5.0},
+    ("d", "gemm"): {8: lambda n: 2.0, 16: lambda n: 3.0},
+    ("d", "herk"): {8: lambda n: 2.0, 16: lambda n: 3.0},
+}
 
 
 def test_small_sizes_native(tmp_path):
@@ -151,16 +181,16 @@ def test_unmeasured_prefix_and_unusable_backend(tmp_path):
 
 
 def test_interpolation_between_sizes_and_counts(tmp_path):
-    t, _ = _load(tmp_path, _table({("z", "gemm"): {8: lambda n: 1.0 + 8 / n ** 0.5, 16: lambda n: 2.0}}))
+    t, _ = _load(tmp_path, _table({("z", "gemm"): {8: lambda n: 1.0 + 8 / n**0.5, 16: lambda n: 2.0}}))
     # between measured sizes: between their ratios
-    r = t.ratio("ozaki2", 8, "gemm", "z", 512.0 ** 3)
-    assert 1.0 + 8 / 1024 ** 0.5 < r < 1.0 + 8 / 256 ** 0.5
+    r = t.ratio("ozaki2", 8, "gemm", "z", 512.0**3)
+    assert 1.0 + 8 / 1024**0.5 < r < 1.0 + 8 / 256**0.5
     # a count between measured counts: linear in the count
-    r12 = t.ratio("ozaki2", 12, "gemm", "z", 4096.0 ** 3)
-    assert math.isclose(r12, (t.ratio("ozaki2", 8, "gemm", "z", 4096.0 ** 3) + 2.0) / 2)
+    r12 = t.ratio("ozaki2", 12, "gemm", "z", 4096.0**3)
+    assert math.isclose(r12, (t.ratio("ozaki2", 8, "gemm", "z", 4096.0**3) + 2.0) / 2)
     assert t.ratio("strassen", 1, "gemm", "z", 1e9) is None
     # native seconds scale with the work outside the grid
-    assert math.isclose(t.native_seconds("gemm", "z", 8192.0 ** 3), 1e-9 * 8192 ** 3, rel_tol=1e-9)
+    assert math.isclose(t.native_seconds("gemm", "z", 8192.0**3), 1e-9 * 8192**3, rel_tol=1e-9)
 
 
 def test_bad_tables(tmp_path):
@@ -222,7 +252,7 @@ def test_env_backend_auto(forced, monkeypatch, rng):
     c = emublas.dgemm(1.0, a, b)
     assert emublas.get_backend().backend == "auto"
     assert emublas.auto_last()["backend"] == "ozaki2"
-    np.testing.assert_allclose(c, a @ b, rtol=0, atol=48 * 2 ** -52 * np.abs(a) .max() * np.abs(b).max() * 48)
+    np.testing.assert_allclose(c, a @ b, rtol=0, atol=48 * 2**-52 * np.abs(a).max() * np.abs(b).max() * 48)
     monkeypatch.setenv("EMUBLAS_AUTO_BITS", "12")
     emublas.dgemm(1.0, a, b)
     assert emublas.auto_last()["options"]["moduli"] < 16
@@ -245,7 +275,7 @@ def test_auto_equals_native_within_accuracy(forced, rng, prefix, kind):
     if kind in ("herk", "her2k", "hemm") and prefix == "d":
         pytest.skip("complex-only routine")
     dt = np.float64 if prefix == "d" else np.complex128
-    u = 2.0 ** -53
+    u = 2.0**-53
 
     def rand(*shape):
         x = rng.standard_normal(shape) * np.exp(0.5 * rng.standard_normal(shape))
@@ -317,8 +347,9 @@ def test_sweep_declares_auto():
 
 
 def _run(args, env):
-    return subprocess.run([sys.executable, "-m", "emublas", *args], capture_output=True, text=True, env=env,
-                          timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "emublas", *args], capture_output=True, text=True, env=env, timeout=600
+    )
 
 
 def test_calibrate_quick_subprocess(tmp_path):
@@ -348,6 +379,7 @@ def test_calibrate_quick_subprocess(tmp_path):
     assert r.returncode == 2 and "unknown prefix 'q'" in r.stderr
     try:
         import cupy  # noqa: F401
+
         has_gpu = cupy.cuda.runtime.getDeviceCount() > 0
     except Exception:
         has_gpu = False

@@ -5,6 +5,7 @@ and then used through the front (gemm, a rank-k routine derived from its gemm,
 a level-3 routine built on it), the quick sweep, ``emublas.info()`` and
 ``emublas.dask``; the built-in backends declare what their callers read.
 """
+
 import os
 import re
 
@@ -132,8 +133,9 @@ def test_toy_backend_in_dask(toy):
 
     rng = np.random.default_rng(2)
     a, b = rng.standard_normal((8, 6)), rng.standard_normal((6, 4))
-    got = emublas.dask.matmul(da.from_array(a, chunks=4), da.from_array(b, chunks=3), backend="toytest",
-                              digits=6).compute(scheduler="synchronous")
+    got = emublas.dask.matmul(
+        da.from_array(a, chunks=4), da.from_array(b, chunks=3), backend="toytest", digits=6
+    ).compute(scheduler="synchronous")
     assert np.allclose(got, a @ b, rtol=0, atol=1e-5) and set(toy.calls) == {6}  # blockwise through the front
 
 

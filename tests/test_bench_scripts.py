@@ -1,4 +1,5 @@
 """Benchmark scripts' plumbing on the CPU (no timings asserted: only what the scripts report)."""
+
 import json
 import os
 import subprocess
@@ -9,15 +10,50 @@ import numpy as np
 import pytest
 
 BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
-ROW_KEYS = {"op", "m", "n", "k", "phi", "order", "digest", "input_matches_cache", "worker", "lib", "mode",
-            "moduli", "reps", "t_med", "t_min", "t_max", "vs_native", "err_max", "err_med",
-            "differs_from_native", "warnings"}
+ROW_KEYS = {
+    "op",
+    "m",
+    "n",
+    "k",
+    "phi",
+    "order",
+    "digest",
+    "input_matches_cache",
+    "worker",
+    "lib",
+    "mode",
+    "moduli",
+    "reps",
+    "t_med",
+    "t_min",
+    "t_max",
+    "vs_native",
+    "err_max",
+    "err_med",
+    "differs_from_native",
+    "warnings",
+}
 
 
 def test_bench_gemmul8_dry_run(tmp_path):
     out = tmp_path / "g8.json"
-    cmd = [sys.executable, os.path.join(BENCH, "bench_gemmul8.py"), "--dry-run", "--shapes", "8,8x8x4",
-           "--moduli", "14,15", "--phis", "0.5", "--samples", "6", "--json", str(out), "--workdir", str(tmp_path / "w")]
+    cmd = [
+        sys.executable,
+        os.path.join(BENCH, "bench_gemmul8.py"),
+        "--dry-run",
+        "--shapes",
+        "8,8x8x4",
+        "--moduli",
+        "14,15",
+        "--phis",
+        "0.5",
+        "--samples",
+        "6",
+        "--json",
+        str(out),
+        "--workdir",
+        str(tmp_path / "w"),
+    ]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
     except subprocess.TimeoutExpired:
@@ -27,7 +63,11 @@ def test_bench_gemmul8_dry_run(tmp_path):
     assert set(doc) == {"meta", "rows", "skipped", "errors"}
     assert doc["errors"] == [] and doc["skipped"] == []
     assert [(w["op"], w["kind"], w["rc"]) for w in doc["meta"]["workers"]] == [
-        ("dgemm", "emublas", 0), ("dgemm", "gemmul8", 0), ("zgemm", "emublas", 0), ("zgemm", "gemmul8", 0)]
+        ("dgemm", "emublas", 0),
+        ("dgemm", "gemmul8", 0),
+        ("zgemm", "emublas", 0),
+        ("zgemm", "gemmul8", 0),
+    ]
     rows = doc["rows"]
     # per routine and shape: cuBLAS in both processes, and 2 modes x 2 moduli counts per library
     assert len(rows) == 2 * 2 * (2 + 2 * 2 * 2)
@@ -38,8 +78,9 @@ def test_bench_gemmul8_dry_run(tmp_path):
         same = [r for r in rows if (r["op"], r["m"], r["k"]) == key]
         assert len({r["digest"] for r in same}) == 1  # both processes built the same inputs
         assert {(r["lib"], r["mode"], r["moduli"]) for r in same} == {
-            ("cublas", None, None), *((lib, mode, c) for lib in ("emublas", "gemmul8")
-                                      for mode in ("accurate", "fast") for c in (14, 15))}
+            ("cublas", None, None),
+            *((lib, mode, c) for lib in ("emublas", "gemmul8") for mode in ("accurate", "fast") for c in (14, 15)),
+        }
         assert all(r["err_max"] < 1e-12 for r in same)
     text = proc.stdout
     for heading in ("## (a) time", "## (b) pairing", "## hook and inputs", "## the issue's targets"):
@@ -64,11 +105,13 @@ def test_bench_gemmul8_dry_run(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the worker recorded (and counted) the same warning
         got = emublas.zgemm(1.0, a, b, backend="ozaki2", moduli=15, mode="accurate")[ri, ci]
-    row = [r for r in rows
-           if (r["op"], r["k"], r["lib"], r["mode"], r["moduli"]) == ("zgemm", 4, "emublas", "accurate", 15)]
+    row = [
+        r
+        for r in rows
+        if (r["op"], r["k"], r["lib"], r["mode"], r["moduli"]) == ("zgemm", 4, "emublas", "accurate", 15)
+    ]
     assert row[0]["err_max"] == bg.rel_errors(got, exact)[0]
     assert row[0]["digest"] == bg.digest(a, b)
-
 
 
 def test_scripts_follow_one_naming_convention():
@@ -77,8 +120,9 @@ def test_scripts_follow_one_naming_convention():
     scripts = [n for n in names if n.endswith(".py") and n != "_timing.py"]
     assert scripts and all(n.startswith("bench_") for n in scripts), scripts
     assert [n for n in names if n.endswith(".sh")] == ["_device_setup.sh", "device_run.sh"]
-    proc = subprocess.run(["bash", os.path.join(BENCH, "device_run.sh"), "nosuchjob"], capture_output=True, text=True,
-                          timeout=20)
+    proc = subprocess.run(
+        ["bash", os.path.join(BENCH, "device_run.sh"), "nosuchjob"], capture_output=True, text=True, timeout=20
+    )
     assert proc.returncode == 2
     for job in ("foundation", "ozaki2", "gemmul8", "min-dim"):
         assert job in proc.stderr
@@ -86,10 +130,12 @@ def test_scripts_follow_one_naming_convention():
 
 def test_timing_loader_is_emublas_timing_without_emublas():
     """benchmarks/_timing.py is emublas/timing.py, loaded without importing the emublas package."""
-    code = (f"import sys; sys.path.insert(0, {BENCH!r}); import _timing; "
-            "out, t = _timing.time_call(lambda: 7, 3); "
-            "assert out == 7 and len(t.times) == 3 and t.min <= t.median <= t.max; "
-            "assert 'emublas' not in sys.modules; print(sorted(_timing.__all__))")
+    code = (
+        f"import sys; sys.path.insert(0, {BENCH!r}); import _timing; "
+        "out, t = _timing.time_call(lambda: 7, 3); "
+        "assert out == 7 and len(t.times) == 3 and t.min <= t.median <= t.max; "
+        "assert 'emublas' not in sys.modules; print(sorted(_timing.__all__))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     from emublas import timing

@@ -50,12 +50,13 @@ def good_args(xp, name, n=3, k=4):
 # shapes
 # --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("trans", [(0, 0), (1, 0), (0, 1), (2, 2)])
 @pytest.mark.parametrize("name", GEMMS + ["gemm"])
 def test_gemm_inner_dimension_mismatch(emublas, xp, name, trans):
     ta, tb = trans
-    a = arr(xp, (3, 4) if ta == 0 else (4, 3), name)   # op(a): 3 x 4
-    b = arr(xp, (5, 2) if tb == 0 else (2, 5), name)   # op(b): 5 x 2
+    a = arr(xp, (3, 4) if ta == 0 else (4, 3), name)  # op(a): 3 x 4
+    b = arr(xp, (5, 2) if tb == 0 else (2, 5), name)  # op(b): 5 x 2
     with pytest.raises(ValueError, match=both(4, 5)):
         getattr(emublas, name)(1.0, a, b, trans_a=ta, trans_b=tb)
 
@@ -80,7 +81,7 @@ def test_gemm_c_wrong_shape(emublas, xp, name):
 
 @pytest.mark.parametrize("name", RANKK + ["syrk", "herk", "syr2k", "her2k"])
 def test_rank_k_c_wrong_shape(emublas, xp, name):
-    args = good_args(xp, name, n=3, k=5)                 # result is 3 x 3
+    args = good_args(xp, name, n=3, k=5)  # result is 3 x 3
     fn = getattr(emublas, name)
     with pytest.raises(ValueError, match=both(6, 7)):
         fn(*args, beta=1.0, c=arr(xp, (6, 7), name))
@@ -113,6 +114,7 @@ def test_ndim_above_two(emublas, xp, name, which):
 # trans / lower
 # --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("bad", [3, -1, 7])
 @pytest.mark.parametrize("which", ["trans_a", "trans_b"])
 @pytest.mark.parametrize("name", GEMMS + ["gemm"])
@@ -126,15 +128,14 @@ def _illegal_trans(name):
     f = fam(name)
     if f in ("herk", "her2k"):
         return [1, 3, -1]
-    if name[0] in "cz":        # complex syrk/syr2k: no conjugate-transpose form
+    if name[0] in "cz":  # complex syrk/syr2k: no conjugate-transpose form
         return [2, 3, -1]
     return [3, -1]
 
 
 @pytest.mark.parametrize(
-    "name,bad",
-    [(n, t) for n in RANKK for t in _illegal_trans(n)]
-    + [("syrk", 3), ("syr2k", -1), ("herk", 3)])
+    "name,bad", [(n, t) for n in RANKK for t in _illegal_trans(n)] + [("syrk", 3), ("syr2k", -1), ("herk", 3)]
+)
 def test_rank_k_illegal_trans(emublas, xp, name, bad, capfd):
     args = good_args(xp, name, n=4, k=4)
     with pytest.raises(ValueError, match="trans"):
@@ -163,6 +164,7 @@ def test_rank_k_illegal_lower(emublas, xp, name, bad):
 # non-numeric data
 # --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("where", ["a", "b", "c", "alpha", "beta"])
 @pytest.mark.parametrize("name", ["dgemm", "zgemm", "ssyrk", "zherk", "csyr2k", "gemm", "her2k"])
 def test_strings_rejected(emublas, name, where):
@@ -188,6 +190,7 @@ def test_strings_rejected(emublas, name, where):
 # backend selection and options
 # --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", ROUTINES + GENERICS)
 def test_unknown_backend_lists_valid_names(emublas, name):
     with pytest.raises(ValueError, match="native"):
@@ -209,6 +212,7 @@ def test_unknown_option_default_backend(emublas):
 # --------------------------------------------------------------------------
 # numpy / cupy mixing (GPU only)
 # --------------------------------------------------------------------------
+
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("gpu_side", ["a", "b", "c"])

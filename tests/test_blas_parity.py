@@ -33,9 +33,9 @@ from helpers import skip_unless_ready
 # --------------------------------------------------------------------------
 
 DEFAULT_BACKENDS = ["native", "ozaki2", "strassen", "boolpack"]
-BACKENDS = [
-    b.strip() for b in os.environ.get("EMUBLAS_TEST_BACKENDS", "").split(",") if b.strip()
-] or list(DEFAULT_BACKENDS)
+BACKENDS = [b.strip() for b in os.environ.get("EMUBLAS_TEST_BACKENDS", "").split(",") if b.strip()] or list(
+    DEFAULT_BACKENDS
+)
 
 
 @pytest.fixture(params=BACKENDS)
@@ -136,17 +136,35 @@ def legal_trans(name):
 
 
 GEMM_SHAPES = [  # (m, n, k)
-    (1, 1, 1), (1, 1, 0), (4, 3, 1), (4, 3, 0), (1, 6, 5), (6, 1, 5),
-    (7, 5, 3), (17, 4, 9), (33, 31, 65), (70, 65, 129),
+    (1, 1, 1),
+    (1, 1, 0),
+    (4, 3, 1),
+    (4, 3, 0),
+    (1, 6, 5),
+    (6, 1, 5),
+    (7, 5, 3),
+    (17, 4, 9),
+    (33, 31, 65),
+    (70, 65, 129),
 ]
 RANKK_SHAPES = [  # (n, k)
-    (1, 1), (1, 0), (4, 1), (5, 0), (1, 6), (7, 3), (17, 9), (33, 65), (31, 4), (67, 130),
+    (1, 1),
+    (1, 0),
+    (4, 1),
+    (5, 0),
+    (1, 6),
+    (7, 3),
+    (17, 9),
+    (33, 65),
+    (31, 4),
+    (67, 130),
 ]
 
 
 # --------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------
+
 
 def is_cupy_array(x):
     return type(x).__module__.split(".")[0] == "cupy"
@@ -211,8 +229,7 @@ def make_inputs(name, dims, trans, rng, xp, layouts=("C", "F", "F"), with_c=True
     return a, b, c
 
 
-def call(fn, name, alpha, a, b=None, beta=None, c=None, trans=None, lower=None,
-         overwrite_c=None, **kw):
+def call(fn, name, alpha, a, b=None, beta=None, c=None, trans=None, lower=None, overwrite_c=None, **kw):
     args = [alpha, a] + ([b] if has_b(name) else [])
     if beta is not None:
         kw["beta"] = beta
@@ -271,8 +288,7 @@ def scipy_ref(name, alpha, a, b, beta, c, trans, lower):
     cn = to_np(c) if c is not None else None
     if an.ndim == 2 and an.size == 0 and trans not in (None, 0, (0, 0)):
         if fam(name) == "gemm":
-            m, n = (an.shape[1] if trans[0] else an.shape[0]), (
-                bn.shape[0] if trans[1] else bn.shape[1])
+            m, n = (an.shape[1] if trans[0] else an.shape[0]), (bn.shape[0] if trans[1] else bn.shape[1])
             an, bn = np.zeros((m, 0), an.dtype), np.zeros((0, n), bn.dtype)
             trans = (0, 0)
         else:
@@ -282,20 +298,35 @@ def scipy_ref(name, alpha, a, b, beta, c, trans, lower):
     return call(getattr(sblas, name), name, alpha, an, bn, beta, cn, trans, lower, 0)
 
 
-def run_case(emublas, backend, xp, name, alpha, a, b=None, beta=None, c=None, trans=None,
-             lower=None, overwrite_c=None, ctx="", nonfinite=False, check_values=True):
+def run_case(
+    emublas,
+    backend,
+    xp,
+    name,
+    alpha,
+    a,
+    b=None,
+    beta=None,
+    c=None,
+    trans=None,
+    lower=None,
+    overwrite_c=None,
+    ctx="",
+    nonfinite=False,
+    check_values=True,
+):
     """Call emublas and scipy the same way, check everything the contract says.
     Returns (result, reference) as numpy arrays."""
     dt = np.dtype(DTYPES[name[0]])
-    a0, b0, c0 = to_np(a), (to_np(b) if b is not None else None), (
-        to_np(c) if c is not None else None)
+    a0, b0, c0 = to_np(a), (to_np(b) if b is not None else None), (to_np(c) if c is not None else None)
     ref = scipy_ref(name, alpha, a, b, beta, c, trans, lower)
-    ctx = f"[{name} backend={backend} xp={_xp_name(xp)} trans={trans} lower={lower} " \
-          f"alpha={alpha!r} beta={beta!r} overwrite_c={overwrite_c} " \
-          f"a{getattr(a0, 'shape', '')} c={'None' if c is None else c0.shape}] {ctx}"
+    ctx = (
+        f"[{name} backend={backend} xp={_xp_name(xp)} trans={trans} lower={lower} "
+        f"alpha={alpha!r} beta={beta!r} overwrite_c={overwrite_c} "
+        f"a{getattr(a0, 'shape', '')} c={'None' if c is None else c0.shape}] {ctx}"
+    )
 
-    r = call(getattr(emublas, name), name, alpha, a, b, beta, c, trans, lower,
-             overwrite_c, backend=backend)
+    r = call(getattr(emublas, name), name, alpha, a, b, beta, c, trans, lower, overwrite_c, backend=backend)
 
     # ---- type, device, dtype, order, shape
     if xp is np:
@@ -309,9 +340,14 @@ def run_case(emublas, backend, xp, name, alpha, a, b=None, beta=None, c=None, tr
     assert r.flags.f_contiguous, f"{ctx}: result is not Fortran-ordered"
 
     # ---- overwrite_c / inputs untouched
-    in_place = (overwrite_c and c is not None and
-                (isinstance(c, np.ndarray) if xp is np else is_cupy_array(c)) and
-                c.dtype == dt and c.ndim == 2 and c.flags.f_contiguous)
+    in_place = (
+        overwrite_c
+        and c is not None
+        and (isinstance(c, np.ndarray) if xp is np else is_cupy_array(c))
+        and c.dtype == dt
+        and c.ndim == 2
+        and c.flags.f_contiguous
+    )
     if in_place:
         assert r is c, f"{ctx}: overwrite_c=1 with a Fortran {dt} c must return c itself"
     else:
@@ -332,8 +368,8 @@ def run_case(emublas, backend, xp, name, alpha, a, b=None, beta=None, c=None, tr
         else:
             expect = np.zeros(rn.shape, dt)
         np.testing.assert_array_equal(
-            rn[~mask], expect[~mask],
-            err_msg=f"{ctx}: unreferenced triangle must be {'c' if c is not None else 'zero'}")
+            rn[~mask], expect[~mask], err_msg=f"{ctx}: unreferenced triangle must be {'c' if c is not None else 'zero'}"
+        )
 
     # ---- herk/her2k: exactly real diagonal.  Where reference BLAS / scipy take the
     #      quick return ((alpha == 0 or k == 0) and beta == 1) they hand back c
@@ -343,8 +379,11 @@ def run_case(emublas, backend, xp, name, alpha, a, b=None, beta=None, c=None, tr
     diag_ok = np.ones(rn.shape[0], bool)
     if herm(name) and rn.size:
         k = inner_k(name, np.atleast_2d(a0), trans)
-        quick = (c is not None and eff_beta(name, 0 if beta is None else beta) == 1
-                 and (k == 0 or eff_alpha(name, alpha) == 0))
+        quick = (
+            c is not None
+            and eff_beta(name, 0 if beta is None else beta) == 1
+            and (k == 0 or eff_alpha(name, alpha) == 0)
+        )
         d = rn.diagonal()
         fin = np.isfinite(ref.diagonal())
         ok = d.imag == 0
@@ -361,11 +400,11 @@ def run_case(emublas, backend, xp, name, alpha, a, b=None, beta=None, c=None, tr
             bad = (f(rn) != f(ref)) & mask
             assert not bad.any(), (
                 f"{ctx}: {f.__name__} pattern differs from scipy at {np.argwhere(bad)[:5].tolist()}"
-                f" got {rn[bad][:5]} expected {ref[bad][:5]}")
+                f" got {rn[bad][:5]} expected {ref[bad][:5]}"
+            )
     else:
         bad = (np.isfinite(rn) != np.isfinite(ref)) & mask
-        assert not bad.any(), (
-            f"{ctx}: non-finite pattern differs from scipy at {np.argwhere(bad)[:5].tolist()}")
+        assert not bad.any(), f"{ctx}: non-finite pattern differs from scipy at {np.argwhere(bad)[:5].tolist()}"
     if not nonfinite:
         assert np.all(np.isfinite(rn[mask])), f"{ctx}: unexpected non-finite values"
 
@@ -373,25 +412,36 @@ def run_case(emublas, backend, xp, name, alpha, a, b=None, beta=None, c=None, tr
     wide = np.complex128 if np.issubdtype(dt, np.complexfloating) else np.float64
     sel = mask & np.isfinite(ref)
     if quick and rn.size:
-        np.testing.assert_array_equal(rn.diagonal().real, ref.diagonal().real,
-                                      err_msg=f"{ctx}: beta=1 quick return must keep diag(c)")
+        np.testing.assert_array_equal(
+            rn.diagonal().real, ref.diagonal().real, err_msg=f"{ctx}: beta=1 quick return must keep diag(c)"
+        )
         sel &= diag_ok
     if sel.any():
         k = inner_k(name, np.atleast_2d(a0), trans)
         terms = 2 if fam(name) in ("syr2k", "her2k") else 1
         cmax = _amax(np.asarray(c0)) if c is not None else 0.0
         eb = eff_beta(name, 0 if beta is None else beta)
-        tol = tolerance(backend, _xp_name(xp), dt, k, terms, eff_alpha(name, alpha),
-                        eb if eb != 0 else 0, _amax(np.asarray(a0)),
-                        _amax(np.asarray(b0)) if b is not None else _amax(np.asarray(a0)),
-                        cmax)
+        tol = tolerance(
+            backend,
+            _xp_name(xp),
+            dt,
+            k,
+            terms,
+            eff_alpha(name, alpha),
+            eb if eb != 0 else 0,
+            _amax(np.asarray(a0)),
+            _amax(np.asarray(b0)) if b is not None else _amax(np.asarray(a0)),
+            cmax,
+        )
         err = np.abs(rn.astype(wide)[sel] - ref.astype(wide)[sel])
         emax = float(err.max())
         if emax > tol:
             i = int(err.argmax())
             pos = np.argwhere(sel)[i].tolist()
-            pytest.fail(f"{ctx}: max |emublas - scipy| = {emax:.3e} > tol {tol:.3e} at {pos}: "
-                        f"got {rn[tuple(pos)]!r} expected {ref[tuple(pos)]!r}")
+            pytest.fail(
+                f"{ctx}: max |emublas - scipy| = {emax:.3e} > tol {tol:.3e} at {pos}: "
+                f"got {rn[tuple(pos)]!r} expected {ref[tuple(pos)]!r}"
+            )
     return rn, ref
 
 
@@ -411,6 +461,7 @@ def scalar_value(kind, rng, name):
 # 1. every routine x every legal trans x lower x shape
 # --------------------------------------------------------------------------
 
+
 def _grid_cases():
     out = []
     for name in ROUTINES:
@@ -422,9 +473,16 @@ def _grid_cases():
                     with_c = (i % 2 == 0) != (lower == 1)
                     tid = "t%s" % ("".join(map(str, trans)) if isinstance(trans, tuple) else trans)
                     lid = "" if lower is None else f"-L{lower}"
-                    out.append(pytest.param(
-                        name, trans, lower, dims, with_c,
-                        id=f"{name}-{tid}{lid}-{'x'.join(map(str, dims))}-{'c' if with_c else 'noc'}"))
+                    out.append(
+                        pytest.param(
+                            name,
+                            trans,
+                            lower,
+                            dims,
+                            with_c,
+                            id=f"{name}-{tid}{lid}-{'x'.join(map(str, dims))}-{'c' if with_c else 'noc'}",
+                        )
+                    )
     return out
 
 
@@ -434,13 +492,13 @@ def test_trans_lower_shapes(emublas, backend, xp, rng, seed, name, trans, lower,
     a, b, c = make_inputs(name, dims, trans, rng, xp, layouts, with_c)
     alpha = scalar_value("complex" if is_cplx(name) else "real", rng, name)
     beta = scalar_value("complex" if is_cplx(name) else "real", rng, name)
-    run_case(emublas, backend, xp, name, alpha, a, b, beta, c, trans, lower, 0,
-             ctx=f"seed={seed} layouts={layouts}")
+    run_case(emublas, backend, xp, name, alpha, a, b, beta, c, trans, lower, 0, ctx=f"seed={seed} layouts={layouts}")
 
 
 # --------------------------------------------------------------------------
 # 2. alpha x beta x with/without c x overwrite_c
 # --------------------------------------------------------------------------
+
 
 def _scalar_cases():
     out = []
@@ -452,23 +510,23 @@ def _scalar_cases():
                     if not with_c and bk != "real":
                         continue  # beta without c only scales zeros: one case is enough
                     for ow in (0, 1):
-                        out.append(pytest.param(
-                            name, ak, bk, with_c, ow,
-                            id=f"{name}-a{ak}-b{bk}-{'c' if with_c else 'noc'}-ow{ow}"))
+                        out.append(
+                            pytest.param(
+                                name, ak, bk, with_c, ow, id=f"{name}-a{ak}-b{bk}-{'c' if with_c else 'noc'}-ow{ow}"
+                            )
+                        )
     return out
 
 
 @pytest.mark.parametrize("name,alpha_kind,beta_kind,with_c,overwrite_c", _scalar_cases())
-def test_alpha_beta_c_overwrite(emublas, backend, xp, rng, seed, name, alpha_kind, beta_kind,
-                                with_c, overwrite_c):
+def test_alpha_beta_c_overwrite(emublas, backend, xp, rng, seed, name, alpha_kind, beta_kind, with_c, overwrite_c):
     trans = (2, 1) if fam(name) == "gemm" else legal_trans(name)[-1]
     lower = None if fam(name) == "gemm" else int(rng.integers(2))
     dims = (7, 5, 3) if fam(name) == "gemm" else (7, 3)
     a, b, c = make_inputs(name, dims, trans, rng, xp, ("F", "C", "F"), with_c)
     alpha = scalar_value(alpha_kind, rng, name)
     beta = scalar_value(beta_kind, rng, name)
-    run_case(emublas, backend, xp, name, alpha, a, b, beta, c, trans, lower, overwrite_c,
-             ctx=f"seed={seed}")
+    run_case(emublas, backend, xp, name, alpha, a, b, beta, c, trans, lower, overwrite_c, ctx=f"seed={seed}")
 
 
 @pytest.mark.parametrize("name", [n for n in ROUTINES if herm(n)])
@@ -479,16 +537,13 @@ def test_herm_scalars_use_real_part(emublas, backend, xp, rng, seed, name):
         a, b, c = make_inputs(name, dims, 0, rng, xp)
         alpha = complex(1.25, -0.75)
         beta = complex(-0.5, 1.5)
-        r1 = call(getattr(emublas, name), name, alpha, a, b, beta, c, 0, lower, 0,
-                  backend=backend)
+        r1 = call(getattr(emublas, name), name, alpha, a, b, beta, c, 0, lower, 0, backend=backend)
         alpha2 = alpha.real if fam(name) == "herk" else alpha
-        r2 = call(getattr(emublas, name), name, alpha2, a, b, beta.real, c, 0, lower, 0,
-                  backend=backend)
+        r2 = call(getattr(emublas, name), name, alpha2, a, b, beta.real, c, 0, lower, 0, backend=backend)
         np.testing.assert_array_equal(
-            to_np(r1), to_np(r2),
-            err_msg=f"{name} lower={lower} seed={seed}: complex scalar differs from its real part")
-        run_case(emublas, backend, xp, name, alpha, a, b, beta, c, 0, lower, 0,
-                 ctx=f"seed={seed}")
+            to_np(r1), to_np(r2), err_msg=f"{name} lower={lower} seed={seed}: complex scalar differs from its real part"
+        )
+        run_case(emublas, backend, xp, name, alpha, a, b, beta, c, 0, lower, 0, ctx=f"seed={seed}")
 
 
 # --------------------------------------------------------------------------
@@ -519,8 +574,9 @@ def test_overwrite_c_kinds(emublas, backend, xp, rng, seed, name, c_kind, overwr
     alpha = scalar_value("complex" if is_cplx(name) else "real", rng, name)
     beta = scalar_value("real", rng, name)
     c_before = to_np(c)
-    run_case(emublas, backend, xp, name, alpha, a, b, beta, c, trans, lower, overwrite_c,
-             ctx=f"seed={seed} c_kind={c_kind}")
+    run_case(
+        emublas, backend, xp, name, alpha, a, b, beta, c, trans, lower, overwrite_c, ctx=f"seed={seed} c_kind={c_kind}"
+    )
     if c_kind == "list":
         np.testing.assert_array_equal(np.array(c), c_before)
 
@@ -528,6 +584,7 @@ def test_overwrite_c_kinds(emublas, backend, xp, rng, seed, name, c_kind, overwr
 # --------------------------------------------------------------------------
 # 4. k = 0 and alpha = 0
 # --------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("with_c", [True, False])
 @pytest.mark.parametrize("lower", [0, 1])
@@ -539,8 +596,7 @@ def test_k_zero(emublas, backend, xp, rng, seed, name, lower, with_c):
     a, b, c = make_inputs(name, dims, trans, rng, xp, ("F", "F", "F"), with_c)
     alpha = scalar_value("complex" if is_cplx(name) else "real", rng, name)
     beta = 0.75 if not is_cplx(name) else complex(0.75, -0.5)
-    rn, _ = run_case(emublas, backend, xp, name, alpha, a, b, beta, c, trans, lw, 0,
-                     ctx=f"seed={seed}")
+    rn, _ = run_case(emublas, backend, xp, name, alpha, a, b, beta, c, trans, lw, 0, ctx=f"seed={seed}")
     dt = DTYPES[name[0]]
     mask = ref_mask(name, rn.shape, lw)
     if with_c:
@@ -551,8 +607,9 @@ def test_k_zero(emublas, backend, xp, rng, seed, name, lower, with_c):
         expect = np.zeros(rn.shape, dt)
     eps = np.finfo(dt).eps
     scale = max(_amax(to_np(c)) if with_c else 0.0, 1.0)
-    np.testing.assert_allclose(rn[mask], expect[mask], rtol=0, atol=4 * eps * scale,
-                               err_msg=f"{name}: k=0 must give beta*C (seed={seed})")
+    np.testing.assert_allclose(
+        rn[mask], expect[mask], rtol=0, atol=4 * eps * scale, err_msg=f"{name}: k=0 must give beta*C (seed={seed})"
+    )
 
 
 @pytest.mark.parametrize("with_c", [True, False])
@@ -569,15 +626,14 @@ def test_alpha_zero_reads_no_a_b(emublas, backend, xp, rng, seed, name, with_c):
         b[2, 1] = np.nan
     beta = 1.5 if not is_cplx(name) else complex(1.5, 0.25)
     alpha = 0 if fam(name) != "herk" else complex(0, 1.0)  # herk: real part is 0
-    r = call(getattr(emublas, name), name, alpha, a, b, beta, c, trans, lower, 0,
-             backend=backend)
+    r = call(getattr(emublas, name), name, alpha, a, b, beta, c, trans, lower, 0, backend=backend)
     rn = to_np(r)
     dt = DTYPES[name[0]]
     assert rn.dtype == dt and r.flags.f_contiguous
     mask = ref_mask(name, rn.shape, lower)
     assert np.all(np.isfinite(rn)), (
-        f"{name}: alpha=0 must not read a/b (NaN/Inf leaked at "
-        f"{np.argwhere(~np.isfinite(rn)).tolist()}, seed={seed})")
+        f"{name}: alpha=0 must not read a/b (NaN/Inf leaked at {np.argwhere(~np.isfinite(rn)).tolist()}, seed={seed})"
+    )
     if with_c:
         cn = to_np(c)
         expect = (dt(eff_beta(name, beta)) * cn).astype(dt)
@@ -586,13 +642,15 @@ def test_alpha_zero_reads_no_a_b(emublas, backend, xp, rng, seed, name, with_c):
         expect[~mask] = cn[~mask]
     else:
         expect = np.zeros(rn.shape, dt)
-    np.testing.assert_allclose(rn, expect, rtol=4 * np.finfo(dt).eps, atol=0,
-                               err_msg=f"{name}: alpha=0 must give beta*C (seed={seed})")
+    np.testing.assert_allclose(
+        rn, expect, rtol=4 * np.finfo(dt).eps, atol=0, err_msg=f"{name}: alpha=0 must give beta*C (seed={seed})"
+    )
 
 
 # --------------------------------------------------------------------------
 # 5. NaN in c with beta == 0; NaN/Inf in a and b
 # --------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("overwrite_c", [0, 1])
 @pytest.mark.parametrize("lower", [0, 1])
@@ -609,8 +667,7 @@ def test_beta_zero_ignores_nan_c(emublas, backend, xp, rng, seed, name, lower, o
         cn = cn + 1j * np.nan
     c = place(cn.astype(dt), "F", xp)
     alpha = scalar_value("complex" if is_cplx(name) else "real", rng, name)
-    rn, _ = run_case(emublas, backend, xp, name, alpha, a, b, 0, c, trans, lw, overwrite_c,
-                     ctx=f"seed={seed}")
+    rn, _ = run_case(emublas, backend, xp, name, alpha, a, b, 0, c, trans, lw, overwrite_c, ctx=f"seed={seed}")
     mask = ref_mask(name, rn.shape, lw)
     assert np.all(np.isfinite(rn[mask])), f"{name}: beta=0 read the NaN c (seed={seed})"
 
@@ -620,11 +677,10 @@ def _nonfinite_cases():
     for name in ROUTINES:
         transes = [(0, 0), (1, 2), (2, 0)] if fam(name) == "gemm" else legal_trans(name)
         lowers = [None] if fam(name) == "gemm" else [0, 1]
-        for where in (["a", "b"] if has_b(name) else ["a"]):
+        for where in ["a", "b"] if has_b(name) else ["a"]:
             for trans in transes:
                 for lower in lowers:
-                    out.append(pytest.param(name, where, trans, lower,
-                                            id=f"{name}-{where}-t{trans}-L{lower}"))
+                    out.append(pytest.param(name, where, trans, lower, id=f"{name}-{where}-t{trans}-L{lower}"))
     return out
 
 
@@ -640,13 +696,28 @@ def test_nan_inf_propagation(emublas, backend, xp, rng, seed, name, where, trans
     x[int(rows[1]), int(cols[1])] = np.inf
     x[int(rows[2]), int(cols[2])] = -np.inf
     alpha, beta = 1.5, -0.5  # real scalars: complex scaling of Inf is order-dependent
-    run_case(emublas, backend, xp, name, alpha, a, b, beta, c, trans, lower, 0,
-             ctx=f"seed={seed} nonfinite in {where}", nonfinite=True)
+    run_case(
+        emublas,
+        backend,
+        xp,
+        name,
+        alpha,
+        a,
+        b,
+        beta,
+        c,
+        trans,
+        lower,
+        0,
+        ctx=f"seed={seed} nonfinite in {where}",
+        nonfinite=True,
+    )
 
 
 # --------------------------------------------------------------------------
 # 6. defaults, lists, scalars, mixed input dtypes
 # --------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", ROUTINES)
 def test_defaults_only(emublas, backend, xp, rng, seed, name):
@@ -673,16 +744,27 @@ def test_nested_lists(emublas, backend, rng, seed, name):
     trans = (1, 0) if fam(name) == "gemm" else legal_trans(name)[-1]
     lower = None if fam(name) == "gemm" else 1
     a, b, c = make_inputs(name, dims, trans, rng, np)
-    conv = (lambda x: x.tolist()) if is_cplx(name) else (
-        lambda x: x.astype(np.float64).tolist())
+    conv = (lambda x: x.tolist()) if is_cplx(name) else (lambda x: x.astype(np.float64).tolist())
     alpha = scalar_value("complex" if is_cplx(name) else "real", rng, name)
-    run_case(emublas, backend, np, name, alpha, conv(a), conv(b) if b is not None else None,
-             0.5, conv(c), trans, lower, 0, ctx=f"seed={seed} lists")
+    run_case(
+        emublas,
+        backend,
+        np,
+        name,
+        alpha,
+        conv(a),
+        conv(b) if b is not None else None,
+        0.5,
+        conv(c),
+        trans,
+        lower,
+        0,
+        ctx=f"seed={seed} lists",
+    )
     # python ints as well
     ai = rng.integers(-5, 6, size=a.shape).tolist()
     bi = rng.integers(-5, 6, size=b.shape).tolist() if b is not None else None
-    run_case(emublas, backend, np, name, 2, ai, bi, None, None, trans, lower,
-             ctx=f"seed={seed} int lists")
+    run_case(emublas, backend, np, name, 2, ai, bi, None, None, trans, lower, ctx=f"seed={seed} int lists")
 
 
 def _scalar_inputs(name):
@@ -697,8 +779,20 @@ def test_scalar_a_b_act_as_1x1(emublas, backend, name):
         b = bv if has_b(name) else None
         lower = None if fam(name) == "gemm" else 0
         run_case(emublas, backend, np, name, 1.25, av, b, ctx=f"scalars {av!r} {bv!r}")
-        run_case(emublas, backend, np, name, -0.5, av, b, 2.0, [[0.75]], None, lower,
-                 ctx=f"scalars {av!r} {bv!r} with list c")
+        run_case(
+            emublas,
+            backend,
+            np,
+            name,
+            -0.5,
+            av,
+            b,
+            2.0,
+            [[0.75]],
+            None,
+            lower,
+            ctx=f"scalars {av!r} {bv!r} with list c",
+        )
 
 
 @pytest.mark.parametrize("name", ["dgemm", "zgemm", "ssyrk", "zherk", "dsyr2k", "cher2k"])
@@ -719,15 +813,35 @@ def test_input_dtype_cast_to_routine(emublas, backend, xp, rng, seed, name):
 # 7. the dtype-generic routines
 # --------------------------------------------------------------------------
 
-F32, F64, C64, C128, I64, I32 = (np.float32, np.float64, np.complex64, np.complex128,
-                                 np.int64, np.int32)
+F32, F64, C64, C128, I64, I32 = (np.float32, np.float64, np.complex64, np.complex128, np.int64, np.int32)
 GENERIC_COMBOS = {
-    "gemm": [(F32, F32, None), (F64, F64, None), (C64, C64, None), (C128, C128, None),
-             (F32, F64, None), (F32, C64, None), (F64, C64, None), (F32, F32, F64),
-             (F32, F32, C64), (I64, I64, None), (I32, F32, None), (C64, F32, C128),
-             (F64, F64, F32), (C64, C64, F64)],
-    "syrk": [(F32, None), (F64, None), (C64, None), (C128, None), (F32, F64), (F64, C64),
-             (I64, None), (C64, C128), (F32, C64)],
+    "gemm": [
+        (F32, F32, None),
+        (F64, F64, None),
+        (C64, C64, None),
+        (C128, C128, None),
+        (F32, F64, None),
+        (F32, C64, None),
+        (F64, C64, None),
+        (F32, F32, F64),
+        (F32, F32, C64),
+        (I64, I64, None),
+        (I32, F32, None),
+        (C64, F32, C128),
+        (F64, F64, F32),
+        (C64, C64, F64),
+    ],
+    "syrk": [
+        (F32, None),
+        (F64, None),
+        (C64, None),
+        (C128, None),
+        (F32, F64),
+        (F64, C64),
+        (I64, None),
+        (C64, C128),
+        (F32, C64),
+    ],
 }
 GENERIC_COMBOS["syr2k"] = GENERIC_COMBOS["gemm"]
 GENERIC_COMBOS["her2k"] = GENERIC_COMBOS["gemm"]
@@ -738,8 +852,9 @@ def _generic_cases():
     out = []
     for f, combos in GENERIC_COMBOS.items():
         for combo in combos:
-            out.append(pytest.param(f, combo, id=f + "-" + "-".join(
-                "none" if t is None else np.dtype(t).name for t in combo)))
+            out.append(
+                pytest.param(f, combo, id=f + "-" + "-".join("none" if t is None else np.dtype(t).name for t in combo))
+            )
     return out
 
 
@@ -752,7 +867,7 @@ def _rand_any(rng, shape, t):
 @pytest.mark.parametrize("family,combo", _generic_cases())
 def test_generic_prefix(emublas, backend, xp, rng, seed, family, combo):
     nb = family in ("gemm", "syr2k", "her2k")
-    ta, tb, tc = (combo if nb else (combo[0], None, combo[1]))
+    ta, tb, tc = combo if nb else (combo[0], None, combo[1])
     if family == "gemm":
         an, bn, cshape = _rand_any(rng, (5, 3), ta), _rand_any(rng, (3, 4), tb), (5, 4)
     else:
@@ -774,12 +889,12 @@ def test_generic_prefix(emublas, backend, xp, rng, seed, family, combo):
     beta = 0.5
     # call the generic emublas function, compare with the concrete scipy routine
     dt = np.dtype(DTYPES[prefix])
-    r = call(getattr(emublas, family), "x" + family, alpha, a, b, beta, c,
-             None, lower, backend=backend)
+    r = call(getattr(emublas, family), "x" + family, alpha, a, b, beta, c, None, lower, backend=backend)
     ref = call(getattr(sblas, name), name, alpha, an, bn, beta, cn, None, lower)
     assert r.dtype == dt, (
         f"{family}{[np.dtype(t).name if t else None for t in combo]}: result dtype {r.dtype}, "
-        f"scipy's find_best_blas_type gives {prefix} ({dt})")
+        f"scipy's find_best_blas_type gives {prefix} ({dt})"
+    )
     assert r.flags.f_contiguous
     rn = to_np(r)
     assert rn.shape == ref.shape
@@ -789,10 +904,18 @@ def test_generic_prefix(emublas, backend, xp, rng, seed, family, combo):
         np.testing.assert_array_equal(rn[~mask], expect[~mask])
     wide = np.complex128 if dt.kind == "c" else np.float64
     err = float(np.max(np.abs(rn.astype(wide)[mask] - ref.astype(wide)[mask])))
-    tol = tolerance(backend, _xp_name(xp), dt, 3, 2 if nb and family != "gemm" else 1,
-                    abs(alpha), beta, _amax(an.astype(wide)),
-                    _amax(bn.astype(wide)) if bn is not None else _amax(an.astype(wide)),
-                    _amax(cn.astype(wide)) if cn is not None else 0.0)
+    tol = tolerance(
+        backend,
+        _xp_name(xp),
+        dt,
+        3,
+        2 if nb and family != "gemm" else 1,
+        abs(alpha),
+        beta,
+        _amax(an.astype(wide)),
+        _amax(bn.astype(wide)) if bn is not None else _amax(an.astype(wide)),
+        _amax(cn.astype(wide)) if cn is not None else 0.0,
+    )
     assert err <= tol, f"{family} -> {name}: error {err:.3e} > {tol:.3e} (seed={seed})"
 
 
@@ -826,17 +949,21 @@ def test_generic_with_lists_and_scalars(emublas, backend, family):
 # 8. hypothesis: random routine/shape/trans/lower/scalars/layouts
 # --------------------------------------------------------------------------
 
+
 def _scalar_strategy(cplx):
-    real = st.one_of(st.sampled_from([0.0, 1.0, -1.0]),
-                     st.floats(-3, 3, allow_nan=False, allow_infinity=False, width=32))
+    real = st.one_of(
+        st.sampled_from([0.0, 1.0, -1.0]), st.floats(-3, 3, allow_nan=False, allow_infinity=False, width=32)
+    )
     if not cplx:
         return real
     return st.one_of(real, st.builds(complex, real, real))
 
 
-@settings(max_examples=int(os.environ.get("EMUBLAS_TEST_HYPOTHESIS_EXAMPLES", "300")),
-          deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("EMUBLAS_TEST_HYPOTHESIS_EXAMPLES", "300")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(data=st.data())
 def test_property_random_calls(emublas, backend, xp, data):
     name = data.draw(st.sampled_from(ROUTINES), label="routine")
@@ -853,5 +980,6 @@ def test_property_random_calls(emublas, backend, xp, data):
     seed = data.draw(st.integers(0, 2**63 - 1), label="seed")
     rng = np.random.default_rng(seed)
     a, b, c = make_inputs(name, dims, trans, rng, xp, lay, with_c)
-    run_case(emublas, backend, xp, name, alpha, a, b, beta, c, trans, lower, ow,
-             ctx=f"hypothesis seed={seed} layouts={lay}")
+    run_case(
+        emublas, backend, xp, name, alpha, a, b, beta, c, trans, lower, ow, ctx=f"hypothesis seed={seed} layouts={lay}"
+    )

@@ -1,4 +1,5 @@
 """boolpack: exact 0/1 and integer products (both CPU kernels), quantized float gemm."""
+
 import itertools
 
 import numpy as np
@@ -10,9 +11,22 @@ bp = pytest.importorskip("emublas.backends.boolpack.kernels_cpu")
 
 pytestmark = pytest.mark.skipif(not cpu.available(), reason="C extension not built")
 
-SHAPES = [(1, 1, 1), (1, 0, 1), (3, 0, 5), (2, 1, 3), (5, 63, 7), (9, 64, 25), (17, 65, 3),
-          (33, 127, 50), (8, 128, 24), (7, 129, 49), (1, 300, 1), (70, 5, 1), (1, 5, 90),
-          (100, 1000, 70)]
+SHAPES = [
+    (1, 1, 1),
+    (1, 0, 1),
+    (3, 0, 5),
+    (2, 1, 3),
+    (5, 63, 7),
+    (9, 64, 25),
+    (17, 65, 3),
+    (33, 127, 50),
+    (8, 128, 24),
+    (7, 129, 49),
+    (1, 300, 1),
+    (70, 5, 1),
+    (1, 5, 90),
+    (100, 1000, 70),
+]
 
 
 def impls():
@@ -115,6 +129,7 @@ def test_bad_impl_and_args(rng):
 
 
 # ---- float gemm -------------------------------------------------------------
+
 
 def _rel_err(emublas, a, b, bits):
     with emublas.use("boolpack", bits=bits):

@@ -2,14 +2,29 @@
 
 Skipped without cupy and a CUDA device (the ``cupy`` fixture of conftest).
 """
+
 import numpy as np
 import pytest
 
 pytestmark = pytest.mark.gpu
 
-SHAPES = [(1, 1, 1), (1, 0, 1), (3, 0, 5), (2, 1, 3), (5, 63, 7), (9, 64, 25), (17, 65, 3),
-          (33, 127, 50), (127, 255, 129), (128, 256, 128), (129, 257, 130), (130, 511, 1),
-          (1, 513, 300), (200, 1000, 77), (256, 4096, 384)]
+SHAPES = [
+    (1, 1, 1),
+    (1, 0, 1),
+    (3, 0, 5),
+    (2, 1, 3),
+    (5, 63, 7),
+    (9, 64, 25),
+    (17, 65, 3),
+    (33, 127, 50),
+    (127, 255, 129),
+    (128, 256, 128),
+    (129, 257, 130),
+    (130, 511, 1),
+    (1, 513, 300),
+    (200, 1000, 77),
+    (256, 4096, 384),
+]
 
 
 @pytest.fixture
@@ -39,8 +54,8 @@ def test_dtypes_and_layouts(cupy, gpu, rng, dtype):
     a = rng.integers(0, 2, (70, 300)).astype(dtype)
     b = rng.integers(0, 2, (300, 45)).astype(dtype)
     ref = a.astype(np.int64) @ b.astype(np.int64)
-    ga = cupy.asfortranarray(cupy.asarray(a))     # k not contiguous: repacked
-    gb = cupy.asarray(np.ascontiguousarray(b))    # C order B: columns strided
+    ga = cupy.asfortranarray(cupy.asarray(a))  # k not contiguous: repacked
+    gb = cupy.asarray(np.ascontiguousarray(b))  # C order B: columns strided
     got = gpu.matmul01(ga, gb)
     assert np.array_equal(cupy.asnumpy(got).astype(np.int64), ref)
 
@@ -74,8 +89,10 @@ def test_float_gemm_matches_cpu(cupy, emublas, rng):
     assert np.allclose(cupy.asnumpy(gpu_c), cpu_c, rtol=1e-14, atol=1e-12)
 
 
-@pytest.mark.parametrize("dtype,lo,hi", [("bool", 0, 2), ("uint8", 0, 2), ("int16", -300, 300),
-                                         ("int32", -(2**20), 2**20), ("uint8", 0, 256)])
+@pytest.mark.parametrize(
+    "dtype,lo,hi",
+    [("bool", 0, 2), ("uint8", 0, 2), ("int16", -300, 300), ("int32", -(2**20), 2**20), ("uint8", 0, 256)],
+)
 @pytest.mark.parametrize("shape", [(1, 1, 1), (37, 70, 29), (130, 257, 65)])
 def test_intmatmul_exact_on_gpu(cupy, emublas, rng, dtype, lo, hi, shape):
     m, k, n = shape

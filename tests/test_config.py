@@ -1,4 +1,5 @@
 """Backend selection: precedence, options, environment, validation, threads."""
+
 import threading
 
 import numpy as np
@@ -133,11 +134,14 @@ def test_set_backend_is_process_wide(recorder):
     assert out["b"] == "recorder"
 
 
-@pytest.mark.parametrize("make", [
-    lambda: emublas.set_backend("nope"),
-    lambda: emublas.use("nope").__enter__(),
-    lambda: _call(backend="nope"),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: emublas.set_backend("nope"),
+        lambda: emublas.use("nope").__enter__(),
+        lambda: _call(backend="nope"),
+    ],
+)
 def test_unknown_backend_lists_valid(recorder, make):
     with pytest.raises(ValueError, match="valid backends: .*native"):
         make()
@@ -149,13 +153,16 @@ def test_unknown_backend_in_env_fails_on_read(recorder, monkeypatch):
         _call()
 
 
-@pytest.mark.parametrize("opts, pattern", [
-    ({"levle": 1}, "no option 'levle'.*valid options: flag, level, mode"),
-    ({"level": 9}, "outside.*valid values: integers 0..5 or auto"),
-    ({"level": 1.5}, "not an integer"),
-    ({"mode": "slow"}, "'slow' is not one of fast, accurate"),
-    ({"flag": "maybe"}, "not a boolean"),
-])
+@pytest.mark.parametrize(
+    "opts, pattern",
+    [
+        ({"levle": 1}, "no option 'levle'.*valid options: flag, level, mode"),
+        ({"level": 9}, "outside.*valid values: integers 0..5 or auto"),
+        ({"level": 1.5}, "not an integer"),
+        ({"mode": "slow"}, "'slow' is not one of fast, accurate"),
+        ({"flag": "maybe"}, "not a boolean"),
+    ],
+)
 def test_bad_options_rejected_everywhere(recorder, opts, pattern):
     with pytest.raises(ValueError, match=pattern):
         emublas.set_backend("recorder", **opts)
@@ -228,6 +235,7 @@ def test_ozaki2_devices_from_environment(emublas, monkeypatch):
 # ---------------------------------------------------------------------------
 # EMUBLAS_NUM_THREADS and the shared environment parsers
 # ---------------------------------------------------------------------------
+
 
 def test_env_parsers_live_below_backends_and_kernels():
     import ast

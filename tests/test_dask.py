@@ -4,6 +4,7 @@ Most tests run on dask's synchronous scheduler; the ``cluster`` fixture starts
 one small ``LocalCluster`` of two worker processes for the distributed tests,
 including a worker killed in the middle of a computation.
 """
+
 import contextlib
 import os
 import warnings
@@ -63,8 +64,16 @@ def test_gemm_trans_alpha_beta_c(sync, rng, dtype, trans_a, trans_b):
     c = randn(rng, SHAPES[::2], dtype)
     alpha, beta = (0.75, -1.5) if dtype == np.float64 else (0.5 - 0.25j, 1.0 + 2.0j)
     ref = emublas.gemm(alpha, a, b, beta, c, trans_a, trans_b, backend="ozaki2")
-    got = ed.gemm(alpha, da.from_array(a, chunks=33), da.from_array(b, chunks=(29, 41)), beta,
-                  da.from_array(c, chunks=50), trans_a, trans_b, backend="ozaki2").compute()
+    got = ed.gemm(
+        alpha,
+        da.from_array(a, chunks=33),
+        da.from_array(b, chunks=(29, 41)),
+        beta,
+        da.from_array(c, chunks=50),
+        trans_a,
+        trans_b,
+        backend="ozaki2",
+    ).compute()
     _same(got, ref)
 
 
@@ -81,8 +90,13 @@ def test_modes_and_moduli(sync, rng, mode):
             ref = emublas.gemm(1.0, a, b, backend="ozaki2", mode=mode, moduli=moduli)
         short = any(issubclass(w.category, emublas.OzakiAccuracyWarning) for w in single)
         with pytest.warns(emublas.OzakiAccuracyWarning) if short else contextlib.nullcontext():
-            got = ed.matmul(da.from_array(a, chunks=(50, 26)), da.from_array(b, chunks=(26, 61)),
-                            backend="ozaki2", mode=mode, moduli=moduli).compute()
+            got = ed.matmul(
+                da.from_array(a, chunks=(50, 26)),
+                da.from_array(b, chunks=(26, 61)),
+                backend="ozaki2",
+                mode=mode,
+                moduli=moduli,
+            ).compute()
         _same(got, ref)
 
 
@@ -90,8 +104,7 @@ def test_complex_hybrid_moduli(sync, rng):
     """Past 22 moduli, complex products use 3M for the extra moduli."""
     a, b = _operands(rng, np.complex128)
     ref = emublas.zgemm(1.0, a, b, backend="ozaki2", moduli=24)
-    got = ed.matmul(da.from_array(a, chunks=(40, 33)), da.from_array(b, chunks=(33, 40)),
-                    backend="ozaki2", moduli=24)
+    got = ed.matmul(da.from_array(a, chunks=(40, 33)), da.from_array(b, chunks=(33, 40)), backend="ozaki2", moduli=24)
     _same(got.compute(), ref)
 
 
@@ -125,10 +138,16 @@ def test_nonfinite(sync, rng, beta):
     a[50, 100] = np.inf
     b[7, 30] = -np.inf
     ref = emublas.gemm(1.5, a, b, beta, c, backend="ozaki2")
-    got = ed.gemm(1.5, da.from_array(a, chunks=(40, 33)), da.from_array(b, chunks=(33, 40)), beta,
-                  da.from_array(c, chunks=(40, 40)), backend="ozaki2").compute()
+    got = ed.gemm(
+        1.5,
+        da.from_array(a, chunks=(40, 33)),
+        da.from_array(b, chunks=(33, 40)),
+        beta,
+        da.from_array(c, chunks=(40, 40)),
+        backend="ozaki2",
+    ).compute()
     bad = ~np.isfinite(ref)
-    assert (bad[[4, 50]].all() and bad[:, 30].all())
+    assert bad[[4, 50]].all() and bad[:, 30].all()
     np.testing.assert_array_equal(np.isfinite(got), ~bad)
     _same(got[~bad], ref[~bad])
 
@@ -136,8 +155,16 @@ def test_nonfinite(sync, rng, beta):
 def test_native_backend_close_to_numpy(sync, rng):
     a, b = _operands(rng, np.complex128, trans_b=2)
     c = randn(rng, SHAPES[::2], np.complex128)
-    got = ed.gemm(2.0, da.from_array(a, chunks=(40, 33)), da.from_array(b, chunks=(20, 33)), 0.5,
-                  da.from_array(c, chunks=(40, 40)), 0, 2, backend="native").compute()
+    got = ed.gemm(
+        2.0,
+        da.from_array(a, chunks=(40, 33)),
+        da.from_array(b, chunks=(20, 33)),
+        0.5,
+        da.from_array(c, chunks=(40, 40)),
+        0,
+        2,
+        backend="native",
+    ).compute()
     np.testing.assert_allclose(got, 2.0 * a @ b.conj().T + 0.5 * c, rtol=1e-13, atol=1e-12)
 
 
@@ -179,6 +206,7 @@ def test_array_likes_and_vectors(sync, rng):
 # ---------------------------------------------------------------------------
 # cupy chunks (GPU): the same products computed on the device of each block
 # ---------------------------------------------------------------------------
+
 
 def _on_gpu(cupy, *arrays, chunks):
     return [da.from_array(cupy.asarray(x), chunks=ch, asarray=False) for x, ch in zip(arrays, chunks)]
@@ -290,15 +318,22 @@ def test_cupy_chunks_quick_return_and_mixing(sync, rng, cupy):
 # a LocalCluster of two worker processes
 # ---------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def client():
     distributed = pytest.importorskip("distributed")
     # the workers import the emublas this test imports, one C thread each
     root = os.path.dirname(os.path.dirname(os.path.abspath(emublas.__file__)))
-    env = {"PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
-           "EMUBLAS_NUM_THREADS": "1"}
-    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None,
-                                  env=env) as cluster, distributed.Client(cluster) as cl:
+    env = {
+        "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+        "EMUBLAS_NUM_THREADS": "1",
+    }
+    with (
+        distributed.LocalCluster(
+            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None, env=env
+        ) as cluster,
+        distributed.Client(cluster) as cl,
+    ):
         yield cl
 
 

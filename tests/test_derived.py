@@ -1,4 +1,5 @@
 """Rank-k routines derived by the front from a backend that only has gemm."""
+
 import itertools
 
 import numpy as np

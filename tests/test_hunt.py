@@ -9,6 +9,7 @@ The normal run checks a few hundred cases (seconds); the long hunt is marked
 ``slow`` and runs only when selected: ``python3 -m pytest -m slow tests/test_hunt.py``.
 ``benchmarks/bench_hunt.py`` counts over many more cases.
 """
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -73,10 +74,15 @@ def _params(slow: bool):
     return out
 
 
-_FAST = settings(max_examples=15, deadline=None, derandomize=True,
-                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-_SLOW = settings(max_examples=600, deadline=None,
-                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+_FAST = settings(
+    max_examples=15,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+_SLOW = settings(
+    max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 
 
 @pytest.mark.parametrize("kind,backend", _params(slow=False))
@@ -97,6 +103,7 @@ def test_hunt_long(kind, backend, data, request):
 
 # -- the checker itself finds what it should -----------------------------------
 
+
 @pytest.mark.parametrize("kind", H.KINDS)
 @pytest.mark.parametrize("prefix", list(H.PREFIXES))
 def test_checker_flags_a_wrong_entry_and_passes_native(kind, prefix):
@@ -115,15 +122,15 @@ def test_checker_flags_a_wrong_entry_and_passes_native(kind, prefix):
 
 def test_checker_overflow_and_untouched_triangle():
     a = np.full((2, 2), 1e300)
-    case = H.Case("gemm", "d", "native", {}, a, np.eye(2), np.zeros((2, 2), order="F"),
-                  4e8, 0.0, (0, 0))
+    case = H.Case("gemm", "d", "native", {}, a, np.eye(2), np.zeros((2, 2), order="F"), 4e8, 0.0, (0, 0))
     out, _ = H.run(case)
     assert np.isinf(out).all() and H.check(case, out, False).silent == 0  # exact 4e308 overflows
     assert H.check(case, np.full((2, 2), np.finfo(float).max), False).silent == 0  # largest finite
     assert H.check(case, np.full((2, 2), 1e308), False).silent == 4
     assert H.check(case, -out, False).silent == 4  # wrong sign of Inf
-    rk = H.Case("syrk", "d", "native", {}, np.eye(3), None, np.asfortranarray(np.full((3, 3), 5.0)),
-                1.0, 1.0, (0,), lower=1)
+    rk = H.Case(
+        "syrk", "d", "native", {}, np.eye(3), None, np.asfortranarray(np.full((3, 3), 5.0)), 1.0, 1.0, (0,), lower=1
+    )
     out, _ = H.run(rk)
     assert H.check(rk, out, False).silent == 0
     out[0, 2] = 0.0  # the upper triangle is not referenced: it must keep c's values

@@ -5,6 +5,7 @@ int32 where a test provokes wraparound).  Each test draws a fresh seed (the
 ``seed`` fixture of conftest.py) and names it in its assertion messages; replay
 a failure with ``EMUBLAS_TEST_SEED=<seed>``.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,9 +19,7 @@ import pytest
 
 from emublas._kernels import cpu
 
-pytestmark = pytest.mark.skipif(
-    not cpu.available(), reason=f"C extension not built: {cpu.load_error()}"
-)
+pytestmark = pytest.mark.skipif(not cpu.available(), reason=f"C extension not built: {cpu.load_error()}")
 
 HAS_VNNI = cpu.available() and cpu.features()["avx512_vnni"]
 needs_vnni = pytest.mark.skipif(not HAS_VNNI, reason="CPU lacks AVX-512 VNNI")
@@ -105,10 +104,21 @@ def i8gemm_baseline(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     c = np.empty((m, n), dtype=np.int32)
     p = lambda x, t: ffi.cast(t, x.__array_interface__["data"][0])  # noqa: E731
     rc = lib.emublas_i8gemm(
-        lib.EMUBLAS_IMPL_GENERIC_BASELINE, m, n, k,
-        p(a, "int8_t *"), a.strides[0], a.strides[1],
-        p(b, "int8_t *"), b.strides[0], b.strides[1],
-        p(c, "int32_t *"), c.strides[0] // 4, c.strides[1] // 4, 0, 2,
+        lib.EMUBLAS_IMPL_GENERIC_BASELINE,
+        m,
+        n,
+        k,
+        p(a, "int8_t *"),
+        a.strides[0],
+        a.strides[1],
+        p(b, "int8_t *"),
+        b.strides[0],
+        b.strides[1],
+        p(c, "int32_t *"),
+        c.strides[0] // 4,
+        c.strides[1] // 4,
+        0,
+        2,
     )
     assert rc == 0, f"baseline kernel returned {rc}"
     return c

@@ -1,4 +1,5 @@
 """emublas.info() and the command line."""
+
 import json
 import subprocess
 import sys
@@ -57,14 +58,20 @@ def test_cli_demo_runs_small(capsys):
     for name in ("dgemm", "zgemm", "dsyrk", "zherk", "zher2k"):
         assert name in out
     # boolpack quantizes floats to `bits` bits (not exact by design): its error is not bounded here
-    errors = [float(line.split()[-1]) for line in out.splitlines() if line.split()[:1] and line.split()[0] in
-              ("dgemm", "zgemm", "dsyrk", "zherk", "zher2k") and line.split()[1] != "boolpack"]
+    errors = [
+        float(line.split()[-1])
+        for line in out.splitlines()
+        if line.split()[:1]
+        and line.split()[0] in ("dgemm", "zgemm", "dsyrk", "zherk", "zher2k")
+        and line.split()[1] != "boolpack"
+    ]
     assert errors and max(errors) < 1e-13
 
 
 def test_module_entry_point():
-    proc = subprocess.run([sys.executable, "-m", "emublas", "info", "--json"], capture_output=True, text=True,
-                          check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "emublas", "info", "--json"], capture_output=True, text=True, check=False
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["version"] == emublas.__version__
 
@@ -89,14 +96,14 @@ def test_signatures_match_scipy(name):
 # ---------------------------------------------------------------------------
 
 
-
 def _cli(*args, env=None):
     import os
 
     full = {k: v for k, v in os.environ.items() if not k.startswith("EMUBLAS_")}
     full.update(env or {})
-    return subprocess.run([sys.executable, "-m", "emublas", *args], env=full, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "emublas", *args], env=full, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_cli_version_and_bare_help():
@@ -150,8 +157,9 @@ def test_call_backend_and_use_block_do_not_read_a_bad_backend_variable(monkeypat
         emublas.dgemm(1.0, a, a)  # here the variable decides, and is validated
 
 
-@pytest.mark.parametrize("value, verbose", [("false", False), ("no", False), ("off", False), ("0", False),
-                                            ("", False), ("on", True)])
+@pytest.mark.parametrize(
+    "value, verbose", [("false", False), ("no", False), ("off", False), ("0", False), ("", False), ("on", True)]
+)
 def test_cli_shim_verbose_words(tmp_path, value, verbose):
     prog = tmp_path / "p.py"
     prog.write_text("import numpy as np, scipy.linalg.blas as b; b.dgemm(1.0, np.ones((70, 70)), np.ones((70, 70)))\n")
@@ -159,8 +167,13 @@ def test_cli_shim_verbose_words(tmp_path, value, verbose):
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMUBLAS_")}
     env["EMUBLAS_VERBOSE"] = value
-    r = subprocess.run([sys.executable, "-m", "emublas.interpose", "--backend", "ozaki2", str(prog)], env=env,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "emublas.interpose", "--backend", "ozaki2", str(prog)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert ("emublas: dgemm 70x70x70" in r.stderr) is verbose
 

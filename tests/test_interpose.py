@@ -1,4 +1,5 @@
 """The interpose shim in-process: swapping, routing, fall-through, threads, stats."""
+
 import threading
 
 import numpy as np
@@ -141,14 +142,30 @@ def test_runner_module(tmp_path, rng):
         "a = np.arange(80 * 80, dtype=float).reshape(80, 80) / 7\n"
         "c = b.dgemm(1.0, a, a)\n"
         "import emublas.interpose as s\n"
-        "print(sys.argv[1:], s.stats(), float(abs(c - a @ a).max() / abs(a @ a).max()) < 1e-14)\n")
-    run = subprocess.run([sys.executable, "-m", "emublas.interpose", "--backend", "ozaki2", "--option", "moduli=18",
-                          str(script), "x", "y"], capture_output=True, text=True, env={**__import__("os").environ,
-                                                                                      "EMUBLAS_MIN_DIM": "0"})
+        "print(sys.argv[1:], s.stats(), float(abs(c - a @ a).max() / abs(a @ a).max()) < 1e-14)\n"
+    )
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "emublas.interpose",
+            "--backend",
+            "ozaki2",
+            "--option",
+            "moduli=18",
+            str(script),
+            "x",
+            "y",
+        ],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "EMUBLAS_MIN_DIM": "0"},
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "['x', 'y'] {'dgemm:emulated': 1} True"
-    bad = subprocess.run([sys.executable, "-m", "emublas.interpose", "--backend", "nope", str(script)],
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "emublas.interpose", "--backend", "nope", str(script)], capture_output=True, text=True
+    )
     assert bad.returncode != 0 and "valid backends" in bad.stderr
 
 
@@ -161,8 +178,9 @@ def test_pth_file_matches_its_source():
     spec = importlib.util.spec_from_file_location("startup_hook", folder / "startup_hook.py")
     hook = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hook)
-    assert (folder / "emublas-interpose.pth").read_text() == hook.pth_text(), \
+    assert (folder / "emublas-interpose.pth").read_text() == hook.pth_text(), (
         "regenerate with: python3 interpose/startup_hook.py"
+    )
 
 
 def test_one_import_hook_behind_the_pth_file_and_the_cupy_part(tmp_path, monkeypatch):
@@ -179,8 +197,10 @@ def test_one_import_hook_behind_the_pth_file_and_the_cupy_part(tmp_path, monkeyp
     (tmp_path / "emublas_hook_probe.py").write_text("X = 7\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     seen = []
-    hooks = [import_hook.AfterImport(("emublas_hook_probe",), lambda m, t=t: seen.append((t, m.X)), f"probe-{t}")
-             for t in "ab"]
+    hooks = [
+        import_hook.AfterImport(("emublas_hook_probe",), lambda m, t=t: seen.append((t, m.X)), f"probe-{t}")
+        for t in "ab"
+    ]
     for hook in hooks:
         hook.arm()
         hook.arm()  # once

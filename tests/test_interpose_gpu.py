@@ -1,4 +1,5 @@
 """The shim's cupy entry points (run on the device; skipped without cupy and a GPU)."""
+
 import subprocess
 import sys
 
@@ -91,9 +92,11 @@ def test_uninstall_restores_cupy(cupy):
 
 
 def test_import_hook_swaps_cupy_imported_later(cupy):
-    code = ("import sys, emublas.interpose as s; s.install(); assert 'cupy' not in sys.modules;"
-            " import cupy; print(cupy.matmul.__doc__.splitlines()[0]); s.uninstall();"
-            " print(cupy.matmul.__doc__ is None or 'emublas' not in cupy.matmul.__doc__.splitlines()[0])")
+    code = (
+        "import sys, emublas.interpose as s; s.install(); assert 'cupy' not in sys.modules;"
+        " import cupy; print(cupy.matmul.__doc__.splitlines()[0]); s.uninstall();"
+        " print(cupy.matmul.__doc__ is None or 'emublas' not in cupy.matmul.__doc__.splitlines()[0])"
+    )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     first, second = run.stdout.splitlines()

@@ -19,6 +19,7 @@ neither build/ nor the compiled extension into the working tree.  Nothing is
 downloaded; where venv, pip or a build requirement is missing the tests are
 skipped with the reason.  About 20 s on 2 cores (two cffi builds).
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -34,14 +35,29 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PTH = "emublas-interpose.pth"
 MARK = "emublas interpose:"  # how the shim's replacements' docstrings begin
-COPY_IGNORE = shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__", "*.so", "*.o",
-                                     ".pytest_cache", ".hypothesis", "out", "sweep-out", ".whl", "_cpu.c")
+COPY_IGNORE = shutil.ignore_patterns(
+    ".git",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    "*.so",
+    "*.o",
+    ".pytest_cache",
+    ".hypothesis",
+    "out",
+    "sweep-out",
+    ".whl",
+    "_cpu.c",
+)
 
 
 def _why_not() -> str | None:
     if sys.prefix != sys.base_prefix:
-        return ("running inside a virtual environment: a venv made from it with --system-site-packages"
-                " sees the base interpreter's packages, not this environment's numpy/scipy")
+        return (
+            "running inside a virtual environment: a venv made from it with --system-site-packages"
+            " sees the base interpreter's packages, not this environment's numpy/scipy"
+        )
     if not (ROOT / "setup.py").is_file() or not (ROOT / "interpose" / PTH).is_file():
         return "not a source checkout (setup.py or interpose/emublas-interpose.pth missing)"
     for name in ("venv", "pip", "setuptools", "wheel", "cffi"):
@@ -58,15 +74,19 @@ pytestmark = pytest.mark.skipif(_why_not() is not None, reason=str(_why_not()))
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("EMUBLAS_", "PIP_")) and k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("EMUBLAS_", "PIP_")) and k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")
+    }
     env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1", **extra)
     return env
 
 
 def _run(args, cwd, env=None, timeout=240) -> subprocess.CompletedProcess:
-    return subprocess.run([str(a) for a in args], cwd=cwd, env=env or _env(), capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [str(a) for a in args], cwd=cwd, env=env or _env(), capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
 """The shim's runner (``python -m emublas.interpose``) and the shim's own rules, as a user meets them."""
+
 import os
 import subprocess
 import sys
@@ -22,8 +23,14 @@ ARGV_SCRIPT = "import sys, json; print(json.dumps(sys.argv))\n"
 def _run(args, cwd, env=None):
     full = {**os.environ, **(env or {})}
     full.pop("EMUBLAS_INTERPOSE", None)
-    return subprocess.run([sys.executable, "-m", "emublas.interpose", *args], cwd=cwd, env=full,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "emublas.interpose", *args],
+        cwd=cwd,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.fixture
@@ -42,6 +49,7 @@ def clean(monkeypatch):
 # the runner
 # ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("lead", [[], ["--"]])
 def test_script_arguments_pass_through_untouched(tmp_path, lead):
     script = tmp_path / "prog.py"
@@ -53,8 +61,7 @@ def test_script_arguments_pass_through_untouched(tmp_path, lead):
 
 def test_module_arguments_pass_through_untouched(tmp_path):
     (tmp_path / "argvmod.py").write_text(ARGV_SCRIPT)
-    r = _run(["--backend", "ozaki2", "--option", "moduli=18", "-m", "argvmod", "-q", "tests/", "--", "-x"],
-             tmp_path)
+    r = _run(["--backend", "ozaki2", "--option", "moduli=18", "-m", "argvmod", "-q", "tests/", "--", "-x"], tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().endswith('"-q", "tests/", "--", "-x"]')
 
@@ -72,16 +79,19 @@ def test_program_exit_status_is_kept(tmp_path):
     assert _run([str(tmp_path / "prog.py")], tmp_path).returncode == 5
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--backend", "ozaki", "prog.py"], "--backend ozaki: unknown emublas backend 'ozaki'; valid backends:"),
-    (["--backend", "native", "missing.py"], "can't open file 'missing.py'"),
-    (["--backend", "ozaki2", "--option", "moduli=abc", "prog.py"], "--option moduli=abc: 'abc' is not an integer"),
-    (["--backend", "ozaki2", "--option", "modul=3", "prog.py"], "has no option 'modul'; valid options:"),
-    (["--backend", "ozaki2", "--option", "moduli", "prog.py"], "--option wants NAME=VALUE"),
-    (["--option", "moduli=3", "prog.py"], "--option needs --backend"),
-    (["-m", "no_such_module_here"], "no module named 'no_such_module_here'"),
-    ([], "give a script or -m module"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--backend", "ozaki", "prog.py"], "--backend ozaki: unknown emublas backend 'ozaki'; valid backends:"),
+        (["--backend", "native", "missing.py"], "can't open file 'missing.py'"),
+        (["--backend", "ozaki2", "--option", "moduli=abc", "prog.py"], "--option moduli=abc: 'abc' is not an integer"),
+        (["--backend", "ozaki2", "--option", "modul=3", "prog.py"], "has no option 'modul'; valid options:"),
+        (["--backend", "ozaki2", "--option", "moduli", "prog.py"], "--option wants NAME=VALUE"),
+        (["--option", "moduli=3", "prog.py"], "--option needs --backend"),
+        (["-m", "no_such_module_here"], "no module named 'no_such_module_here'"),
+        ([], "give a script or -m module"),
+    ],
+)
 def test_user_mistakes_give_one_line_and_status_2(tmp_path, args, needle):
     (tmp_path / "prog.py").write_text("print('ran')\n")
     r = _run(args, tmp_path)
@@ -103,6 +113,7 @@ def test_bad_environment_for_the_chosen_backend_is_one_line(tmp_path):
 # ---------------------------------------------------------------------------
 # install / uninstall and the selection
 # ---------------------------------------------------------------------------
+
 
 def test_uninstall_restores_the_selection_from_before(clean):
     shim.install("ozaki2", moduli=18)
@@ -135,6 +146,7 @@ def test_install_without_backend_leaves_selection_alone(clean):
 # ---------------------------------------------------------------------------
 # boolpack under the shim
 # ---------------------------------------------------------------------------
+
 
 def test_boolpack_under_the_shim_takes_nonfinite_from_native_and_warns_once(clean, rng):
     policy.warned.clear()
@@ -171,6 +183,7 @@ def test_boolpack_nonfinite_raise_still_chosen_explicitly(clean, rng, monkeypatc
 # verbose lines and the shim's variables
 # ---------------------------------------------------------------------------
 
+
 def test_verbose_lines_show_the_moduli_used_and_the_shape(clean, rng, monkeypatch, capsys):
     monkeypatch.setenv("EMUBLAS_VERBOSE", "1")
     monkeypatch.setenv("EMUBLAS_MIN_DIM", "64")
@@ -187,9 +200,21 @@ def test_verbose_lines_show_the_moduli_used_and_the_shape(clean, rng, monkeypatc
     assert "dgemm (shape not checked) float64 -> native [arguments left to the original]" in err[2], err[2]
 
 
-@pytest.mark.parametrize("value, on", [("1", True), ("true", True), ("yes", True), ("on", True),
-                                       ("0", False), ("false", False), ("no", False), ("off", False),
-                                       ("", False), ("  ", False)])
+@pytest.mark.parametrize(
+    "value, on",
+    [
+        ("1", True),
+        ("true", True),
+        ("yes", True),
+        ("on", True),
+        ("0", False),
+        ("false", False),
+        ("no", False),
+        ("off", False),
+        ("", False),
+        ("  ", False),
+    ],
+)
 def test_verbose_reads_booleans_one_way(monkeypatch, value, on):
     monkeypatch.setenv("EMUBLAS_VERBOSE", value)
     assert policy.verbose() is on
@@ -219,11 +244,13 @@ def test_startup_hook_reads_the_same_false_words():
 
 def test_shim_runs_an_unchanged_program_end_to_end(tmp_path):
     prog = tmp_path / "prog.py"
-    prog.write_text(textwrap.dedent("""
+    prog.write_text(
+        textwrap.dedent("""
         import numpy as np, scipy.linalg.blas as b
         a = np.arange(80 * 70, dtype=float).reshape(80, 70) % 7
         print(float(np.abs(b.dgemm(1.0, a, a.T) - a @ a.T).max()))
-    """))
+    """)
+    )
     r = _run(["--backend", "ozaki2", str(prog)], tmp_path, env={"EMUBLAS_VERBOSE": "1"})
     assert r.returncode == 0, r.stderr
     assert float(r.stdout) == 0.0  # small integers: ozaki2 is exact

@@ -15,6 +15,7 @@ scipy's gemm tests only pass 1-D operands (``f(3, [3], [-4])``), which the shim
 leaves to scipy's original; a second check therefore calls all four gemm
 routines through ``get_blas_funcs`` on 2-D operands in the same environment.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,7 +38,13 @@ PTH = "emublas-interpose.pth"
 HOOK_ERROR = "EMUBLAS_INTERPOSE is set but the shim was not installed"
 # Routines scipy's selected tests call with 2-D operands (all of them must be emulated).
 EMULATED = [p + r for r in ("syrk", "syr2k", "symm", "trmm", "trsm") for p in "sdcz"] + [
-    "cherk", "zherk", "cher2k", "zher2k", "chemm", "zhemm"]
+    "cherk",
+    "zherk",
+    "cher2k",
+    "zher2k",
+    "chemm",
+    "zhemm",
+]
 
 PLUGIN = """
 import json, os, sys
@@ -74,9 +81,13 @@ def _hook_installed() -> bool:
 
 def _env(backend: str, plugin_dir: Path, stats_out: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMUBLAS_")}  # EMUBLAS_VERBOSE unset, too
-    env.update(EMUBLAS_INTERPOSE="1", EMUBLAS_BACKEND=backend, EMUBLAS_MIN_DIM="0",
-               EMUBLAS_TEST_STATS_OUT=str(stats_out),
-               EMUBLAS_STRASSEN_LEVELS="1")  # scipy's matrices are tiny: force one Strassen level
+    env.update(
+        EMUBLAS_INTERPOSE="1",
+        EMUBLAS_BACKEND=backend,
+        EMUBLAS_MIN_DIM="0",
+        EMUBLAS_TEST_STATS_OUT=str(stats_out),
+        EMUBLAS_STRASSEN_LEVELS="1",
+    )  # scipy's matrices are tiny: force one Strassen level
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(plugin_dir), os.environ.get("PYTHONPATH")]))
     return env
 
@@ -86,8 +97,10 @@ def setup(tmp_path):
     if not SCIPY_TESTS.is_file():
         pytest.skip(f"scipy's tests are not installed ({SCIPY_TESTS} missing)")
     if not _hook_installed():
-        pytest.fail(f"{PTH} is not installed for {sys.executable}: reinstall the package "
-                    "(pip install -e .) so that EMUBLAS_INTERPOSE=1 works at start-up")
+        pytest.fail(
+            f"{PTH} is not installed for {sys.executable}: reinstall the package "
+            "(pip install -e .) so that EMUBLAS_INTERPOSE=1 works at start-up"
+        )
     (tmp_path / "_emublas_stats_plugin.py").write_text(textwrap.dedent(PLUGIN))
     return tmp_path
 
@@ -95,10 +108,22 @@ def setup(tmp_path):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_scipy_blas3_suite_under_shim(setup, backend):
     stats_out = setup / "stats.json"
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "_emublas_stats_plugin",
-           str(SCIPY_TESTS), "-k", SELECTION]
-    done = subprocess.run(cmd, cwd=setup, env=_env(backend, setup, stats_out), capture_output=True, text=True,
-                          timeout=300)
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "_emublas_stats_plugin",
+        str(SCIPY_TESTS),
+        "-k",
+        SELECTION,
+    ]
+    done = subprocess.run(
+        cmd, cwd=setup, env=_env(backend, setup, stats_out), capture_output=True, text=True, timeout=300
+    )
     output = done.stdout + done.stderr
     assert done.returncode == 0, f"scipy's BLAS-3 tests fail under the shim ({backend}):\n{output[-6000:]}"
     assert HOOK_ERROR not in output, output[-3000:]
@@ -113,8 +138,14 @@ def test_scipy_blas3_suite_under_shim(setup, backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_gemm_through_get_blas_funcs_under_shim(setup, backend):
-    done = subprocess.run([sys.executable, "-c", GEMM_CHECK], cwd=setup, env=_env(backend, setup, setup / "unused"),
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", GEMM_CHECK],
+        cwd=setup,
+        env=_env(backend, setup, setup / "unused"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     assert done.stderr == "", done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
@@ -158,8 +189,14 @@ print(json.dumps({"installed": shim.installed(), "stats": counts, "emulated": em
 def test_scipy_stats_under_shim_equal_native(setup):
     """multivariate_normal logpdf/rvs, and invwishart's (whose logpdf and rvs call trsm and
     trmm through get_blas_funcs), under the shim with ozaki2 equal native within their accuracy."""
-    done = subprocess.run([sys.executable, "-c", STATS_CHECK], cwd=setup, env=_env("ozaki2", setup, setup / "unused"),
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", STATS_CHECK],
+        cwd=setup,
+        env=_env("ozaki2", setup, setup / "unused"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["installed"]

@@ -8,6 +8,7 @@ it would show.  On the emulating backends the recursion's leaf is made small
 (``LEAF = 16``) so that 17, 64 and 130 recurse several levels with odd splits;
 one test runs the default leaf on a larger matrix.
 """
+
 import warnings
 
 import numpy as np
@@ -222,8 +223,16 @@ def test_symm_parity(emublas, xp, backend, rng, name, side, lower):
             assert err <= _ulps(backend, xp, dtype, k) * scale + 1e-30, (k, alpha, beta, err)
         # without c, and beta == 0 with NaN in c: c is not read
         ref = ref_fn(2.0, a, b, side=side, lower=lower)
-        r = fn(2.0, xp.asarray(a), xp.asarray(b), 0.0, xp.asarray(np.full(shape, np.nan, dtype)),
-               side=side, lower=lower, backend=backend)
+        r = fn(
+            2.0,
+            xp.asarray(a),
+            xp.asarray(b),
+            0.0,
+            xp.asarray(np.full(shape, np.nan, dtype)),
+            side=side,
+            lower=lower,
+            backend=backend,
+        )
         bound = _ulps(backend, xp, dtype, k) * 2 * np.abs(np.nan_to_num(a)).max() * np.abs(b).max()
         assert np.abs(_np(r) - ref).max() <= bound
 
@@ -241,13 +250,16 @@ def test_symm_overwrite_c_and_generic(emublas, backend, rng):
     assert r.dtype == np.float32 and np.allclose(r, sblas.ssymm(1.0, ar, br), rtol=1e-2, atol=1e-2)
     assert emublas.symm(1.0, ar, b, backend=backend).dtype == np.complex128
     assert emublas.trsm(1.0, np.eye(3, dtype=np.float32), np.ones((3, 2)), backend=backend).dtype == np.float64
-    assert emublas.trmm(1.0, np.eye(3, dtype=np.complex64), np.ones((3, 2), np.float32),
-                        backend=backend).dtype == np.complex64
+    assert (
+        emublas.trmm(1.0, np.eye(3, dtype=np.complex64), np.ones((3, 2), np.float32), backend=backend).dtype
+        == np.complex64
+    )
 
 
 # --------------------------------------------------------------------------
 # errors
 # --------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("arg,bad", [("side", 2), ("lower", -1), ("trans_a", 3), ("diag", 2), ("trans_a", "x")])
 @pytest.mark.parametrize("name", ["dtrmm", "ztrsm", "trsm"])
@@ -296,6 +308,7 @@ def test_scipy_test_shapes_raise_like_scipy(emublas):
 # --------------------------------------------------------------------------
 # trsm's error on ill-conditioned triangles, emulated against native
 # --------------------------------------------------------------------------
+
 
 def _ill_triangle(rng, k, dtype, lower):
     """D (I + N/sqrt(k)) with D spanning 1..1e-8 in random order: condition numbers of 1e8 and
@@ -353,6 +366,7 @@ def test_trsm_backward_error_within_native(emublas, emulated, prefix, side, lowe
 # --------------------------------------------------------------------------
 # GPU: the native cuBLAS paths against scipy (run where a GPU is; skipped here)
 # --------------------------------------------------------------------------
+
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["dtrsm", "ztrmm", "csymm", "zhemm"])

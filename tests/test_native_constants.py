@@ -1,4 +1,5 @@
 """The one header of shared constants (native/include/emublas_constants.h) reaches C, CUDA and Python."""
+
 from __future__ import annotations
 
 import re
@@ -17,7 +18,7 @@ def test_header_values():
     assert v["EMUBLAS_I8GEMM_K_EXACT"] == 2**17
     assert v["EMUBLAS_OZ_K_CHUNK"] == 2**17 - 32
     assert v["EMUBLAS_OZ_K_CHUNK"] % v["EMUBLAS_OZ_PAD"] == 0
-    assert v["EMUBLAS_OZ_DEAD"] == -2**31
+    assert v["EMUBLAS_OZ_DEAD"] == -(2**31)
     assert v["EMUBLAS_OZ_MAX_TERMS"] == 1024
 
 
@@ -45,8 +46,10 @@ def test_read_header_rejects_a_non_integer_expression(tmp_path):
     with pytest.raises(ValueError, match="EMUBLAS_B"):
         constants.read_header(str(bad))
     good = tmp_path / "g.h"
-    good.write_text("/* #define EMUBLAS_X 1 */\n#define EMUBLAS_A (1 << 4)\n#define EMUBLAS_B (EMUBLAS_A - 2)\n"
-                    "#define EMUBLAS_F 0x1p49\n")
+    good.write_text(
+        "/* #define EMUBLAS_X 1 */\n#define EMUBLAS_A (1 << 4)\n#define EMUBLAS_B (EMUBLAS_A - 2)\n"
+        "#define EMUBLAS_F 0x1p49\n"
+    )
     assert constants.read_header(str(good)) == {"EMUBLAS_A": 16, "EMUBLAS_B": 14}
 
 
@@ -54,7 +57,7 @@ def test_nvrtc_source_has_the_header_pasted_in():
     raw = open(cuda_source.source_path("ozaki2.cu")).read()
     assert '#include "../include/emublas_constants.h"' in raw
     text = cuda_source.source_text("ozaki2.cu")
-    assert not re.search(r'^\s*#\s*include', text, re.M)  # NVRTC gets no include to resolve
+    assert not re.search(r"^\s*#\s*include", text, re.M)  # NVRTC gets no include to resolve
     assert "EMUBLAS_OZ_MAX_MODULI 64" in text and "pow2mod" in text
     other = cuda_source.source_text("strassen.cu")
     assert other == open(cuda_source.source_path("strassen.cu")).read()

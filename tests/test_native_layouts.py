@@ -4,6 +4,7 @@ The backend avoids copies by flipping transposes of C-ordered operands and by
 reading strided views in place (cuBLAS leading dimensions); these tests make
 sure each of those shortcuts computes the same product as a plain reference.
 """
+
 import itertools
 
 import numpy as np
@@ -20,18 +21,18 @@ def _layouts(base):
     """Views of the same values with different memory layouts (each a 2-D array equal to base)."""
     rows, cols = base.shape
     big = np.zeros((rows + 3, 2 * cols + 1), dtype=base.dtype)
-    big[1:rows + 1, 0:2 * cols:2] = base  # strided view: column step 2
+    big[1 : rows + 1, 0 : 2 * cols : 2] = base  # strided view: column step 2
     bigf = np.asfortranarray(np.zeros((rows + 5, cols + 2), dtype=base.dtype))
-    bigf[2:rows + 2, 1:cols + 1] = base  # Fortran view with ld > rows
+    bigf[2 : rows + 2, 1 : cols + 1] = base  # Fortran view with ld > rows
     bigc = np.zeros((rows + 2, cols + 4), dtype=base.dtype)
-    bigc[1:rows + 1, 2:cols + 2] = base  # C view with ld > cols
+    bigc[1 : rows + 1, 2 : cols + 2] = base  # C view with ld > cols
     rev = np.ascontiguousarray(base[::-1, ::-1])
     return {
         "F": np.asfortranarray(base),
         "C": np.ascontiguousarray(base),
-        "strided": big[1:rows + 1, 0:2 * cols:2],
-        "F-ld": bigf[2:rows + 2, 1:cols + 1],
-        "C-ld": bigc[1:rows + 1, 2:cols + 2],
+        "strided": big[1 : rows + 1, 0 : 2 * cols : 2],
+        "F-ld": bigf[2 : rows + 2, 1 : cols + 1],
+        "C-ld": bigc[1 : rows + 1, 2 : cols + 2],
         "reversed": rev[::-1, ::-1],
     }
 
@@ -42,8 +43,10 @@ def _ref(a, b, ta, tb):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("layout_a, layout_b", [("F", "C"), ("C", "F"), ("strided", "F-ld"), ("C-ld", "reversed"),
-                                                ("reversed", "strided"), ("F-ld", "C-ld")])
+@pytest.mark.parametrize(
+    "layout_a, layout_b",
+    [("F", "C"), ("C", "F"), ("strided", "F-ld"), ("C-ld", "reversed"), ("reversed", "strided"), ("F-ld", "C-ld")],
+)
 def test_gemm_layouts(xp, rng, dtype, layout_a, layout_b):
     m, n, k = 6, 5, 7
     for ta, tb in itertools.product((0, 1, 2), repeat=2):
@@ -57,8 +60,15 @@ def test_gemm_layouts(xp, rng, dtype, layout_a, layout_b):
             b = _to_gpu_view(xp, b)
         out = emublas.gemm(1.5, a, b, trans_a=ta, trans_b=tb)
         got = out if xp is np else xp.asnumpy(out)
-        ref = _ref(a0, b0, ta if np.dtype(dtype).kind == "c" else min(ta, 1),
-                   tb if np.dtype(dtype).kind == "c" else min(tb, 1)) * 1.5
+        ref = (
+            _ref(
+                a0,
+                b0,
+                ta if np.dtype(dtype).kind == "c" else min(ta, 1),
+                tb if np.dtype(dtype).kind == "c" else min(tb, 1),
+            )
+            * 1.5
+        )
         tol = 20 * k * np.finfo(dtype).eps * np.abs(ref).max()
         assert np.abs(got - ref).max() <= tol, (ta, tb)
         assert out.flags.f_contiguous

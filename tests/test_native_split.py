@@ -3,6 +3,7 @@
 Real sizes past 2**31 need tens of GiB, so the limit is lowered for the test:
 the splitting code is the same.
 """
+
 import numpy as np
 import pytest
 

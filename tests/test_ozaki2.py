@@ -1,4 +1,5 @@
 """The ozaki2 backend against exact references (fractions, Python ints) and native BLAS."""
+
 import math
 import warnings
 from fractions import Fraction
@@ -24,6 +25,7 @@ def hard(rng, shape, phi, dtype=np.float64):
 
 def exact_product(a, b):
     """a @ b with every sum exact (Fractions), then rounded once to float64/complex128."""
+
     def parts(x):
         return (x.real, x.imag) if np.iscomplexobj(x) else (x, None)
 
@@ -53,6 +55,7 @@ def relerr(x, ref):
 # accuracy against exact products
 # ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("prefix", ["d", "z"])
 def test_gemm_matches_native_accuracy_at_default(rng, prefix):
     dtype = np.float64 if prefix == "d" else np.complex128
@@ -71,15 +74,17 @@ def test_error_falls_with_moduli(rng, mode):
     a, b = hard(rng, (16, 32), 0.5), hard(rng, (32, 16), 0.5)
     ref = exact_product(a, b)
     # fallback="none": the scheme's own error, not the certificate's repairs
-    errs = [relerr(emublas.dgemm(1.0, a, b, backend="ozaki2", moduli=n, mode=mode, fallback="none"), ref)
-            for n in (6, 9, 12, 20)]
+    errs = [
+        relerr(emublas.dgemm(1.0, a, b, backend="ozaki2", moduli=n, mode=mode, fallback="none"), ref)
+        for n in (6, 9, 12, 20)
+    ]
     assert errs[0] > errs[1] > errs[2] >= errs[3]
     assert errs[3] <= 2.3e-16  # at 20 moduli: correctly rounded but for the final rounding
 
 
 def test_integer_valued_inputs_are_exact(rng):
-    a = rng.integers(-2**20, 2**20, (9, 33)).astype(np.float64)
-    b = rng.integers(-2**20, 2**20, (33, 7)).astype(np.float64)
+    a = rng.integers(-(2**20), 2**20, (9, 33)).astype(np.float64)
+    b = rng.integers(-(2**20), 2**20, (33, 7)).astype(np.float64)
     out = emublas.dgemm(1.0, a, b, backend="ozaki2", moduli=12)
     assert np.array_equal(out, a @ b)  # |entries| < 2^46: the products are exact in float64 too
 
@@ -124,8 +129,9 @@ def test_k_split_past_int32_bound(rng):
     assert relerr(out, ref) < 1e-13  # cancellation makes some entries small: compare loosely
     zb = b + 1j * rng.standard_normal(b.shape)
     out = emublas.zgemm(1.0, a.astype(complex), zb, backend="ozaki2", moduli=18)
-    ref = np.array([[math.fsum(a[i] * zb[:, j].real) + 1j * math.fsum(a[i] * zb[:, j].imag) for j in range(3)]
-                    for i in range(2)])
+    ref = np.array(
+        [[math.fsum(a[i] * zb[:, j].real) + 1j * math.fsum(a[i] * zb[:, j].imag) for j in range(3)] for i in range(2)]
+    )
     assert relerr(out, ref) < 1e-13
 
 
@@ -192,6 +198,7 @@ def test_rank_k_is_cheaper_than_gemm(rng):
 # special values, hard inputs, untouched inputs
 # ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("prefix", ["d", "z"])
 def test_nan_inf_pattern_matches_native(rng, prefix):
     dtype = np.float64 if prefix == "d" else np.complex128
@@ -247,6 +254,7 @@ def test_inputs_untouched_and_overwrite(rng):
 # options
 # ---------------------------------------------------------------------------
 
+
 def test_options_from_environment(rng, monkeypatch):
     a, b = hard(rng, (4, 4), 0.5), hard(rng, (4, 4), 0.5)
     monkeypatch.setenv("EMUBLAS_MODULI", "11")
@@ -278,11 +286,12 @@ def test_rank_k_beyond_2m_list_is_derived(rng):
 # CRT pieces and exact integers
 # ---------------------------------------------------------------------------
 
+
 def test_crt_reference_roundtrip(rng):
     for count in (4, 16, 20):
         ms = real_set(count)
         for _ in range(50):
-            x = int(rng.integers(-2**62, 2**62)) * int(rng.integers(1, 2**40))
+            x = int(rng.integers(-(2**62), 2**62)) * int(rng.integers(1, 2**40))
             x %= ms.P
             x = x - ms.P if x > ms.P // 2 else x
             assert crt_reference([x % m for m in ms.moduli], ms.moduli) == x
@@ -291,7 +300,7 @@ def test_crt_reference_roundtrip(rng):
 
 @pytest.mark.parametrize("backend", ["ozaki2", "native"])
 def test_intmatmul_exact(rng, backend):
-    for lo, hi in ((-3, 4), (-2**31, 2**31), (-2**40, 2**40)):
+    for lo, hi in ((-3, 4), (-(2**31), 2**31), (-(2**40), 2**40)):
         a = rng.integers(lo, hi, (9, 13), dtype=np.int64)
         b = rng.integers(lo, hi, (13, 6), dtype=np.int64)
         exact = a.astype(object) @ b.astype(object)

@@ -4,6 +4,7 @@ against exact integers and cuBLAS, blocking, k chunks, streams, bad input.
 Every test skips cleanly without cupy or a GPU (see conftest.cupy_or_skip).
 The whole BLAS parity suite also runs ozaki2 on cupy (tests/test_blas_parity.py).
 """
+
 import warnings
 from fractions import Fraction
 
@@ -54,10 +55,19 @@ def test_gemm_matches_cpu_bit_for_bit(emublas, cp, rng, dtype, trans_a, trans_b,
     np.testing.assert_array_equal(dev, host)
 
 
-@pytest.mark.parametrize("routine,dtype", [("syrk", "float64"), ("syrk", "float32"), ("syrk", "complex128"),
-                                           ("herk", "complex128"), ("herk", "complex64"),
-                                           ("syr2k", "float64"), ("syr2k", "complex128"),
-                                           ("her2k", "complex128")])
+@pytest.mark.parametrize(
+    "routine,dtype",
+    [
+        ("syrk", "float64"),
+        ("syrk", "float32"),
+        ("syrk", "complex128"),
+        ("herk", "complex128"),
+        ("herk", "complex64"),
+        ("syr2k", "float64"),
+        ("syr2k", "complex128"),
+        ("her2k", "complex128"),
+    ],
+)
 @pytest.mark.parametrize("trans", [0, 1])
 @pytest.mark.parametrize("lower", [0, 1])
 @pytest.mark.parametrize("n,k", [(1, 1), (45, 23), (64, 7)])
@@ -249,7 +259,7 @@ def test_profile_phases(emublas, cp, rng):
 @pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint8, np.bool_])
 def test_intmatmul_exact(emublas, cp, rng, dtype):
     info = np.iinfo(dtype) if dtype != np.bool_ else None
-    lo, hi = (0, 2) if info is None else (max(info.min, -2**28), min(info.max, 2**28))
+    lo, hi = (0, 2) if info is None else (max(info.min, -(2**28)), min(info.max, 2**28))
     a = rng.integers(lo, hi, (37, 45), endpoint=False).astype(dtype)
     b = rng.integers(lo, hi, (45, 29), endpoint=False).astype(dtype)
     got = emublas.intmatmul(cp.asarray(a), cp.asarray(b), backend="ozaki2")
@@ -301,8 +311,9 @@ def test_recomputed_entries_match_cpu_bit_for_bit(emublas, cp, rng, dtype, trans
     c = _wide(rng, (m, n), dtype, 1.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        host, dev = _both(emublas, cp, "gemm", (0.75, a, b, 0.5), {"trans_a": trans_a, "trans_b": trans_b,
-                                                                      "moduli": 3}, c=c)
+        host, dev = _both(
+            emublas, cp, "gemm", (0.75, a, b, 0.5), {"trans_a": trans_a, "trans_b": trans_b, "moduli": 3}, c=c
+        )
         emublas.synchronize()
     assert emublas.ozaki2.last_run()["uncertified"] > m * n // 2
     np.testing.assert_array_equal(dev, host)

@@ -2,6 +2,7 @@
 
 Skips unless cupy sees at least two GPUs (the device tool's nvidia-h200-x2 kind).
 """
+
 import numpy as np
 import pytest
 from conftest import cupy_or_skip

@@ -7,6 +7,7 @@ on the AVX-512 path (where the CPU has it) and on the portable C path
 for bit.  Each test draws a fresh seed (``seed``/``rng`` fixtures); replay a
 failure with ``EMUBLAS_TEST_SEED=<seed>``.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -47,6 +48,7 @@ def impl(request):
 # exact references
 # ---------------------------------------------------------------------------
 
+
 def trunc_scaled(x: float, s: int) -> int:
     """trunc(x * 2**s) exactly."""
     p, q = float(x).as_integer_ratio()
@@ -75,8 +77,10 @@ def ref_residues(x, shift, axis, moduli):
 
 def scaled_ints(x, shift, axis):
     rows, cols = x.shape
-    return [[trunc_scaled(float(x[i, j]), int(shift[i] if axis == 0 else shift[j])) for j in range(cols)]
-            for i in range(rows)]
+    return [
+        [trunc_scaled(float(x[i, j]), int(shift[i] if axis == 0 else shift[j])) for j in range(cols)]
+        for i in range(rows)
+    ]
 
 
 def random_inputs(rng, rows, cols, axis, dtype=np.float64, max_bits=95):
@@ -86,8 +90,8 @@ def random_inputs(rng, rows, cols, axis, dtype=np.float64, max_bits=95):
     n_sh = rows if axis == 0 else cols
     finfo = np.finfo(dtype)
     emin, emax = int(finfo.minexp) - int(finfo.nmant), int(finfo.maxexp) - 1
-    base = rng.integers(emin + 60, emax - 2, size=n_sh)           # exponent scale of the line
-    target = rng.integers(0, max_bits, size=n_sh)                  # log2 of the largest y
+    base = rng.integers(emin + 60, emax - 2, size=n_sh)  # exponent scale of the line
+    target = rng.integers(0, max_bits, size=n_sh)  # log2 of the largest y
     shift = (target - base).astype(np.int64)
     lo_shift, hi_shift = -(2**31) + 1, 2**31 - 1
     shift = np.clip(shift, lo_shift, hi_shift)
@@ -104,16 +108,16 @@ def random_inputs(rng, rows, cols, axis, dtype=np.float64, max_bits=95):
         mm = int(rng.choice(REAL30))
         c = t % 4
         if c == 0:
-            v = float(mm * int(rng.integers(-10**5, 10**5)) + int(rng.integers(-2, 3)))
+            v = float(mm * int(rng.integers(-(10**5), 10**5)) + int(rng.integers(-2, 3)))
         elif c == 1:
             v = mm * int(rng.integers(-1000, 1000)) + float(rng.choice([-0.5, 0.5, 0.999, -0.999]))
         elif c == 2:
-            v = float(rng.integers(-2**20, 2**20))
+            v = float(rng.integers(-(2**20), 2**20))
         else:
             v = float(np.ldexp(rng.uniform(1, 2), int(rng.integers(-40, 20))))
         L0[t] = v
     sub = float(finfo.smallest_subnormal)
-    x[line(1)] = (sub * rng.integers(-2**20, 2**20, size=x[line(1)].shape)).astype(dtype)
+    x[line(1)] = (sub * rng.integers(-(2**20), 2**20, size=x[line(1)].shape)).astype(dtype)
     shift[1] = -emin + int(rng.integers(0, max_bits - 20))
     flat = x.reshape(-1)
     sel = rng.choice(flat.size, size=min(flat.size, 12), replace=False)
@@ -127,6 +131,7 @@ def random_inputs(rng, rows, cols, axis, dtype=np.float64, max_bits=95):
 # residues
 # ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("axis", [0, 1])
 def test_residues_real_exact(rng, impl, dtype, axis):
@@ -137,8 +142,21 @@ def test_residues_real_exact(rng, impl, dtype, axis):
 
 def test_residues_extremes(impl):
     # x ~ 2^+-1000 with shifts to 2^90 and beyond (scalar fallback), subnormals, exact values
-    xs = [2.0**-1074, 3 * 2.0**-1074, -(2.0**-1022) * 1.75, 2.0**1000 * 1.2345, -(2.0**-1000) * 1.999,
-          2.0**52 + 1, -(2.0**53) + 1, 2.0**89 * 1.5, 2.0**90, -(2.0**90) * 1.25, 2.0**200 * 1.1, 0.0, -0.0]
+    xs = [
+        2.0**-1074,
+        3 * 2.0**-1074,
+        -(2.0**-1022) * 1.75,
+        2.0**1000 * 1.2345,
+        -(2.0**-1000) * 1.999,
+        2.0**52 + 1,
+        -(2.0**53) + 1,
+        2.0**89 * 1.5,
+        2.0**90,
+        -(2.0**90) * 1.25,
+        2.0**200 * 1.1,
+        0.0,
+        -0.0,
+    ]
     shifts = [1140, 1150, 1100, -910, 1090, 0, 0, 0, 0, 0, 0, 5, -5]
     x = np.array([xs], dtype=np.float64).repeat(3, axis=0)
     x[1] = -x[1]
@@ -152,26 +170,26 @@ def test_residues_extremes(impl):
 
 def test_residues_all_small_moduli(rng, impl):
     mods = list(range(2, 257))
-    x = rng.integers(-2**40, 2**40, size=(9, 7)).astype(np.float64) * rng.choice([1, 0.5, 3.75], size=(9, 7))
+    x = rng.integers(-(2**40), 2**40, size=(9, 7)).astype(np.float64) * rng.choice([1, 0.5, 3.75], size=(9, 7))
     shift = rng.integers(-3, 40, size=9).astype(np.int32)
     for k in range(0, len(mods), 64):
-        chunk = mods[k:k + 64]
+        chunk = mods[k : k + 64]
         np.testing.assert_array_equal(kernels_cpu.oz_residues(x, shift, 0, chunk), ref_residues(x, shift, 0, chunk))
 
 
 def test_residues_strided_views_and_out(rng, impl):
     big, shift = random_inputs(rng, 40, 30, 0, np.float64)
-    x = big[::3, 1::2]                       # non-unit strides both ways
+    x = big[::3, 1::2]  # non-unit strides both ways
     sh = shift[::3]
     ref = ref_residues(x, sh, 0, REAL30[:11])
     np.testing.assert_array_equal(kernels_cpu.oz_residues(x, sh, 0, REAL30[:11]), ref)
     # transposed input (unit stride along columns), output planes in a bigger buffer
-    xt = np.ascontiguousarray(x.T).T        # C-ordered data viewed as (rows, cols)
+    xt = np.ascontiguousarray(x.T).T  # C-ordered data viewed as (rows, cols)
     buf = np.zeros((30, x.shape[1] + 3, x.shape[0] + 5), dtype=np.int8)
-    out = buf[3:25:2, 1:1 + x.shape[1], 2:2 + x.shape[0]].transpose(0, 2, 1)
+    out = buf[3:25:2, 1 : 1 + x.shape[1], 2 : 2 + x.shape[0]].transpose(0, 2, 1)
     kernels_cpu.oz_residues(xt, sh, 0, REAL30[:11], out=out)
     np.testing.assert_array_equal(out, ref)
-    assert not buf[0].any() and not buf[4].any()   # untouched planes
+    assert not buf[0].any() and not buf[4].any()  # untouched planes
     # negative strides
     xn = x[::-1, ::-1]
     np.testing.assert_array_equal(kernels_cpu.oz_residues(xn, sh[::-1], 0, REAL30[:11]), ref[:, ::-1, ::-1])
@@ -197,7 +215,7 @@ def test_residues_2m_3m_exact(rng, impl, conj, dtype):
                 ref2[2 * l, i, j] = sym(a + s * b, m)
                 ref2[2 * l + 1, i, j] = sym(a - s * b, m)
             for l, m in enumerate(REAL30):
-                ref3[3 * l:3 * l + 3, i, j] = (sym(a, m), sym(b, m), sym(a + b, m))
+                ref3[3 * l : 3 * l + 3, i, j] = (sym(a, m), sym(b, m), sym(a + b, m))
     # interleaved complex through .real/.imag views, and separate arrays
     for r_, i_ in ((z.real, z.imag), (xr, xi)):
         got = kernels_cpu.oz_residues_cplx(r_, i_, shift, 1, TWO_M_MODULI, ROOTS, conj=conj)
@@ -223,16 +241,27 @@ def test_residues_large_threads_and_paths_agree(rng):
         with forced_generic(generic):
             for t in (1, 2):
                 outs.append(kernels_cpu.oz_residues(x, shift, 1, REAL30[:16], threads=t))
-                outs.append(kernels_cpu.oz_residues_cplx(x[:, :200], x[:, 200:400], shift[:200], 1,
-                                                 TWO_M_MODULI[:16], ROOTS[:16], threads=t))
-                outs.append(kernels_cpu.oz_residues_3m(np.ascontiguousarray(x[:, :200]), x[:, 200:400].copy(order="C"),
-                                               shift[:200], 1, REAL30[:8], conj=True, threads=t))
+                outs.append(
+                    kernels_cpu.oz_residues_cplx(
+                        x[:, :200], x[:, 200:400], shift[:200], 1, TWO_M_MODULI[:16], ROOTS[:16], threads=t
+                    )
+                )
+                outs.append(
+                    kernels_cpu.oz_residues_3m(
+                        np.ascontiguousarray(x[:, :200]),
+                        x[:, 200:400].copy(order="C"),
+                        shift[:200],
+                        1,
+                        REAL30[:8],
+                        conj=True,
+                        threads=t,
+                    )
+                )
     for k in range(3, len(outs)):
         np.testing.assert_array_equal(outs[k], outs[k % 3])
     # spot-check against the exact reference
     sub = (slice(0, 517, 37), slice(0, 403, 29))
-    np.testing.assert_array_equal(outs[0][:, sub[0], sub[1]],
-                                  ref_residues(x[sub], shift[sub[1]], 1, REAL30[:16]))
+    np.testing.assert_array_equal(outs[0][:, sub[0], sub[1]], ref_residues(x[sub], shift[sub[1]], 1, REAL30[:16]))
 
 
 def test_residues_errors():
@@ -259,6 +288,7 @@ def test_residues_errors():
 # CRT accumulate + finalize
 # ---------------------------------------------------------------------------
 
+
 def random_reps(pyrng: random.Random, c: int, m: int) -> int:
     """A random int32 congruent to c mod m."""
     r = c % m
@@ -273,8 +303,9 @@ def crt_run(ms, X, uplo=0, threads=2, m_n=None):
     hi = np.full((m, n), 7.0, order="F")
     lo = np.full((m, n), 7.0, order="F")
     for l, mod in enumerate(ms.moduli):
-        kernels_crt.oz_crt_accumulate(X[l], ms.weights[l], mod, ms.big_hi[l], ms.big_lo[l], hi, lo,
-                              first=(l == 0), uplo=uplo, threads=threads)
+        kernels_crt.oz_crt_accumulate(
+            X[l], ms.weights[l], mod, ms.big_hi[l], ms.big_lo[l], hi, lo, first=(l == 0), uplo=uplo, threads=threads
+        )
     return hi, lo
 
 
@@ -301,13 +332,15 @@ def test_crt_roundtrip_exact(seed, impl, kind, count):
     Cs = [[0] * n for _ in range(m)]
     for i in range(m):
         for j in range(n):
-            k = pyrng.choice([0, 0, 0, 1, 5, 12, 20, 30, 45, 70])   # magnitudes P/4 .. P/2^70
+            k = pyrng.choice([0, 0, 0, 1, 5, 12, 20, 30, 45, 70])  # magnitudes P/4 .. P/2^70
             Cs[i][j] = pyrng.randint(-(P // 4), P // 4) >> k
     Cs[0][0] = P // 4
     Cs[1][0] = -(P // 4)
     Cs[2][0] = 0
-    X = [np.array([[random_reps(pyrng, Cs[i][j], mod) for j in range(n)] for i in range(m)],
-                  dtype=np.int32, order=order) for mod, order in zip(ms.moduli, "FC" * 20)]
+    X = [
+        np.array([[random_reps(pyrng, Cs[i][j], mod) for j in range(n)] for i in range(m)], dtype=np.int32, order=order)
+        for mod, order in zip(ms.moduli, "FC" * 20)
+    ]
     for i in (0, 5):
         for j in (0, 7):
             assert crt_reference([X[l][i, j] for l in range(count)], ms.moduli) == Cs[i][j]
@@ -344,8 +377,10 @@ def test_crt_ulp_statistics(seed):
     m, n = 64, 40
     ks = [[pyrng.randint(0, 44) for _ in range(n)] for _ in range(m)]
     Cs = [[pyrng.randint(-(ms.P // 4), ms.P // 4) >> ks[i][j] for j in range(n)] for i in range(m)]
-    X = [np.array([[random_reps(pyrng, c, mod) for c in row] for row in Cs], dtype=np.int32, order="F")
-         for mod in ms.moduli]
+    X = [
+        np.array([[random_reps(pyrng, c, mod) for c in row] for row in Cs], dtype=np.int32, order="F")
+        for mod in ms.moduli
+    ]
     hi, lo = crt_run(ms, X)
     out = np.empty((m, n))
     z = np.zeros(m, np.int32)
@@ -380,10 +415,14 @@ def test_crt_2m_complex_with_x2(seed, impl):
     li = np.empty_like(hr)
     for l, mod in enumerate(ms.moduli):
         s = TWO_M_ROOTS[mod]
-        cp = np.array([[random_reps(pyrng, Cr[i][j] + s * Ci[i][j], mod) for j in range(n)] for i in range(m)],
-                      dtype=np.int32)
-        cm = np.array([[random_reps(pyrng, Cr[i][j] - s * Ci[i][j], mod) for j in range(n)] for i in range(m)],
-                      dtype=np.int32, order="F")
+        cp = np.array(
+            [[random_reps(pyrng, Cr[i][j] + s * Ci[i][j], mod) for j in range(n)] for i in range(m)], dtype=np.int32
+        )
+        cm = np.array(
+            [[random_reps(pyrng, Cr[i][j] - s * Ci[i][j], mod) for j in range(n)] for i in range(m)],
+            dtype=np.int32,
+            order="F",
+        )
         y = ms.weights[l]
         wr = sym(y * pow(2, -1, mod), mod)
         wi = sym(y * pow(2 * s, -1, mod), mod)
@@ -422,15 +461,20 @@ def test_crt_herk_transposed_alias_and_uplo(seed, impl, uplo):
     li = hr.copy(order="F")
     for l, mod in enumerate(ms.moduli):
         s = TWO_M_ROOTS[mod]
-        cp = np.array([[random_reps(pyrng, Cr[i][j] + s * Ci[i][j], mod) for j in range(n)] for i in range(n)],
-                      dtype=np.int32, order="F")
+        cp = np.array(
+            [[random_reps(pyrng, Cr[i][j] + s * Ci[i][j], mod) for j in range(n)] for i in range(n)],
+            dtype=np.int32,
+            order="F",
+        )
         y = ms.weights[l]
         wr = sym(y * pow(2, -1, mod), mod)
         wi = sym(y * pow(2 * s, -1, mod), mod)
-        kernels_crt.oz_crt_accumulate(cp, wr, mod, ms.big_hi[l], ms.big_lo[l], hr, lr, x2=cp.T, w2=wr,
-                              first=l == 0, uplo=uplo)
-        kernels_crt.oz_crt_accumulate(cp, wi, mod, ms.big_hi[l], ms.big_lo[l], hi_, li, x2=cp.T, w2=-wi,
-                              first=l == 0, uplo=uplo)
+        kernels_crt.oz_crt_accumulate(
+            cp, wr, mod, ms.big_hi[l], ms.big_lo[l], hr, lr, x2=cp.T, w2=wr, first=l == 0, uplo=uplo
+        )
+        kernels_crt.oz_crt_accumulate(
+            cp, wi, mod, ms.big_hi[l], ms.big_lo[l], hi_, li, x2=cp.T, w2=-wi, first=l == 0, uplo=uplo
+        )
     out = np.full((n, n), complex(np.nan, np.nan), np.complex128)
     z = np.zeros(n, np.int32)
     kernels_crt.oz_crt_finalize(hr, lr, ms.P_hi, ms.P_lo, z, z, out, im_hi=hi_, im_lo=li, uplo=uplo)
@@ -455,7 +499,7 @@ def test_finalize_alpha_beta_dtypes(rng, impl, dtype, beta):
     Cr = [[pyrng.randint(-(P // 4), P // 4) >> pyrng.randint(0, 60) for _ in range(n)] for _ in range(m)]
     Ci = [[pyrng.randint(-(P // 4), P // 4) >> pyrng.randint(0, 60) for _ in range(n)] for _ in range(m)]
     parts = []
-    for C in ([Cr, Ci] if cplx else [Cr]):
+    for C in [Cr, Ci] if cplx else [Cr]:
         X = [np.array([[random_reps(pyrng, c, mod) for c in row] for row in C], dtype=np.int32) for mod in ms.moduli]
         parts.append(crt_run(ms, X))
     rsh = rng.integers(0, 100, size=m).astype(np.int32)
@@ -469,10 +513,11 @@ def test_finalize_alpha_beta_dtypes(rng, impl, dtype, beta):
     c0 = (rng.standard_normal((m, n)) + (1j * rng.standard_normal((m, n)) if cplx else 0)).astype(dtype)
     c0 *= 1e3
     big = np.zeros((m + 5, 2 * n + 1), dtype=dtype)
-    out = big[2:2 + m, 1:2 * n + 1:2]  # strided view
+    out = big[2 : 2 + m, 1 : 2 * n + 1 : 2]  # strided view
     out[...] = c0 if beta != 0 else np.nan
-    kernels_crt.oz_crt_finalize(parts[0][0], parts[0][1], ms.P_hi, ms.P_lo, rsh, csh, out, alpha=alpha, beta=beta_c,
-                                **kw)
+    kernels_crt.oz_crt_finalize(
+        parts[0][0], parts[0][1], ms.P_hi, ms.P_lo, rsh, csh, out, alpha=alpha, beta=beta_c, **kw
+    )
     ar, ai = (alpha.real, alpha.imag) if cplx else (alpha, 0.0)
     br, bi = (beta_c.real, beta_c.imag) if cplx else (beta_c, 0.0)
     for i in range(m):
@@ -499,9 +544,9 @@ def test_finalize_alpha_beta_dtypes(rng, impl, dtype, beta):
 def test_crt_large_threads_and_paths_agree(rng):
     ms = real_set(16)
     m, n = 403, 391
-    X1 = rng.integers(-2**31, 2**31, size=(m, n), dtype=np.int64).astype(np.int32)
+    X1 = rng.integers(-(2**31), 2**31, size=(m, n), dtype=np.int64).astype(np.int32)
     X1f = np.asfortranarray(X1)
-    Xsq = rng.integers(-2**31, 2**31, size=(n, n), dtype=np.int64).astype(np.int32)
+    Xsq = rng.integers(-(2**31), 2**31, size=(n, n), dtype=np.int64).astype(np.int32)
     results = []
     for generic in (False, True):
         with forced_generic(generic):
@@ -511,20 +556,44 @@ def test_crt_large_threads_and_paths_agree(rng):
                 lo = np.empty((m, n), order="F")
                 for l in range(4):
                     x = X1f if l % 2 else X1
-                    kernels_crt.oz_crt_accumulate(x, ms.weights[l], ms.moduli[l], ms.big_hi[l], ms.big_lo[l], hi, lo,
-                                          first=l == 0, threads=t)
+                    kernels_crt.oz_crt_accumulate(
+                        x, ms.weights[l], ms.moduli[l], ms.big_hi[l], ms.big_lo[l], hi, lo, first=l == 0, threads=t
+                    )
                 res += [hi.copy(), lo.copy()]
                 hs = np.zeros((n, n), order="F")
                 ls = np.zeros((n, n), order="F")
                 for uplo in (1, 2):
-                    kernels_crt.oz_crt_accumulate(Xsq, 77, 241, ms.big_hi[0], ms.big_lo[0], hs, ls, x2=Xsq.T, w2=-5,
-                                          first=True, uplo=uplo, threads=t)
+                    kernels_crt.oz_crt_accumulate(
+                        Xsq,
+                        77,
+                        241,
+                        ms.big_hi[0],
+                        ms.big_lo[0],
+                        hs,
+                        ls,
+                        x2=Xsq.T,
+                        w2=-5,
+                        first=True,
+                        uplo=uplo,
+                        threads=t,
+                    )
                     res += [hs.copy(), ls.copy()]
                 for dt in (np.float32, np.float64, np.complex64, np.complex128):
                     o = np.ones((m, n), dt)
                     kw = dict(im_hi=lo, im_lo=hi * 1e-17) if np.dtype(dt).kind == "c" else {}
-                    kernels_crt.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, rng.integers(-5, 5, m) * 0 + 60,
-                                        np.full(n, 3), o, alpha=0.5 + 0.25j, beta=-2 + 1j, threads=t, **kw)
+                    kernels_crt.oz_crt_finalize(
+                        hi,
+                        lo,
+                        ms.P_hi,
+                        ms.P_lo,
+                        rng.integers(-5, 5, m) * 0 + 60,
+                        np.full(n, 3),
+                        o,
+                        alpha=0.5 + 0.25j,
+                        beta=-2 + 1j,
+                        threads=t,
+                        **kw,
+                    )
                     res.append(o)
                 results.append(res)
     for other in results[1:]:
@@ -535,10 +604,10 @@ def test_crt_large_threads_and_paths_agree(rng):
 def test_accumulate_reduction_exact(rng, impl):
     """t = (w1 x1 + w2 x2) mod m, symmetric, for extreme int32 and weights: read back via big = 1."""
     m, n = 17, 5
-    x1 = rng.integers(-2**31, 2**31, size=(m, n), dtype=np.int64).astype(np.int32)
-    x2 = rng.integers(-2**31, 2**31, size=(m, n), dtype=np.int64).astype(np.int32)
-    x1[0, 0] = -2**31
-    x2[0, 0] = -2**31
+    x1 = rng.integers(-(2**31), 2**31, size=(m, n), dtype=np.int64).astype(np.int32)
+    x2 = rng.integers(-(2**31), 2**31, size=(m, n), dtype=np.int64).astype(np.int32)
+    x1[0, 0] = -(2**31)
+    x2[0, 0] = -(2**31)
     x1[1, 0] = 2**31 - 1
     x2[1, 0] = 2**31 - 1
     for mod in (2, 3, 256, 255, 241, 97, 65521, 2**31 - 1):
@@ -546,8 +615,10 @@ def test_accumulate_reduction_exact(rng, impl):
             hi = np.empty((m, n), order="F")
             lo = np.empty((m, n), order="F")
             kernels_crt.oz_crt_accumulate(x1, w1, mod, 1.0, 0.0, hi, lo, x2=x2, w2=w2, first=True)
-            ref = np.array([[sym(w1 * int(x1[i, j]) + w2 * int(x2[i, j]), mod) for j in range(n)]
-                            for i in range(m)], dtype=np.float64)
+            ref = np.array(
+                [[sym(w1 * int(x1[i, j]) + w2 * int(x2[i, j]), mod) for j in range(n)] for i in range(m)],
+                dtype=np.float64,
+            )
             np.testing.assert_array_equal(hi, ref)
             assert not lo.any()
 

@@ -1,4 +1,5 @@
 """pyproject.toml ships every package and the PEP 561 marker."""
+
 import pathlib
 
 import pytest

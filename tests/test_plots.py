@@ -2,6 +2,7 @@
 backend, checked on the Axes: every backend labelled, labels apart, legends outside the data,
 integer ticks for integer knobs, Okabe–Ito colours with a marker per backend, no pooling of
 input families."""
+
 import itertools
 import json
 import math
@@ -21,15 +22,20 @@ from emublas import sweep  # noqa: E402
 from emublas.sweep import plots as sweep_plots  # noqa: E402
 
 PALETTE = {c.lower() for c in sweep_plots.OKABE_ITO.values()}
-GRID = {"native": [""], "ozaki2": [f"moduli={m};mode=accurate" for m in range(8, 23, 2)],
-        "boolpack": ["bits=4", "bits=8", "bits=12"], "strassen": ["levels=1", "levels=2"]}
+GRID = {
+    "native": [""],
+    "ozaki2": [f"moduli={m};mode=accurate" for m in range(8, 23, 2)],
+    "boolpack": ["bits=4", "bits=8", "bits=12"],
+    "strassen": ["levels=1", "levels=2"],
+}
 FAMILIES = {"phi0.5": 1.0, "cancel": 3.0}  # cancel rows are slower: a pooled median would show
 
 
 def _rows():
     rows = []
     for (fam, slow), n, (be, knobs) in itertools.product(
-            FAMILIES.items(), (128, 256), [(b, k) for b, ks in GRID.items() for k in ks]):
+        FAMILIES.items(), (128, 256), [(b, k) for b, ks in GRID.items() for k in ks]
+    ):
         kn = dict(kv.split("=") for kv in knobs.split(";") if kv)
         if be == "ozaki2":
             m = int(kn["moduli"])
@@ -43,11 +49,28 @@ def _rows():
             t, err = 2e-3, 1e-15
         t *= slow * (n / 128) ** 3
         bits = 53.0 if err == 0 else min(53.0, -math.log2(err))
-        rows.append({"key": f"gemm|d|{n}|{fam}|{be}|{knobs}", "status": "ok", "op": "gemm", "routine": "dgemm",
-                     "dtype": "d", "m": n, "n": n, "k": n, "family": fam, "backend": be, "knobs": knobs,
-                     "time_s": t, "max_rel_err": err, "bits": bits, "native_max_rel_err": 1e-15,
-                     "native_time_s": 2e-3, "gflops": 2 * n ** 3 / t / 1e9,
-                     "moduli_used": int(kn["moduli"]) if be == "ozaki2" else None})
+        rows.append(
+            {
+                "key": f"gemm|d|{n}|{fam}|{be}|{knobs}",
+                "status": "ok",
+                "op": "gemm",
+                "routine": "dgemm",
+                "dtype": "d",
+                "m": n,
+                "n": n,
+                "k": n,
+                "family": fam,
+                "backend": be,
+                "knobs": knobs,
+                "time_s": t,
+                "max_rel_err": err,
+                "bits": bits,
+                "native_max_rel_err": 1e-15,
+                "native_time_s": 2e-3,
+                "gflops": 2 * n**3 / t / 1e9,
+                "moduli_used": int(kn["moduli"]) if be == "ozaki2" else None,
+            }
+        )
     return rows
 
 
@@ -81,8 +104,13 @@ def test_replot_writes_every_plot_from_results_json(tmp_path):
     (tmp_path / "results.json").write_text(json.dumps({"metadata": {}, "rows": _rows()}))
     assert sweep.replot(str(tmp_path / "results.json")) == 0
     names = sorted(os.listdir(tmp_path / "plots"))
-    for stem in ("accuracy_vs_speed", "time_rate_vs_size", "error_vs_moduli_ozaki2", "error_vs_bits_boolpack",
-                 "error_vs_levels_strassen"):
+    for stem in (
+        "accuracy_vs_speed",
+        "time_rate_vs_size",
+        "error_vs_moduli_ozaki2",
+        "error_vs_bits_boolpack",
+        "error_vs_levels_strassen",
+    ):
         assert f"{stem}.png" in names and f"{stem}.svg" in names
         assert (tmp_path / "plots" / f"{stem}.png").stat().st_size > 10_000
 
@@ -91,8 +119,12 @@ def test_every_backend_point_is_labelled_with_its_knob_values(figures):
     fig = figures["accuracy_vs_speed"]
     panels = _panels(fig)
     assert len(panels) == 4  # dgemm x {128, 256} x {cancel, phi0.5}
-    want = {"native": {"native"}, "ozaki2": {str(m) for m in range(8, 23, 2)}, "boolpack": {"4", "8", "12"},
-            "strassen": {"1", "2"}}
+    want = {
+        "native": {"native"},
+        "ozaki2": {str(m) for m in range(8, 23, 2)},
+        "boolpack": {"4", "8", "12"},
+        "strassen": {"1", "2"},
+    }
     for ax in panels:
         got: dict[str, set] = {}
         for t in _labels(ax):
@@ -182,8 +214,14 @@ def test_no_median_over_families_one_line_per_family(figures):
         fam = ax.get_title().split()[1]
         series = {(r["backend"], r["knobs"]) for r in rows if r["family"] == fam}
         assert len(ax.lines) == len(series)
-        want = sorted(tuple(1e3 * r["time_s"] for r in sorted(rows, key=lambda r: r["n"])
-                            if r["family"] == fam and (r["backend"], r["knobs"]) == s) for s in series)
+        want = sorted(
+            tuple(
+                1e3 * r["time_s"]
+                for r in sorted(rows, key=lambda r: r["n"])
+                if r["family"] == fam and (r["backend"], r["knobs"]) == s
+            )
+            for s in series
+        )
         assert sorted(tuple(line.get_ydata()) for line in ax.lines) == pytest.approx(want)
     # the error plots draw one solid line per family and the native line of the same colour
     for ax in _panels(figures["error_vs_moduli_ozaki2"]):

@@ -1,6 +1,7 @@
 """Every ```python block of README.md runs as written, in order, in one namespace
 (later blocks use the names earlier ones define, as a reader would); blocks
 that need cupy or a GPU run only where cupy sees one."""
+
 import pathlib
 import re
 import warnings

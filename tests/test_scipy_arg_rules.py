@@ -5,6 +5,7 @@ same exception type where scipy raises.  ``DIFFERENT``: the deliberate differenc
 listed in the README's table ("Where emublas differs from scipy"), each with what
 emublas does instead; the test checks both sides so the table cannot go stale.
 """
+
 import warnings
 
 import numpy as np
@@ -110,20 +111,33 @@ def _scipy_ok(val):
 DIFFERENT = [
     ("illegal trans of csyrk", "csyrk", (1.0, A * 1j), {"trans": 2}, _scipy_ok, ValueError),
     ("illegal trans of zherk", "zherk", (1.0, A * 1j), {"trans": 1}, _scipy_ok, ValueError),
-    ("alpha = 0 with NaN in a", "dgemm", (0.0, np.full((3, 3), np.nan), B), {},
-     lambda v: v[0] == "ok" and np.isnan(v[1]).all(), "zeros"),
+    (
+        "alpha = 0 with NaN in a",
+        "dgemm",
+        (0.0, np.full((3, 3), np.nan), B),
+        {},
+        lambda v: v[0] == "ok" and np.isnan(v[1]).all(),
+        "zeros",
+    ),
     ("3-D a with axes of length 1", "dgemm", (1.0, A.reshape(3, 3, 1), B), {}, _scipy_ok, ValueError),
     ("alpha = [1, 2] (scipy takes the first)", "dgemm", ([1.0, 2.0], A, B), {}, _scipy_ok, ValueError),
     ("trans_a = [1] (a sequence)", "dgemm", (1.0, A, B), {"trans_a": [1]}, _scipy_ok, TypeError),
     ("trans_a = '1' (a string)", "dgemm", (1.0, A, B), {"trans_a": "1"}, _scipy_ok, TypeError),
     ("3-D c", "dgemm", (1.0, A, B), {"beta": 1.0, "c": C.reshape(3, 3, 1)}, _scipy_ok, ValueError),
-    ("1-D c", "dgemm", (1.0, A[:, :1], B[:1, :1]), {"beta": 1.0, "c": np.ones(3)},
-     lambda v: v[0] == "ok" and v[1].shape == (3,), lambda out: out.shape == (3, 1)),
+    (
+        "1-D c",
+        "dgemm",
+        (1.0, A[:, :1], B[:1, :1]),
+        {"beta": 1.0, "c": np.ones(3)},
+        lambda v: v[0] == "ok" and v[1].shape == (3,),
+        lambda out: out.shape == (3, 1),
+    ),
 ]
 
 
-@pytest.mark.parametrize("name, args, kwargs, scipy_does, emublas_does", [c[1:] for c in DIFFERENT],
-                         ids=[c[0] for c in DIFFERENT])
+@pytest.mark.parametrize(
+    "name, args, kwargs, scipy_does, emublas_does", [c[1:] for c in DIFFERENT], ids=[c[0] for c in DIFFERENT]
+)
 def test_deliberate_difference_from_scipy(name, args, kwargs, scipy_does, emublas_does, capfd):
     assert scipy_does(_outcome(fblas, name, args, dict(kwargs)))
     capfd.readouterr()  # BLAS's own "illegal value" line on stderr belongs to scipy's side

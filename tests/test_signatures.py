@@ -4,6 +4,7 @@ scipy's f2py routines have no ``inspect.signature``; their docstrings document
 the positional parameters (first line) and each optional one's default
 (``Default:`` lines), and that is what these tests compare against.
 """
+
 import ast
 import inspect
 import re
@@ -82,8 +83,11 @@ def test_generic_routines_are_real_definitions(name):
     sig = inspect.signature(fn)
     two = name in ("gemm", "syr2k", "her2k")
     first = ["alpha", "a", "b"] if two else ["alpha", "a"]
-    rest = ["beta", "c", "trans_a", "trans_b", "overwrite_c"] if name == "gemm" else \
-        ["beta", "c", "trans", "lower", "overwrite_c"]
+    rest = (
+        ["beta", "c", "trans_a", "trans_b", "overwrite_c"]
+        if name == "gemm"
+        else ["beta", "c", "trans", "lower", "overwrite_c"]
+    )
     assert [p for p in sig.parameters][: len(first + rest)] == first + rest
     assert sig.parameters["beta"].default == 0.0
     doc = inspect.getdoc(fn)

@@ -6,6 +6,7 @@ For ozaki2 the cases are held to more than that: with the default fallback every
 entry must be within the bound (the certificate recomputes what it cannot vouch
 for), and the call must say so.
 """
+
 import numpy as np
 import pytest
 import scipy.linalg.blas as sblas
@@ -23,8 +24,18 @@ def _case(kind, prefix, a, b, backend, alpha=1.0, beta=0.0, c=None, trans=(0, 0)
     if prefix in "cz":
         dt = np.complex64 if prefix == "c" else np.complex128
     c = np.zeros((n_rows, n_cols), dt, order="F") if c is None else np.asfortranarray(c, dt)
-    return H.Case(kind, prefix, backend, options, np.asarray(a, dt),
-                  None if b is None else np.asarray(b, dt), c, alpha, beta, trans)
+    return H.Case(
+        kind,
+        prefix,
+        backend,
+        options,
+        np.asarray(a, dt),
+        None if b is None else np.asarray(b, dt),
+        c,
+        alpha,
+        beta,
+        trans,
+    )
 
 
 def _assert_accurate_or_warned(case):
@@ -38,6 +49,7 @@ def _assert_accurate_or_warned(case):
 
 # -- 1. the CRT's own precision ----------------------------------------------------
 
+
 @pytest.mark.parametrize("t", [100, 120])
 @pytest.mark.parametrize("options", [{"mode": "auto"}, {"moduli": 49}, {}])
 def test_crt_precision_tiny_exact_product(t, options):
@@ -47,6 +59,7 @@ def test_crt_precision_tiny_exact_product(t, options):
 
 
 # -- 2. the estimate underflows ------------------------------------------------------
+
 
 @pytest.mark.parametrize("mode", ["fast", "accurate", "auto"])
 def test_needed_bits_underflow(mode):
@@ -67,6 +80,7 @@ def test_syr2k_tiny_and_huge():
 
 # -- 3. auto at its cap ------------------------------------------------------------
 
+
 def test_auto_warns_at_its_cap():
     rng = np.random.default_rng(1)
     k = 16
@@ -77,6 +91,7 @@ def test_auto_warns_at_its_cap():
 
 
 # -- 4. one odd row among sampled ones ----------------------------------------------
+
 
 @pytest.mark.parametrize("row", [5, 1000, 2047])
 def test_one_odd_row_is_not_missed(row):
@@ -94,6 +109,7 @@ def test_one_odd_row_is_not_missed(row):
 
 
 # -- 5. crashes and wrong specials --------------------------------------------------
+
 
 @pytest.mark.parametrize("prefix,kind", [("d", "syr2k"), ("z", "syr2k"), ("z", "her2k")])
 def test_rank2k_huge_times_tiny_does_not_crash(prefix, kind):
@@ -171,14 +187,19 @@ def test_complex_inf_in_c_like_native(backend, beta):
 
 
 def test_boolpack_int64_min_is_exact():
-    for a, b, want in [([[-2**63]], [[1]], [[-2**63]]), ([[-2**63, 7]], [[1], [0]], [[-2**63]]),
-                       ([[-2**63 + 1]], [[-1]], [[2**63 - 1]]), ([[3], [-2**63]], [[1]], [[3], [-2**63]])]:
+    for a, b, want in [
+        ([[-(2**63)]], [[1]], [[-(2**63)]]),
+        ([[-(2**63), 7]], [[1], [0]], [[-(2**63)]]),
+        ([[-(2**63) + 1]], [[-1]], [[2**63 - 1]]),
+        ([[3], [-(2**63)]], [[1]], [[3], [-(2**63)]]),
+    ]:
         out = emublas.intmatmul(np.array(a, np.int64), np.array(b, np.int64), backend="boolpack")
         assert out.dtype == np.int64 and out.tolist() == want
 
 
-@pytest.mark.parametrize("a,b", [([[-2**63]], [[-1]]), ([[-2**63, -1]], [[1], [1]]),
-                                 ([[2**62, 2**62]], [[1], [1]])])
+@pytest.mark.parametrize(
+    "a,b", [([[-(2**63)]], [[-1]]), ([[-(2**63), -1]], [[1], [1]]), ([[2**62, 2**62]], [[1], [1]])]
+)
 def test_boolpack_overflow_raises(a, b):
     with pytest.raises(OverflowError, match="does not fit int64"):
         emublas.intmatmul(np.array(a, np.int64), np.array(b, np.int64), backend="boolpack")

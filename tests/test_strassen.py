@@ -1,4 +1,5 @@
 """The strassen backend: 7 output writes per level, every dtype, odd shapes, trans, special values."""
+
 import numpy as np
 import pytest
 import scipy.linalg.blas as sblas
@@ -35,7 +36,7 @@ def test_matches_native(rng, monkeypatch, dtype, shape, levels, impl):
         ours = emublas.gemm(1.5, a, b, 0.5, c, trans_a=ta, trans_b=tb, backend="strassen", levels=levels)
         ref = emublas.gemm(1.5, a, b, 0.5, c, trans_a=ta, trans_b=tb, backend="native")
         # Strassen's error bound grows with the level count (Higham ch. 23): a loose normwise check
-        tol = 50 * (4 ** levels) * k * np.finfo(dtype).eps * (np.abs(a).max() * np.abs(b).max() + 1)
+        tol = 50 * (4**levels) * k * np.finfo(dtype).eps * (np.abs(a).max() * np.abs(b).max() + 1)
         assert np.abs(ours - ref).max() <= tol, (ta, tb)
 
 
@@ -85,6 +86,7 @@ def test_levels_option_validation(rng, monkeypatch):
 # --------------------------------------------------------------------------
 # the C driver (native/cpu/strassen.c) and the reference recursion agree
 # --------------------------------------------------------------------------
+
 
 def _c_kernels():
     from emublas.backends.strassen import kernels_cpu as strassen_cpu
@@ -144,7 +146,7 @@ def test_c_driver_strided_operands_and_c(rng, dtype):
     """Views with a leading dimension, C-ordered operands and a C-ordered output."""
     sc = _c_kernels()
     big_a = np.asfortranarray(randn(rng, (50, 60), dtype))
-    a = big_a[3:40, 5:51]              # 37 x 46, ld 50
+    a = big_a[3:40, 5:51]  # 37 x 46, ld 50
     b = np.ascontiguousarray(randn(rng, (46, 29), dtype))
     c = np.ascontiguousarray(randn(rng, (37, 29), dtype))
     want = 0.5 * (a @ b) - 2.0 * c
@@ -158,6 +160,7 @@ def test_c_driver_strided_operands_and_c(rng, dtype):
 # --------------------------------------------------------------------------
 # the fused CUDA kernels (native/cuda/strassen.cu); skipped without a device
 # --------------------------------------------------------------------------
+
 
 def _cuda_ops(cupy):
     from emublas.backends.strassen import kernels_gpu as strassen_gpu
@@ -215,5 +218,5 @@ def test_cuda_path_matches_native(rng, cupy, dtype, levels):
         info = strassen.last_run()
         assert info["impl"] == "cuda" and info["writes_per_level"] == {d: 7 * 7**d for d in range(levels)}
         ref = emublas.gemm(1.5, a, b, 0.5, c, trans_a=ta, trans_b=tb, backend="native")
-        tol = 50 * (4 ** levels) * k * np.finfo(dtype).eps * (float(abs(a).max() * abs(b).max()) + 1)
+        tol = 50 * (4**levels) * k * np.finfo(dtype).eps * (float(abs(a).max() * abs(b).max()) + 1)
         assert float(abs(ours - ref).max()) <= tol, (ta, tb)

@@ -1,4 +1,5 @@
 """emublas sweep: the exact reference, the sweep files, resume, failures, validation."""
+
 import csv
 import json
 import math
@@ -17,14 +18,19 @@ from emublas.cli import main
 # exact reference
 # ---------------------------------------------------------------------------
 
+
 def _fraction_dot(u, v):
     u = np.asarray(u)
     v = np.asarray(v)
     if u.dtype.kind == "c" or v.dtype.kind == "c":
-        re = sum(Fraction(float(x.real)) * Fraction(float(y.real)) - Fraction(float(x.imag)) * Fraction(float(y.imag))
-                 for x, y in zip(u.astype(complex), v.astype(complex)))
-        im = sum(Fraction(float(x.real)) * Fraction(float(y.imag)) + Fraction(float(x.imag)) * Fraction(float(y.real))
-                 for x, y in zip(u.astype(complex), v.astype(complex)))
+        re = sum(
+            Fraction(float(x.real)) * Fraction(float(y.real)) - Fraction(float(x.imag)) * Fraction(float(y.imag))
+            for x, y in zip(u.astype(complex), v.astype(complex))
+        )
+        im = sum(
+            Fraction(float(x.real)) * Fraction(float(y.imag)) + Fraction(float(x.imag)) * Fraction(float(y.real))
+            for x, y in zip(u.astype(complex), v.astype(complex))
+        )
         return complex(float(re), float(im))
     return float(sum(Fraction(float(x)) * Fraction(float(y)) for x, y in zip(u, v)))
 
@@ -53,19 +59,21 @@ def test_exact_dot_matches_fractions_real(rng, dtype):
 def test_exact_dot_matches_fractions_complex(rng, dtype):
     for _ in range(10):
         n = int(rng.integers(1, 40))
-        u = (rng.standard_normal(n) * np.exp(4 * rng.standard_normal(n))
-             + 1j * rng.standard_normal(n) * np.exp(4 * rng.standard_normal(n))).astype(dtype)
+        u = (
+            rng.standard_normal(n) * np.exp(4 * rng.standard_normal(n))
+            + 1j * rng.standard_normal(n) * np.exp(4 * rng.standard_normal(n))
+        ).astype(dtype)
         v = (rng.standard_normal(n) + 1j * rng.standard_normal(n) * 1e-9).astype(dtype)
         assert exact_dot(u, v) == _fraction_dot(u, v)
 
 
 def test_exact_dot_cancellation_and_rounding():
-    big, tiny = 2.0 ** 200, 2.0 ** -200
+    big, tiny = 2.0**200, 2.0**-200
     assert exact_dot(np.array([big, tiny, -big]), np.array([1.0, 1.0, 1.0])) == tiny  # float sum gives 0
     x = np.array([0.1, 0.7, -0.3, 1e300, 1e-300])
     assert exact_dot(np.concatenate([x, -x]), np.concatenate([x, x])) == 0.0  # exactly zero
     # one rounding only: 1 + 2^-53 + 2^-106 rounds up to 1 + 2^-52 (two roundings would give 1)
-    assert exact_dot(np.array([1.0, 2.0 ** -53, 2.0 ** -106]), np.ones(3)) == 1.0 + 2.0 ** -52
+    assert exact_dot(np.array([1.0, 2.0**-53, 2.0**-106]), np.ones(3)) == 1.0 + 2.0**-52
     assert round_scaled(1, -1080) == 0.0 and round_scaled(3, -1075) == 5e-324 * 2  # subnormal rounding (ties even)
     assert round_scaled(1, 2000) == math.inf and round_scaled(-1, 2000) == -math.inf
 
@@ -74,8 +82,13 @@ def test_exact_entries_of_each_routine(rng):
     a = rng.standard_normal((5, 4)) + 1j * rng.standard_normal((5, 4))
     b = rng.standard_normal((5, 4)) + 1j * rng.standard_normal((5, 4))
     rows, cols = np.array([0, 3, 4]), np.array([0, 1, 4])
-    full = {"syrk": a @ a.T, "herk": a @ a.conj().T, "syr2k": a @ b.T + b @ a.T,
-            "her2k": a @ b.conj().T + b @ a.conj().T, "gemm": a @ b.T}
+    full = {
+        "syrk": a @ a.T,
+        "herk": a @ a.conj().T,
+        "syr2k": a @ b.T + b @ a.T,
+        "her2k": a @ b.conj().T + b @ a.conj().T,
+        "gemm": a @ b.T,
+    }
     for op, ref in full.items():
         got = exact_entries(op, a, b.T if op == "gemm" else b, rows, cols)
         np.testing.assert_allclose(got, ref[rows, cols], rtol=1e-13)
@@ -93,12 +106,13 @@ def test_cancel_family_cancels(rng):
     a, b = sweep.make_inputs("gemm", "d", (20, 20, 64), "cancel", rng)
     exact = exact_entries("gemm", a, b, np.arange(20), np.arange(20))
     terms = np.abs(a) @ np.abs(b)
-    assert np.max(np.abs(exact) / np.diag(terms)) < 2.0 ** -15
+    assert np.max(np.abs(exact) / np.diag(terms)) < 2.0**-15
 
 
 # ---------------------------------------------------------------------------
 # the sweep
 # ---------------------------------------------------------------------------
+
 
 def _tiny(**kw):
     args = dict(sizes="16", backends="native,ozaki2", grid=["ozaki2:moduli=16;mode=accurate"], samples=8)
@@ -150,8 +164,7 @@ def test_resume_skips_done_rows_and_recomputes_a_deleted_one(tmp_path, count_mea
     assert count_measure == [] and len(rows) == 4 and len(_csv_rows(tmp_path / "results.csv")) == 4
     # delete one ozaki2 row: only that one is recomputed (native's numbers come from its CSV row)
     path = tmp_path / "results.csv"
-    kept = [line for line in path.read_text().splitlines(keepends=True)
-            if not ("uniform" in line and "ozaki2" in line)]
+    kept = [line for line in path.read_text().splitlines(keepends=True) if not ("uniform" in line and "ozaki2" in line)]
     path.write_text("".join(kept))
     rows = sweep.run_sweep(p, str(tmp_path), reps=1, progress=None)
     assert len(count_measure) == 1 and "uniform|ozaki2" in count_measure[0]
@@ -211,7 +224,10 @@ def test_failed_rows_are_recorded_and_the_sweep_goes_on(tmp_path, boom, monkeypa
     monkeypatch.setattr(sweep.measure, "OPENBLAS_SPIN_S", 0.0)
     p = sweep.plan(sizes="16", backends="boomtest,native", samples=4)  # grid from the backend's sweep_grid
     assert [(c.backend, c.knobs) for c in p.configs] == [
-        ("boomtest", (("level", 1),)), ("boomtest", (("level", 2),)), ("native", ())]
+        ("boomtest", (("level", 1),)),
+        ("boomtest", (("level", 2),)),
+        ("native", ()),
+    ]
     rows = sweep.run_sweep(p, str(tmp_path), reps=1, progress=None)
     by = {(r["backend"], r["knobs"]): r for r in rows}
     assert by[("native", "")]["status"] == "ok"
@@ -226,17 +242,20 @@ def test_failed_rows_are_recorded_and_the_sweep_goes_on(tmp_path, boom, monkeypa
     assert len(rows) == 3 and len(_csv_rows(tmp_path / "results.csv")) == 3
 
 
-@pytest.mark.parametrize("kw, words", [
-    (dict(backends="native,nope"), ["nope", "ozaki2"]),
-    (dict(grid=["ozaki2:bogus=1"]), ["bogus", "moduli", "mode"]),
-    (dict(grid=["ozaki2:moduli=8,999"]), ["999", "1..49"]),
-    (dict(grid=["ozaki2:mode=fastest"]), ["fastest", "fast, accurate, auto"]),
-    (dict(families="phi0.5,gauss"), ["gauss", "uniform", "cancel"]),
-    (dict(ops="gemm,trmm"), ["trmm", "her2k"]),
-    (dict(dtypes="q"), ["q", "s, d, c, z"]),
-    (dict(grid=["nope:x=1"]), ["nope"]),
-    (dict(sizes="16", backends="native", grid=["ozaki2:moduli=8"]), ["not in --backends"]),
-])
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        (dict(backends="native,nope"), ["nope", "ozaki2"]),
+        (dict(grid=["ozaki2:bogus=1"]), ["bogus", "moduli", "mode"]),
+        (dict(grid=["ozaki2:moduli=8,999"]), ["999", "1..49"]),
+        (dict(grid=["ozaki2:mode=fastest"]), ["fastest", "fast, accurate, auto"]),
+        (dict(families="phi0.5,gauss"), ["gauss", "uniform", "cancel"]),
+        (dict(ops="gemm,trmm"), ["trmm", "her2k"]),
+        (dict(dtypes="q"), ["q", "s, d, c, z"]),
+        (dict(grid=["nope:x=1"]), ["nope"]),
+        (dict(sizes="16", backends="native", grid=["ozaki2:moduli=8"]), ["not in --backends"]),
+    ],
+)
 def test_bad_input_fails_before_any_work(kw, words):
     args = dict(sizes="16", backends="native,ozaki2")
     args.update(kw)
@@ -255,8 +274,29 @@ def test_cli_bad_input_writes_nothing(tmp_path, capsys):
 def test_cli_tiny_sweep_prints_table(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(sweep.measure, "OPENBLAS_SPIN_S", 0.0)
     out = tmp_path / "o"
-    assert main(["sweep", "--ops", "gemm,herk", "--dtypes", "d,z", "--sizes", "16", "--backends", "native",
-                 "--samples", "4", "--reps", "1", "--out", str(out), "--no-plots"]) == 0
+    assert (
+        main(
+            [
+                "sweep",
+                "--ops",
+                "gemm,herk",
+                "--dtypes",
+                "d,z",
+                "--sizes",
+                "16",
+                "--backends",
+                "native",
+                "--samples",
+                "4",
+                "--reps",
+                "1",
+                "--out",
+                str(out),
+                "--no-plots",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr()
     assert "zherk" in text.err and "herk on real data (d) is the symmetric update dsyrk" in text.err
     assert "dsyrk" in text.out  # the API's herk on real data: the real symmetric update, as a row
@@ -296,9 +336,15 @@ def test_plots_are_drawn(tmp_path, count_measure):
 # issue 18: what a first sweep shows
 # ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("grid, needle", [("ozaki2:moduli=8..22:0", "step must be a positive integer"),
-                                          ("ozaki2:moduli=8..22:-2", "step must be a positive integer"),
-                                          ("ozaki2:moduli=22..8", "LO <= HI")])
+
+@pytest.mark.parametrize(
+    "grid, needle",
+    [
+        ("ozaki2:moduli=8..22:0", "step must be a positive integer"),
+        ("ozaki2:moduli=8..22:-2", "step must be a positive integer"),
+        ("ozaki2:moduli=22..8", "LO <= HI"),
+    ],
+)
 def test_grid_range_with_bad_step_is_rejected(grid, needle):
     with pytest.raises(ValueError, match=needle):
         sweep.plan(sizes="16", backends="native,ozaki2", grid=[grid])
@@ -319,10 +365,27 @@ def test_rows_carry_time_spread_and_native_is_timed_around_the_group(tmp_path, m
 
 
 def test_table_says_what_columns_are_and_marks_noisy_rows():
-    row = {"key": "k", "status": "ok", "routine": "dgemm", "m": 8, "n": 8, "k": 8, "family": "phi0.5",
-           "backend": "ozaki2", "knobs": "moduli=8;mode=accurate", "time_s": 1e-3, "time_min_s": 1e-3,
-           "time_max_s": 1.1e-3, "native_time_min_s": 1e-3, "native_time_max_s": 5e-3, "speedup": 2.0,
-           "max_rel_err": 1e-10, "norm_rel_err": 1e-12, "native_max_rel_err": 1e-15, "bits": 33.2}
+    row = {
+        "key": "k",
+        "status": "ok",
+        "routine": "dgemm",
+        "m": 8,
+        "n": 8,
+        "k": 8,
+        "family": "phi0.5",
+        "backend": "ozaki2",
+        "knobs": "moduli=8;mode=accurate",
+        "time_s": 1e-3,
+        "time_min_s": 1e-3,
+        "time_max_s": 1.1e-3,
+        "native_time_min_s": 1e-3,
+        "native_time_max_s": 5e-3,
+        "speedup": 2.0,
+        "max_rel_err": 1e-10,
+        "norm_rel_err": 1e-12,
+        "native_max_rel_err": 1e-15,
+        "bits": 33.2,
+    }
     text = sweep.format_table([row])
     assert "moduli=8, mode=accurate" in text and "1.00..1.10" in text
     assert "2.00~" in text and "not meaningful" in text
@@ -339,8 +402,20 @@ def test_failed_rows_are_counted_on_rerun_with_the_retry_hint(tmp_path, monkeypa
     def boom(cfg, *a, **k):
         raise RuntimeError(long_message)
 
-    args = ["sweep", "--sizes", "16", "--backends", "native", "--samples", "4", "--reps", "1", "--out", out,
-            "--no-plots"]
+    args = [
+        "sweep",
+        "--sizes",
+        "16",
+        "--backends",
+        "native",
+        "--samples",
+        "4",
+        "--reps",
+        "1",
+        "--out",
+        out,
+        "--no-plots",
+    ]
     monkeypatch.setattr(sweep.measure, "_measure", boom)
     assert main(args) == 0
     first = capsys.readouterr().out
@@ -352,8 +427,7 @@ def test_failed_rows_are_counted_on_rerun_with_the_retry_hint(tmp_path, monkeypa
 
 def test_backends_take_comma_or_space_lists(tmp_path, monkeypatch):
     monkeypatch.setattr(sweep.measure, "OPENBLAS_SPIN_S", 0.0)
-    common = ["sweep", "--sizes", "16", "--samples", "4", "--reps", "1", "--no-plots", "--grid",
-              "ozaki2:moduli=8"]
+    common = ["sweep", "--sizes", "16", "--samples", "4", "--reps", "1", "--no-plots", "--grid", "ozaki2:moduli=8"]
     assert main(common + ["--backends", "native", "ozaki2", "--out", str(tmp_path / "a")]) == 0
     assert main(common + ["--backends", "native,ozaki2", "--out", str(tmp_path / "b")]) == 0
     a = {r["backend"] for r in sweep.load_rows(str(tmp_path / "a" / "results.csv"))}

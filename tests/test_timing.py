@@ -1,4 +1,5 @@
 """emublas.timing: what is called how often, and what the summaries say (no timed assertions)."""
+
 import warnings
 
 import pytest

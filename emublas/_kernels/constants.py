@@ -8,6 +8,7 @@ reads the header's text, so that module-level constants and the GPU path (whose
 CUDA sources include the same header) need no C extension.  A test checks that
 the two agree.
 """
+
 from __future__ import annotations
 
 import ast
@@ -15,15 +16,26 @@ import operator
 import os
 import re
 
-__all__ = ["HEADER", "header_path", "read_header", "OZ_MAX_MODULI", "OZ_MAX_TERMS", "OZ_PAD",
-           "I8GEMM_K_EXACT", "OZ_K_CHUNK", "OZ_DEAD"]
+__all__ = [
+    "HEADER",
+    "header_path",
+    "read_header",
+    "OZ_MAX_MODULI",
+    "OZ_MAX_TERMS",
+    "OZ_PAD",
+    "I8GEMM_K_EXACT",
+    "OZ_K_CHUNK",
+    "OZ_DEAD",
+]
 
 #: File name of the shared header.
 HEADER = "emublas_constants.h"
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_FOLDERS = (os.path.join(_HERE, "include"),  # a wheel (setup.py copies it there)
-            os.path.join(os.path.dirname(os.path.dirname(_HERE)), "native", "include"))  # a source checkout
+_FOLDERS = (
+    os.path.join(_HERE, "include"),  # a wheel (setup.py copies it there)
+    os.path.join(os.path.dirname(os.path.dirname(_HERE)), "native", "include"),
+)  # a source checkout
 
 # The header's rule for integer constants (see its opening comment): literals,
 # earlier EMUBLAS_* names, + - * << and parentheses, on one line.

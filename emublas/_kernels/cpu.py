@@ -12,6 +12,7 @@ int32 -- always when ``k < 2**17`` (each product is at most 2**14 in size).
 The caller is responsible for keeping ``k`` small enough; every
 implementation and thread count gives bit-identical results.
 """
+
 from __future__ import annotations
 
 import operator
@@ -288,9 +289,7 @@ def i8gemm(
     m, k = a.shape
     k2, n = b.shape
     if k != k2:
-        raise ValueError(
-            f"inner dimensions differ: a is {m}x{k} (m x k) but b is {k2}x{n} (k x n)"
-        )
+        raise ValueError(f"inner dimensions differ: a is {m}x{k} (m x k) but b is {k2}x{n} (k x n)")
     if out is None:
         if accumulate:
             raise ValueError("accumulate=True needs an out array to accumulate into")
@@ -299,8 +298,7 @@ def i8gemm(
         out = check_operand(out, "out", np.int32)
         if out.shape != (m, n):
             raise ValueError(
-                f"out has shape {out.shape[0]}x{out.shape[1]}, expected m x n = {m}x{n} "
-                f"(a is {m}x{k}, b is {k}x{n})"
+                f"out has shape {out.shape[0]}x{out.shape[1]}, expected m x n = {m}x{n} (a is {m}x{k}, b is {k}x{n})"
             )
         if not out.flags.writeable:
             raise ValueError("out is read-only")
@@ -328,11 +326,21 @@ def i8gemm(
     rsb, csb = elem_strides(b)  # type: ignore[misc]
     rsc, csc = elem_strides(target)  # type: ignore[misc]
     rc = lib.emublas_i8gemm(
-        code, m, n, k,
-        ptr(ffi, "const int8_t *", a), rsa, csa,
-        ptr(ffi, "const int8_t *", b), rsb, csb,
-        ptr(ffi, "int32_t *", target), rsc, csc,
-        1 if accumulate else 0, nthreads,
+        code,
+        m,
+        n,
+        k,
+        ptr(ffi, "const int8_t *", a),
+        rsa,
+        csa,
+        ptr(ffi, "const int8_t *", b),
+        rsb,
+        csb,
+        ptr(ffi, "int32_t *", target),
+        rsc,
+        csc,
+        1 if accumulate else 0,
+        nthreads,
     )
     if rc != lib.EMUBLAS_OK:
         if rc == lib.EMUBLAS_ENOMEM:
@@ -368,4 +376,3 @@ def vnni_peak_probe(threads: int | None = None, iters: int = 10_000_000) -> floa
         raise ValueError(f"iters={iters!r} must be positive")
     _, lib = require()
     return float(lib.emublas_vnni_peak_probe(nthreads, iters))
-

@@ -5,6 +5,7 @@ cupy exposes cuBLAS gemm and syrk but not herk, syr2k or her2k.  cupy has
 already loaded libcublas into the process, so ``ctypes.CDLL`` by soname finds
 that same library, and the routines run on cupy's own handle and stream.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -40,8 +41,16 @@ def _function(kind: str, prefix: str):
         return None
     two = kind in ("syr2k", "her2k")
     # handle, uplo, trans, n, k, alpha, A, lda, [B, ldb,] beta, C, ldc
-    args = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
-            ctypes.c_void_p, ctypes.c_int]
+    args = [
+        ctypes.c_void_p,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_int,
+    ]
     if two:
         args += [ctypes.c_void_p, ctypes.c_int]
     args += [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
@@ -90,8 +99,21 @@ _ZERO = ctypes.c_int32(0)
 _CUDA_R_8I, _CUDA_R_32I, _CUBLAS_COMPUTE_32I, _CUBLAS_GEMM_DEFAULT = 3, 10, 72, -1
 
 
-def gemm_i8(handle: int, stream: int, transa: int, transb: int, m: int, n: int, k: int, a: int, lda: int, b: int,
-            ldb: int, c: int, ldc: int) -> None:
+def gemm_i8(
+    handle: int,
+    stream: int,
+    transa: int,
+    transb: int,
+    m: int,
+    n: int,
+    k: int,
+    a: int,
+    lda: int,
+    b: int,
+    ldb: int,
+    c: int,
+    ldc: int,
+) -> None:
     """``C = op(A)·op(B)`` in int8 → int32 (``cublasGemmEx``, COMPUTE_32I) on ``handle`` and ``stream``.
 
     Called through ctypes rather than cupy's wrapper, which refuses every cuBLAS call
@@ -104,9 +126,30 @@ def gemm_i8(handle: int, stream: int, transa: int, transb: int, m: int, n: int, 
     if mode.value != 0:
         _check(set_mode(handle, 0), "cublasSetPointerMode")  # host scalars
     try:
-        _check(gemm(handle, transa, transb, m, n, k, ctypes.addressof(_ONE), a, _CUDA_R_8I, lda, b, _CUDA_R_8I,
-                    ldb, ctypes.addressof(_ZERO), c, _CUDA_R_32I, ldc, _CUBLAS_COMPUTE_32I, _CUBLAS_GEMM_DEFAULT),
-               "cublasGemmEx")
+        _check(
+            gemm(
+                handle,
+                transa,
+                transb,
+                m,
+                n,
+                k,
+                ctypes.addressof(_ONE),
+                a,
+                _CUDA_R_8I,
+                lda,
+                b,
+                _CUDA_R_8I,
+                ldb,
+                ctypes.addressof(_ZERO),
+                c,
+                _CUDA_R_32I,
+                ldc,
+                _CUBLAS_COMPUTE_32I,
+                _CUBLAS_GEMM_DEFAULT,
+            ),
+            "cublasGemmEx",
+        )
     finally:
         if mode.value != 0:
             set_mode(handle, mode.value)

@@ -11,6 +11,7 @@ A source includes the shared header as ``#include "../include/<name>.h"``
 :func:`source_text` pastes the header's text in place of that line, which
 also makes cupy's kernel cache (keyed by the source text) see header edits.
 """
+
 from __future__ import annotations
 
 import os

@@ -6,6 +6,7 @@ module and a line to ``_MODULES``; modules are imported on first use so that
 ``import emublas`` stays cheap.  :func:`register` adds backends at run time
 (plugins, tests).
 """
+
 from __future__ import annotations
 
 import importlib

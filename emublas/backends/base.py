@@ -41,6 +41,7 @@ only what it has:
 
 No caller looks at a backend's ``name`` to decide what it can do.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
@@ -50,8 +51,18 @@ from typing import Any, ClassVar
 # the value parsers and environment readers live in the lowest layer (the kernels read them too)
 from .._env import boolean, env_flag, env_int, env_value, int_range
 
-__all__ = ["Option", "Backend", "choice", "int_range", "boolean", "device_list", "env_value", "env_flag",
-           "env_int", "split_nonfinite"]
+__all__ = [
+    "Option",
+    "Backend",
+    "choice",
+    "int_range",
+    "boolean",
+    "device_list",
+    "env_value",
+    "env_flag",
+    "env_int",
+    "split_nonfinite",
+]
 
 #: A knob grid: option name -> the values to sweep (raw values, parsed by the option's parser).
 Grid = Mapping[str, Sequence[Any]]
@@ -212,9 +223,7 @@ class Backend:
 
         ok, detail = self.device_readiness(device)
         if not ok:
-            raise BackendUnavailableError(
-                f"backend {self.name!r} cannot run on the {device.upper()} here: {detail}"
-            )
+            raise BackendUnavailableError(f"backend {self.name!r} cannot run on the {device.upper()} here: {detail}")
 
     # -- reports ---------------------------------------------------------------
     def last_run(self) -> dict | None:

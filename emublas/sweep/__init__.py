@@ -31,6 +31,7 @@ The modules: :mod:`~emublas.sweep.plan` (arguments and configurations),
 (results.csv / results.json), :mod:`~emublas.sweep.report` (the table),
 :mod:`~emublas.sweep.plots` and :mod:`~emublas.sweep.cli`.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -54,11 +55,41 @@ from .plots import plot_results
 from .report import NOISY_SPREAD, format_table, noisy
 from .results import COLUMNS, json_row, load_rows, metadata
 
-__all__ = ["GRIDS", "QUICK_GRIDS", "QUICK_PLAN", "Config", "Plan", "plan", "run_sweep", "add_arguments", "command",
-           "make_inputs", "parse_family", "plot_results", "COLUMNS", "declared_grids", "validate_grid",
-           "parse_grid_specs", "format_table", "load_rows", "replot", "sample_entries", "error_stats",
-           "nominal_flops", "noisy", "knobs_text", "knobs_shown", "json_row", "metadata", "OPS", "DTYPES",
-           "FAMILIES_HELP", "CANCEL_DELTA", "NOISY_SPREAD", "OPENBLAS_SPIN_S"]
+__all__ = [
+    "GRIDS",
+    "QUICK_GRIDS",
+    "QUICK_PLAN",
+    "Config",
+    "Plan",
+    "plan",
+    "run_sweep",
+    "add_arguments",
+    "command",
+    "make_inputs",
+    "parse_family",
+    "plot_results",
+    "COLUMNS",
+    "declared_grids",
+    "validate_grid",
+    "parse_grid_specs",
+    "format_table",
+    "load_rows",
+    "replot",
+    "sample_entries",
+    "error_stats",
+    "nominal_flops",
+    "noisy",
+    "knobs_text",
+    "knobs_shown",
+    "json_row",
+    "metadata",
+    "OPS",
+    "DTYPES",
+    "FAMILIES_HELP",
+    "CANCEL_DELTA",
+    "NOISY_SPREAD",
+    "OPENBLAS_SPIN_S",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,4 +1,5 @@
 """``emublas sweep`` and ``emublas plot`` on the command line."""
+
 from __future__ import annotations
 
 import argparse
@@ -33,11 +34,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtypes", default=None, help="comma list of s,d,c,z (default d)")
     p.add_argument("--sizes", default=None, help="square sizes, comma list (default 256)")
     p.add_argument("--mnk", default=None, help="shapes MxNxK, comma list (rank-k routines need M == N)")
-    p.add_argument("--backends", nargs="+", default=None, metavar="NAME",
-                   help="backends, comma- or space-separated (default: native and every backend usable here)")
-    p.add_argument("--grid", action="append", default=[], metavar="BACKEND:KNOB=V1,V2;KNOB=V",
-                   help="knob grid of one backend, repeatable; values may be ranges LO..HI[:STEP]"
-                        " (default: the backend's own sweep_grid)")
+    p.add_argument(
+        "--backends",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="backends, comma- or space-separated (default: native and every backend usable here)",
+    )
+    p.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="BACKEND:KNOB=V1,V2;KNOB=V",
+        help="knob grid of one backend, repeatable; values may be ranges LO..HI[:STEP]"
+        " (default: the backend's own sweep_grid)",
+    )
     p.add_argument("--families", default=None, help=f"comma list of input families: {FAMILIES_HELP} (default phi0.5)")
     p.add_argument("--device", default="cpu", choices=("cpu", "gpu"))
     p.add_argument("--reps", type=int, default=3, help="timed repetitions after one warm-up (median; default 3)")
@@ -51,9 +62,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace, argv=None) -> int:
     names = args.backends if args.backends is None or isinstance(args.backends, str) else ",".join(args.backends)
-    the_plan = plan(ops=args.ops, dtypes=args.dtypes, sizes=args.sizes, mnk=args.mnk, backends=names,
-                    grid=args.grid, families=args.families, device=args.device, seed=args.seed,
-                    samples=args.samples, quick=args.quick)
+    the_plan = plan(
+        ops=args.ops,
+        dtypes=args.dtypes,
+        sizes=args.sizes,
+        mnk=args.mnk,
+        backends=names,
+        grid=args.grid,
+        families=args.families,
+        device=args.device,
+        seed=args.seed,
+        samples=args.samples,
+        quick=args.quick,
+    )
     if args.reps < 1:
         raise ValueError("--reps must be at least 1")
     for note in the_plan.notes:
@@ -63,26 +84,33 @@ def command(args: argparse.Namespace, argv=None) -> int:
     try:
         rows = measure.run_sweep(the_plan, args.out, reps=args.reps, argv=argv, retry_failed=args.retry_failed)
     except KeyboardInterrupt:
-        print(f"\nemublas sweep: interrupted; finished rows are in {args.out}/results.csv and results.json;"
-              " run the same command again to resume", file=sys.stderr)
+        print(
+            f"\nemublas sweep: interrupted; finished rows are in {args.out}/results.csv and results.json;"
+            " run the same command again to resume",
+            file=sys.stderr,
+        )
         return 130
     elapsed = time.perf_counter() - t0
     keys = {c.key for c in the_plan.configs}
     mine = [r for r in rows if r["key"] in keys]
     print(format_table(mine))
     failed = sum(r["status"] != "ok" for r in mine)
-    print(f"\n{len(mine)} configurations ({failed} failed) in {elapsed:.1f} s; results in {args.out}/results.csv"
-          " and results.json")
+    print(
+        f"\n{len(mine)} configurations ({failed} failed) in {elapsed:.1f} s; results in {args.out}/results.csv"
+        " and results.json"
+    )
     planned = {c.key for c in the_plan.configs}
     kept_ok = sum(1 for k in planned if prior.get(k) == "ok")
     kept_failed = 0 if args.retry_failed else sum(1 for k in planned if prior.get(k) == "failed")
     if kept_ok or kept_failed:
         hint = "; --retry-failed reruns the failed ones" if kept_failed else ""
-        print(f"{kept_ok + kept_failed} not rerun, already in {args.out}: {kept_ok} finished, {kept_failed}"
-              f" failed{hint}")
+        print(
+            f"{kept_ok + kept_failed} not rerun, already in {args.out}: {kept_ok} finished, {kept_failed} failed{hint}"
+        )
     if not args.no_plots:
         paths = plot_results(rows, args.out)
         if paths:
-            print(f"plots: {os.path.join(args.out, 'plots')}/ ({', '.join(os.path.basename(p) for p in paths)}"
-                  " and .svg)")
+            print(
+                f"plots: {os.path.join(args.out, 'plots')}/ ({', '.join(os.path.basename(p) for p in paths)} and .svg)"
+            )
     return 0

@@ -1,4 +1,5 @@
 """The sweep's inputs: input families, the entries sampled for the exact reference."""
+
 from __future__ import annotations
 
 import re
@@ -10,7 +11,7 @@ __all__ = ["DTYPES", "FAMILIES_HELP", "CANCEL_DELTA", "parse_family", "make_inpu
 
 DTYPES = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}
 FAMILIES_HELP = "phi<φ> (e.g. phi0.5, phi2), uniform, integer, cancel"
-CANCEL_DELTA = {"d": 2.0 ** -20, "z": 2.0 ** -20, "s": 2.0 ** -8, "c": 2.0 ** -8}
+CANCEL_DELTA = {"d": 2.0**-20, "z": 2.0**-20, "s": 2.0**-8, "c": 2.0**-8}
 
 
 def parse_family(name: str) -> tuple[str, float | None]:
@@ -22,7 +23,6 @@ def parse_family(name: str) -> tuple[str, float | None]:
     if m:
         return "phi", float(m.group(1))
     raise ValueError(f"unknown input family {name!r}; valid families: {FAMILIES_HELP}")
-
 
 
 def group_rng(seed: int, group_key: str) -> np.random.Generator:
@@ -58,9 +58,11 @@ def make_inputs(op: str, dtype: str, shape, family: str, rng) -> tuple[np.ndarra
     if kind == "cancel":
         arrays = _cancel_inputs(op, shapes, cplx, CANCEL_DELTA[dtype], rng)
     else:
+
         def draw(s):
             x = _real_family(rng, kind, phi, s)
             return x + 1j * _real_family(rng, kind, phi, s) if cplx else x
+
         arrays = [draw(s) for s in shapes]
     arrays = [np.asfortranarray(x.astype(DTYPES[dtype])) for x in arrays]
     return arrays[0], (arrays[1] if len(arrays) > 1 else None)
@@ -79,6 +81,7 @@ def _cancel_inputs(op, shapes, cplx, delta, rng):
     orthonormal rows (needs n ≤ k; for n > k, orthonormal columns and only mild
     cancellation), so the off-diagonal entries are O(δ) against O(1) terms.
     """
+
     def g(s):
         x = rng.random(s) - 0.5
         return x + 1j * (rng.random(s) - 0.5) if cplx else x
@@ -97,15 +100,15 @@ def _cancel_inputs(op, shapes, cplx, delta, rng):
         p, q, r = g((m, h)), g((h, n)), g((h, n))
         a = np.zeros((m, k), dtype=p.dtype)
         b = np.zeros((k, n), dtype=p.dtype)
-        a[:, :h], a[:, h:2 * h] = p, p
-        b[:h], b[h:2 * h] = q, -q + delta * r
+        a[:, :h], a[:, h : 2 * h] = p, p
+        b[:h], b[h : 2 * h] = q, -q + delta * r
         return [a[:, perm], b[perm, :]]
     n = shapes[0][0]
     p, q, r = g((n, h)), g((n, h)), g((n, h))
     a = np.zeros((n, k), dtype=p.dtype)
     b = np.zeros((n, k), dtype=p.dtype)
-    a[:, :h], a[:, h:2 * h] = p, p
-    b[:, :h], b[:, h:2 * h] = q, -q + delta * r
+    a[:, :h], a[:, h : 2 * h] = p, p
+    b[:, :h], b[:, h : 2 * h] = q, -q + delta * r
     return [a[:, perm], b[:, perm]]
 
 
@@ -118,8 +121,7 @@ def sample_entries(op: str, shape, samples: int, rng) -> tuple[np.ndarray, np.nd
     tri = n * (n + 1) // 2
     flat = rng.choice(tri, size=min(samples, tri), replace=False)
     i = ((np.sqrt(8.0 * flat + 1) - 1) // 2).astype(np.int64)  # row of the t-th lower-triangle entry
-    i -= (i * (i + 1) // 2 > flat)
-    i += ((i + 1) * (i + 2) // 2 <= flat)
+    i -= i * (i + 1) // 2 > flat
+    i += (i + 1) * (i + 2) // 2 <= flat
     j = flat - i * (i + 1) // 2
     return i, j
-

@@ -6,6 +6,7 @@ before timing a non-native backend that follows OpenBLAS calls: OpenBLAS
 worker threads spin for ~0.1 s after each call and would steal a core from
 the emulation kernels.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,13 @@ OPENBLAS_SPIN_S = 0.3
 def nominal_flops(op: str, dtype: str, shape) -> float:
     """gemm ``2mnk``, syrk/herk ``n²k`` (half of the gemm), syr2k/her2k ``2n²k``; ×4 for complex."""
     m, n, k = shape
-    base = {"gemm": 2.0 * m * n * k, "syrk": 1.0 * n * n * k, "herk": 1.0 * n * n * k,
-            "syr2k": 2.0 * n * n * k, "her2k": 2.0 * n * n * k}[op]
+    base = {
+        "gemm": 2.0 * m * n * k,
+        "syrk": 1.0 * n * n * k,
+        "herk": 1.0 * n * n * k,
+        "syr2k": 2.0 * n * n * k,
+        "her2k": 2.0 * n * n * k,
+    }[op]
     return base * (4 if dtype in "cz" else 1)
 
 
@@ -62,6 +68,7 @@ def error_stats(values: np.ndarray, ref: np.ndarray, dtype: str) -> dict[str, fl
 # ---------------------------------------------------------------------------
 # running one configuration
 # ---------------------------------------------------------------------------
+
 
 class _Settle:
     """Remembers OpenBLAS activity, to let its threads settle before timing an emulation on the CPU."""
@@ -128,7 +135,7 @@ class _GroupData:
     rows: np.ndarray
     cols: np.ndarray
     ref: np.ndarray
-    native: dict | None = None   # {"time_s", errors...} or {"error": msg}
+    native: dict | None = None  # {"time_s", errors...} or {"error": msg}
 
 
 def _prepare_group(cfg: Config) -> _GroupData:
@@ -158,8 +165,13 @@ def _measure(cfg: Config, data: _GroupData, timer: _Settle, reps: int) -> dict[s
     host = _to_host(out)
     vals = host[data.rows, data.cols]
     t = timing.Timing(tuple(times))
-    res = {"time_s": t.median, "time_min_s": t.min, "time_max_s": t.max, **error_stats(vals, data.ref, cfg.dtype),
-           "warning": " | ".join(msgs)}
+    res = {
+        "time_s": t.median,
+        "time_min_s": t.min,
+        "time_max_s": t.max,
+        **error_stats(vals, data.ref, cfg.dtype),
+        "warning": " | ".join(msgs),
+    }
     if info:
         res["moduli_used"] = info.get("moduli")
         res["run_info"] = json.dumps(info, default=str, sort_keys=True)
@@ -170,6 +182,7 @@ def _measure(cfg: Config, data: _GroupData, timer: _Settle, reps: int) -> dict[s
 # the sweep
 # ---------------------------------------------------------------------------
 
+
 def _progress(i: int, total: int, text: str, stream) -> None:
     width = len(str(total))
     line = f"\r[{i:>{width}}/{total}] {text}"
@@ -177,8 +190,9 @@ def _progress(i: int, total: int, text: str, stream) -> None:
     stream.flush()
 
 
-def run_sweep(the_plan: Plan, out_dir: str, *, reps: int = 3, argv=None, progress="stderr",
-              retry_failed: bool = False) -> list[dict[str, Any]]:
+def run_sweep(
+    the_plan: Plan, out_dir: str, *, reps: int = 3, argv=None, progress="stderr", retry_failed: bool = False
+) -> list[dict[str, Any]]:
     """Run every configuration not already in ``out_dir/results.csv``; return all rows.
 
     Rows are appended to the CSV as they finish; results.json is rewritten at
@@ -223,12 +237,31 @@ def run_sweep(the_plan: Plan, out_dir: str, *, reps: int = 3, argv=None, progres
                 data, prep_error = None, f"{type(exc).__name__}: {exc}"
             native = None
             if data is not None:
-                native_cfg = Config(first.op, first.dtype, first.shape, first.family, "native", (), first.device,
-                                    first.seed, first.samples)
+                native_cfg = Config(
+                    first.op,
+                    first.dtype,
+                    first.shape,
+                    first.family,
+                    "native",
+                    (),
+                    first.device,
+                    first.seed,
+                    first.samples,
+                )
                 prev = by_key.get(native_cfg.key)
                 if prev and prev["status"] == "ok":
-                    native = {k: prev.get(k) for k in ("time_s", "time_min_s", "time_max_s", "max_rel_err",
-                                                       "median_rel_err", "norm_rel_err", "bits")}
+                    native = {
+                        k: prev.get(k)
+                        for k in (
+                            "time_s",
+                            "time_min_s",
+                            "time_max_s",
+                            "max_rel_err",
+                            "median_rel_err",
+                            "norm_rel_err",
+                            "bits",
+                        )
+                    }
                 elif not any(c.backend == "native" for c in cfgs):
                     try:
                         native = _measure(native_cfg, data, timer, reps)
@@ -294,10 +327,23 @@ def _merge_times(first: dict, second: dict) -> dict:
 
 def _base_row(cfg: Config, reps: int) -> dict[str, Any]:
     m, n, k = cfg.shape
-    return {"key": cfg.key, "status": "failed", "op": cfg.op, "routine": cfg.routine, "dtype": cfg.dtype,
-            "m": m, "n": n, "k": k, "family": cfg.family, "backend": cfg.backend,
-            "knobs": knobs_text(cfg.knob_dict), "device": cfg.device, "seed": cfg.seed, "samples": cfg.samples,
-            "reps": reps}
+    return {
+        "key": cfg.key,
+        "status": "failed",
+        "op": cfg.op,
+        "routine": cfg.routine,
+        "dtype": cfg.dtype,
+        "m": m,
+        "n": n,
+        "k": k,
+        "family": cfg.family,
+        "backend": cfg.backend,
+        "knobs": knobs_text(cfg.knob_dict),
+        "device": cfg.device,
+        "seed": cfg.seed,
+        "samples": cfg.samples,
+        "reps": reps,
+    }
 
 
 def _fill_native(row: dict, native: dict | None, cfg: Config) -> None:
@@ -308,4 +354,3 @@ def _fill_native(row: dict, native: dict | None, cfg: Config) -> None:
         row["gflops"] = nominal_flops(cfg.op, cfg.dtype, cfg.shape) / row["time_s"] / 1e9
         if row.get("native_time_s"):
             row["speedup"] = row["native_time_s"] / row["time_s"]
-

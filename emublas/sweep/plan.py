@@ -5,6 +5,7 @@ Knob grids come from the backends themselves (``sweep_grid``,
 :class:`emublas.backends.Backend`), parsed with the backend's own ``Option``
 parsers; ``--grid`` replaces a backend's grid.
 """
+
 from __future__ import annotations
 
 import re
@@ -14,8 +15,18 @@ from typing import Any
 
 from .inputs import DTYPES, parse_family
 
-__all__ = ["OPS", "QUICK_PLAN", "Config", "Plan", "plan", "declared_grids", "validate_grid", "parse_grid_specs",
-           "knobs_text", "knobs_shown"]
+__all__ = [
+    "OPS",
+    "QUICK_PLAN",
+    "Config",
+    "Plan",
+    "plan",
+    "declared_grids",
+    "validate_grid",
+    "parse_grid_specs",
+    "knobs_text",
+    "knobs_shown",
+]
 
 #: Blocks of the ``--quick`` sweep.  ``rank_k``: the block takes each backend's
 #: ``sweep_quick_rank_k_grid`` (fewer values for the slower rank-k routines).
@@ -149,8 +160,9 @@ def validate_grid(be, grid: dict[str, list], where: str) -> dict[str, list]:
             except ValueError as exc:
                 valid = getattr(spec.parse, "valid", "")
                 hint = f"; valid values: {valid}" if valid else ""
-                raise ValueError(f"bad value {v!r} for knob {key!r} of backend {be.name!r} ({where}): {exc}{hint}") \
-                    from None
+                raise ValueError(
+                    f"bad value {v!r} for knob {key!r} of backend {be.name!r} ({where}): {exc}{hint}"
+                ) from None
             if p not in vals:
                 vals.append(p)
         parsed[key] = vals
@@ -178,6 +190,7 @@ def knobs_shown(text: str | None) -> str:
 # configurations
 # ---------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Config:
     op: str
@@ -185,7 +198,7 @@ class Config:
     shape: tuple[int, int, int]
     family: str
     backend: str
-    knobs: tuple = ()          # ((name, value), ...) in option order
+    knobs: tuple = ()  # ((name, value), ...) in option order
     device: str = "cpu"
     seed: int = 0
     samples: int = 64
@@ -208,8 +221,18 @@ class Config:
     @property
     def key(self) -> str:
         m, n, k = self.shape
-        return "|".join([self.routine, f"{m}x{n}x{k}", self.family, self.backend, knobs_text(self.knob_dict),
-                         self.device, f"seed={self.seed}", f"samples={self.samples}"])
+        return "|".join(
+            [
+                self.routine,
+                f"{m}x{n}x{k}",
+                self.family,
+                self.backend,
+                knobs_text(self.knob_dict),
+                self.device,
+                f"seed={self.seed}",
+                f"samples={self.samples}",
+            ]
+        )
 
     def label(self) -> str:
         m, n, k = self.shape
@@ -231,8 +254,20 @@ def _valid_combo(op: str, dtype: str, shape) -> str | None:
     return None
 
 
-def plan(*, ops=None, dtypes=None, sizes=None, mnk=None, backends=None, grid=(), families=None,
-         device="cpu", seed=0, samples=64, quick=False) -> Plan:
+def plan(
+    *,
+    ops=None,
+    dtypes=None,
+    sizes=None,
+    mnk=None,
+    backends=None,
+    grid=(),
+    families=None,
+    device="cpu",
+    seed=0,
+    samples=64,
+    quick=False,
+) -> Plan:
     """Validate everything and list the configurations; raises ValueError before any work."""
     from .. import backends as registry
 
@@ -246,8 +281,18 @@ def plan(*, ops=None, dtypes=None, sizes=None, mnk=None, backends=None, grid=(),
     explicit_backends = _split(backends) if isinstance(backends, str) else list(backends or [])
     notes: list[str] = []
     if quick:
-        clash = [n for n, v in (("--ops", ops), ("--dtypes", dtypes), ("--sizes", sizes), ("--mnk", mnk),
-                                ("--families", families), ("--grid", grid_specs)) if v]
+        clash = [
+            n
+            for n, v in (
+                ("--ops", ops),
+                ("--dtypes", dtypes),
+                ("--sizes", sizes),
+                ("--mnk", mnk),
+                ("--families", families),
+                ("--grid", grid_specs),
+            )
+            if v
+        ]
         if clash:
             raise ValueError(f"--quick sets its own grid; drop {', '.join(clash)} (or drop --quick)")
     # backends
@@ -264,8 +309,9 @@ def plan(*, ops=None, dtypes=None, sizes=None, mnk=None, backends=None, grid=(),
         names = []
         candidates = ["native"] + [n for n in registry.names() if n != "native"]
         if quick:
-            candidates = ["native"] + [n for n in candidates if n != "native" and (
-                _backend(n).quick_grid() is not None)]
+            candidates = ["native"] + [
+                n for n in candidates if n != "native" and (_backend(n).quick_grid() is not None)
+            ]
         for name in candidates:
             be = _backend(name)
             ok, detail = be.device_readiness(device)
@@ -286,15 +332,22 @@ def plan(*, ops=None, dtypes=None, sizes=None, mnk=None, backends=None, grid=(),
         if name in grid_specs:
             base_grids[name] = validate_grid(be, grid_specs[name], "--grid")
         else:
-            base_grids[name] = validate_grid(be, _declared_grid(be, quick),
-                                             f"{be.name}'s {'sweep_quick_grid' if quick else 'sweep_grid'}")
+            base_grids[name] = validate_grid(
+                be, _declared_grid(be, quick), f"{be.name}'s {'sweep_quick_grid' if quick else 'sweep_grid'}"
+            )
     if quick:
         blocks = QUICK_PLAN
     else:
         fams = _split(families) or ["phi0.5"]
         shapes = _parse_shapes(sizes, mnk) or [(256, 256, 256)]
-        blocks = [{"ops": _parse_ops(ops) or ["gemm"], "dtypes": _parse_dtypes(dtypes) or ["d"],
-                   "shapes": shapes, "families": fams}]
+        blocks = [
+            {
+                "ops": _parse_ops(ops) or ["gemm"],
+                "dtypes": _parse_dtypes(dtypes) or ["d"],
+                "shapes": shapes,
+                "families": fams,
+            }
+        ]
     configs: list[Config] = []
     seen = set()
     for block in blocks:
@@ -305,8 +358,9 @@ def plan(*, ops=None, dtypes=None, sizes=None, mnk=None, backends=None, grid=(),
             for name in block_grids:
                 if name not in grid_specs:
                     be = _backend(name)
-                    block_grids[name] = validate_grid(be, _declared_grid(be, quick, rank_k=True),
-                                                      f"{be.name}'s sweep_quick_rank_k_grid")
+                    block_grids[name] = validate_grid(
+                        be, _declared_grid(be, quick, rank_k=True), f"{be.name}'s sweep_quick_rank_k_grid"
+                    )
         for op in block["ops"]:
             for dt in block["dtypes"]:
                 for shape in block["shapes"]:
@@ -315,14 +369,17 @@ def plan(*, ops=None, dtypes=None, sizes=None, mnk=None, backends=None, grid=(),
                         notes.append(f"skipped: {why}")
                         continue
                     if op in ("herk", "her2k") and dt in "sd":
-                        notes.append(f"{op} on real data ({dt}) is the symmetric update {dt}{op.replace('he', 'sy')},"
-                                     f" as emublas.{op} computes it")
+                        notes.append(
+                            f"{op} on real data ({dt}) is the symmetric update {dt}{op.replace('he', 'sy')},"
+                            f" as emublas.{op} computes it"
+                        )
                     for fam in block["families"]:
                         fam_name = fam.strip().lower()
                         for name in names:
                             for combo in _knob_product(block_grids[name]):
-                                c = Config(op, dt, tuple(shape), fam_name, name, tuple(combo.items()), device,
-                                           seed, samples)
+                                c = Config(
+                                    op, dt, tuple(shape), fam_name, name, tuple(combo.items()), device, seed, samples
+                                )
                                 if c.key not in seen:
                                     seen.add(c.key)
                                     configs.append(c)
@@ -340,4 +397,3 @@ def _cupy_or_error():
         return cupy
     except Exception as exc:
         raise ValueError(f"--device gpu needs cupy and a CUDA GPU: {type(exc).__name__}: {exc}") from None
-

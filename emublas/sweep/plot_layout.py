@@ -1,10 +1,10 @@
 """Layout helpers of the sweep's plots: labels that do not overlap, log axes, legends outside the panels."""
+
 from __future__ import annotations
 
 import math
 
-__all__ = ["LABEL_SIZE", "place_labels", "merge_close", "plain_log_axis", "finish_layout", "freeze_limits",
-           "pad_log_x"]
+__all__ = ["LABEL_SIZE", "place_labels", "merge_close", "plain_log_axis", "finish_layout", "freeze_limits", "pad_log_x"]
 
 LABEL_SIZE = 7
 
@@ -19,8 +19,9 @@ def finish_layout(fig, handles, labels, title: str) -> None:
     """Title on top, one legend in a column of its own right of every panel, panels laid out
     in what is left (the figure widens by the legend's width so panels keep their size)."""
     fig.suptitle(title, fontsize=11)
-    legend = fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8,
-                        frameon=False, borderaxespad=0.0)
+    legend = fig.legend(
+        handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False, borderaxespad=0.0
+    )
     renderer = fig.canvas.get_renderer()
     w_in = legend.get_window_extent(renderer).width / fig.dpi + 0.25
     fig_w, fig_h = fig.get_size_inches()
@@ -52,8 +53,17 @@ def _candidate_offsets(prefer_right: bool) -> list[tuple[float, float]]:
 _OFFSETS = {side: _candidate_offsets(side) for side in (False, True)}
 
 
-def place_labels(ax, items, renderer, *, points=(), fontsize: float = LABEL_SIZE, marker_px: float = 4.0,
-                 pad_px: float = 2.0, prefer_right: bool = False) -> list:
+def place_labels(
+    ax,
+    items,
+    renderer,
+    *,
+    points=(),
+    fontsize: float = LABEL_SIZE,
+    marker_px: float = 4.0,
+    pad_px: float = 2.0,
+    prefer_right: bool = False,
+) -> list:
     """Write each ``(x, y, text, colour)`` next to its data point where it overlaps no other
     label (with ``pad_px`` to spare), no plotted point (those of ``items`` and ``points``:
     ``(x, y)`` or ``(x, y, radius_px)`` for larger marks) and stays inside the axes.
@@ -75,8 +85,9 @@ def place_labels(ax, items, renderer, *, points=(), fontsize: float = LABEL_SIZE
     artists = []
     scale = renderer.points_to_pixels(1.0)
     for (x, y, text, colour), (u, v) in zip(items, px):
-        probe = ax.annotate(text, (x, y), xytext=(0, 0), textcoords="offset points", fontsize=fontsize,
-                            ha="left", va="bottom")
+        probe = ax.annotate(
+            text, (x, y), xytext=(0, 0), textcoords="offset points", fontsize=fontsize, ha="left", va="bottom"
+        )
         ext = probe.get_window_extent(renderer)
         w, h = ext.width, ext.height
         probe.remove()
@@ -85,8 +96,9 @@ def place_labels(ax, items, renderer, *, points=(), fontsize: float = LABEL_SIZE
             x0 = u + ox * scale - (0 if ox > 0 else w if ox < 0 else w / 2)
             y0 = v + oy * scale - (0 if oy > 0 else h if oy < 0 else h / 2)
             box = Bbox.from_bounds(x0, y0, w, h)
-            inside = (box.x0 >= frame.x0 + 1 and box.x1 <= frame.x1 - 1 and box.y0 >= frame.y0 + 1
-                      and box.y1 <= frame.y1 - 1)
+            inside = (
+                box.x0 >= frame.x0 + 1 and box.x1 <= frame.x1 - 1 and box.y0 >= frame.y0 + 1 and box.y1 <= frame.y1 - 1
+            )
             cost = sum(_overlap(box.padded(pad_px), b) for b in placed) + sum(_overlap(box, m) for m in markers)
             cost += 0.0 if inside else 1e9
             if best is None or cost < best[0]:
@@ -96,12 +108,21 @@ def place_labels(ax, items, renderer, *, points=(), fontsize: float = LABEL_SIZE
         assert best is not None  # the candidate offsets are never empty
         _, (ox, oy), box = best
         far = math.hypot(ox, oy) > 10
-        ann = ax.annotate(text, (x, y), xytext=(ox, oy), textcoords="offset points", fontsize=fontsize,
-                          color=colour, zorder=5, annotation_clip=False,
-                          ha="left" if ox > 0 else "right" if ox < 0 else "center",
-                          va="bottom" if oy > 0 else "top" if oy < 0 else "center",
-                          arrowprops=dict(arrowstyle="-", color=colour, lw=0.5, alpha=0.6, shrinkA=0,
-                                          shrinkB=marker_px / scale) if far else None)
+        ann = ax.annotate(
+            text,
+            (x, y),
+            xytext=(ox, oy),
+            textcoords="offset points",
+            fontsize=fontsize,
+            color=colour,
+            zorder=5,
+            annotation_clip=False,
+            ha="left" if ox > 0 else "right" if ox < 0 else "center",
+            va="bottom" if oy > 0 else "top" if oy < 0 else "center",
+            arrowprops=dict(arrowstyle="-", color=colour, lw=0.5, alpha=0.6, shrinkA=0, shrinkB=marker_px / scale)
+            if far
+            else None,
+        )
         placed.append(box)
         artists.append(ann)
     return artists
@@ -146,4 +167,3 @@ def merge_close(items, px, radius: float):
         x, y, _, colour = items[max(g, key=lambda i: (px[i][1], px[i][0]))]
         out.append((x, y, ",".join(items[i][2] for i in g), colour))
     return out
-

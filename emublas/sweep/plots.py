@@ -8,6 +8,7 @@ panels, and labels every plotted point or line with its knob values, placed so
 that no two labels overlap.  Families are never pooled: timings are drawn per
 (routine, family) panel.
 """
+
 from __future__ import annotations
 
 import math
@@ -21,20 +22,36 @@ __all__ = ["OKABE_ITO", "BACKEND_STYLES", "ERR_FLOOR", "plot_results", "backend_
 
 #: The Okabe–Ito colour-blind-safe palette.
 OKABE_ITO: dict[str, str] = {
-    "black": "#000000", "orange": "#E69F00", "sky blue": "#56B4E9", "bluish green": "#009E73",
-    "yellow": "#F0E442", "blue": "#0072B2", "vermillion": "#D55E00", "reddish purple": "#CC79A7",
+    "black": "#000000",
+    "orange": "#E69F00",
+    "sky blue": "#56B4E9",
+    "bluish green": "#009E73",
+    "yellow": "#F0E442",
+    "blue": "#0072B2",
+    "vermillion": "#D55E00",
+    "reddish purple": "#CC79A7",
 }
 _C = OKABE_ITO
 
 #: (colour, marker) of the built-in backends; others take the spare styles in name order.
 BACKEND_STYLES: dict[str, tuple[str, str]] = {
-    "native": (_C["black"], "*"), "ozaki2": (_C["blue"], "o"), "boolpack": (_C["orange"], "s"),
+    "native": (_C["black"], "*"),
+    "ozaki2": (_C["blue"], "o"),
+    "boolpack": (_C["orange"], "s"),
     "strassen": (_C["bluish green"], "^"),
 }
 _SPARE_STYLES = [(_C["reddish purple"], "D"), (_C["sky blue"], "v"), (_C["yellow"], "P")]
 _PARETO = _C["vermillion"]  # kept out of the backend styles so the front stands apart
-_FAMILY_STYLES = [(_C["blue"], "o"), (_C["orange"], "s"), (_C["bluish green"], "^"), (_C["reddish purple"], "D"),
-                  (_C["vermillion"], "v"), (_C["sky blue"], "P"), (_C["black"], "X"), (_C["yellow"], "h")]
+_FAMILY_STYLES = [
+    (_C["blue"], "o"),
+    (_C["orange"], "s"),
+    (_C["bluish green"], "^"),
+    (_C["reddish purple"], "D"),
+    (_C["vermillion"], "v"),
+    (_C["sky blue"], "P"),
+    (_C["black"], "X"),
+    (_C["yellow"], "h"),
+]
 
 ERR_FLOOR = 1e-19  # where an error of exactly 0 is drawn on log axes
 
@@ -56,6 +73,7 @@ def family_styles(families) -> dict[str, tuple[str, str]]:
 # ---------------------------------------------------------------------------
 # row helpers
 # ---------------------------------------------------------------------------
+
 
 def _num(v):
     try:
@@ -83,8 +101,10 @@ def _is_int(v) -> bool:
 
 def _knob_sort_key(text: str):
     """Numeric knob values in numeric order (moduli 8 before 10), words after."""
-    return [(0, float(v), "") if _num(v) is not None else (1, 0.0, v)
-            for v in (kv.split("=", 1)[-1] for kv in text.split(";"))]
+    return [
+        (0, float(v), "") if _num(v) is not None else (1, 0.0, v)
+        for v in (kv.split("=", 1)[-1] for kv in text.split(";"))
+    ]
 
 
 def _varying_knobs(rows) -> dict[str, list[str]]:
@@ -142,9 +162,11 @@ def plot_results(rows: list[dict[str, Any]], out_dir: str, stream=None) -> list[
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("emublas sweep: matplotlib is not installed; plots skipped"
-              " (pip install 'emublas[plot]', then: emublas plot DIR/results.json)",
-              file=stream or sys.stderr)
+        print(
+            "emublas sweep: matplotlib is not installed; plots skipped"
+            " (pip install 'emublas[plot]', then: emublas plot DIR/results.json)",
+            file=stream or sys.stderr,
+        )
         return []
     ok = [r for r in rows if r.get("status") == "ok" and _num(r.get("time_s"))]
     if not ok:
@@ -190,34 +212,45 @@ def _error_vs_knob(ok):
                 prow = [r for r in brows if r["routine"] == routine and _size_label(r) == size]
                 others = {kk: v for r in prow for kk, v in _knobs_of(r).items() if kk != knob}
                 for fam in sorted({r["family"] for r in prow}):
-                    pts = sorted((_num(_knobs_of(r).get(knob)), r["max_rel_err"]) for r in prow
-                                 if r["family"] == fam and _num(_knobs_of(r).get(knob)) is not None)
+                    pts = sorted(
+                        (_num(_knobs_of(r).get(knob)), r["max_rel_err"])
+                        for r in prow
+                        if r["family"] == fam and _num(_knobs_of(r).get(knob)) is not None
+                    )
                     if not pts:
                         continue
                     colour, marker = fstyle[fam]
                     x, y = zip(*pts)
                     y = [max(v, ERR_FLOOR) if v is not None and math.isfinite(v) else float("nan") for v in y]
                     ax.semilogy(x, y, marker=marker, ls="-", color=colour, ms=5, lw=1.5)
-                    nat = [r["native_max_rel_err"] for r in prow if r["family"] == fam
-                           and r.get("native_max_rel_err") is not None]
+                    nat = [
+                        r["native_max_rel_err"]
+                        for r in prow
+                        if r["family"] == fam and r.get("native_max_rel_err") is not None
+                    ]
                     if nat:
                         ax.axhline(max(nat[0], ERR_FLOOR), color=colour, ls="--", lw=1)
                     fams_drawn.add(fam)
                 ax.axhline(ERR_FLOOR, color=_C["black"], ls=":", lw=1, alpha=0.5)
-                ax.set_title(f"{routine} n={size}" + (f" ({', '.join(f'{a}={b}' for a, b in others.items())})"
-                                                      if others else ""), fontsize=10)
+                ax.set_title(
+                    f"{routine} n={size}"
+                    + (f" ({', '.join(f'{a}={b}' for a, b in others.items())})" if others else ""),
+                    fontsize=10,
+                )
                 ax.set_xlabel(knob)
                 ax.set_ylabel("max elementwise rel. error")
                 if integer:
                     ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
                 ax.grid(True, which="major", alpha=0.3)
-            for ax in list(axes.flat)[len(panels):]:
+            for ax in list(axes.flat)[len(panels) :]:
                 ax.axis("off")
             handles, labels = [], []
             for fam in sorted(fams_drawn):
                 colour, marker = fstyle[fam]
-                handles += [Line2D([], [], color=colour, marker=marker, ms=5, lw=1.5),
-                            Line2D([], [], color=colour, ls="--", lw=1)]
+                handles += [
+                    Line2D([], [], color=colour, marker=marker, ms=5, lw=1.5),
+                    Line2D([], [], color=colour, ls="--", lw=1),
+                ]
                 labels += [f"{be}, {fam}", f"native, {fam}"]
             handles.append(Line2D([], [], color=_C["black"], ls=":", lw=1, alpha=0.5))
             labels.append("error 0 (exact)")
@@ -243,10 +276,13 @@ def _time_rate_vs_size(ok):
     for col, (routine, fam) in enumerate(panels):
         prow = [r for r in ok if r["routine"] == routine and r["family"] == fam]
         vary = _varying_knobs(prow)
-        series = sorted({(r["backend"], r.get("knobs") or "") for r in prow},
-                        key=lambda s: (s[0] != "native", s[0], _knob_sort_key(s[1])))
-        shared = set.intersection(*[set(_knobs_of({"knobs": kn}).items()) for be, kn in series if be != "native"]
-                                  or [set()])
+        series = sorted(
+            {(r["backend"], r.get("knobs") or "") for r in prow},
+            key=lambda s: (s[0] != "native", s[0], _knob_sort_key(s[1])),
+        )
+        shared = set.intersection(
+            *[set(_knobs_of({"knobs": kn}).items()) for be, kn in series if be != "native"] or [set()]
+        )
         items = {0: [], 1: []}
         for be, kn in series:
             srows = sorted((r for r in prow if r["backend"] == be and (r.get("knobs") or "") == kn), key=_size)
@@ -278,8 +314,9 @@ def _time_rate_vs_size(ok):
     handles, labels = [], []
     for be in sorted(names, key=lambda b: (b != "native", b)):
         colour, marker = backend_style(be, names)
-        handles.append(Line2D([], [], color=colour, marker=marker, ms=8 if be == "native" else 5,
-                              lw=2 if be == "native" else 1))
+        handles.append(
+            Line2D([], [], color=colour, marker=marker, ms=8 if be == "native" else 5, lw=2 if be == "native" else 1)
+        )
         labels.append(_legend_name(be, _varying_knobs([r for r in ok if r["backend"] == be]).get(be, [])))
     finish_layout(fig, handles, labels, "time and rate vs size, per input family (labels: knob values)")
     renderer = fig.canvas.get_renderer()
@@ -287,7 +324,6 @@ def _time_rate_vs_size(ok):
         freeze_limits(ax)
         place_labels(ax, items, renderer, prefer_right=True)
     return fig
-
 
 
 def _accuracy_vs_speed(ok):
@@ -306,26 +342,50 @@ def _accuracy_vs_speed(ok):
     rings: list[list] = []  # Pareto circles: obstacles for labels
     any_front = False
     for ax, (routine, size, fam) in zip(axes.flat, panels):
-        prow = [r for r in ok if r["routine"] == routine and _size_label(r) == size and r["family"] == fam
-                and r.get("bits") is not None and math.isfinite(r["bits"])]
+        prow = [
+            r
+            for r in ok
+            if r["routine"] == routine
+            and _size_label(r) == size
+            and r["family"] == fam
+            and r.get("bits") is not None
+            and math.isfinite(r["bits"])
+        ]
         vary = _varying_knobs(prow)
         pts = [(1e3 * r["time_s"], r["bits"]) for r in prow]
         per_backend = []
         for be in sorted({r["backend"] for r in prow}, key=lambda b: (b != "native", b)):
             colour, marker = backend_style(be, names)
-            sel = sorted(((p, r) for p, r in zip(pts, prow) if r["backend"] == be),
-                         key=lambda pr: _knob_sort_key(pr[1].get("knobs") or ""))
-            ax.scatter([p[0] for p, _ in sel], [p[1] for p, _ in sel], s=70 if be == "native" else 26,
-                       marker=marker, color=colour, zorder=3, edgecolors="white" if be != "native" else "none",
-                       linewidths=0.4)
+            sel = sorted(
+                ((p, r) for p, r in zip(pts, prow) if r["backend"] == be),
+                key=lambda pr: _knob_sort_key(pr[1].get("knobs") or ""),
+            )
+            ax.scatter(
+                [p[0] for p, _ in sel],
+                [p[1] for p, _ in sel],
+                s=70 if be == "native" else 26,
+                marker=marker,
+                color=colour,
+                zorder=3,
+                edgecolors="white" if be != "native" else "none",
+                linewidths=0.4,
+            )
             per_backend.append([(p[0], p[1], _point_text(r, vary[be]), colour) for p, r in sel])
         front = _pareto(pts)
         if len(front) > 1:
             any_front = True
-            ax.plot([pts[i][0] for i in front], [pts[i][1] for i in front], "-", color=_PARETO, lw=1.5,
-                    alpha=0.7, zorder=2)
-            ax.scatter([pts[i][0] for i in front], [pts[i][1] for i in front], s=110, facecolors="none",
-                       edgecolors=_PARETO, lw=1.2, zorder=2)
+            ax.plot(
+                [pts[i][0] for i in front], [pts[i][1] for i in front], "-", color=_PARETO, lw=1.5, alpha=0.7, zorder=2
+            )
+            ax.scatter(
+                [pts[i][0] for i in front],
+                [pts[i][1] for i in front],
+                s=110,
+                facecolors="none",
+                edgecolors=_PARETO,
+                lw=1.2,
+                zorder=2,
+            )
             rings.append([(pts[i][0], pts[i][1], 9.0) for i in front])
         else:
             rings.append([])
@@ -342,7 +402,7 @@ def _accuracy_vs_speed(ok):
             lo, hi = ax.get_ylim()
             ax.set_ylim(lo - 0.06 * (hi - lo), hi + 0.1 * (hi - lo))
         todo.append((ax, per_backend))
-    for ax in list(axes.flat)[len(panels):]:
+    for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
     handles, labels = [], []
     for be in sorted(names, key=lambda b: (b != "native", b)):

@@ -1,4 +1,5 @@
 """The sweep's table: one line per configuration, with a legend saying what each column is."""
+
 from __future__ import annotations
 
 import math
@@ -31,9 +32,11 @@ def noisy(row: dict[str, Any]) -> bool:
 
 def format_table(rows: list[dict[str, Any]]) -> str:
     """The sweep's table: one row per configuration, with a legend saying what each column is."""
-    head = (f"{'routine':7s} {'n':>11s} {'family':8s} {'backend':8s} {'knobs':26s} {'median ms':>9s}"
-            f" {'min..max ms':>17s} {'speedup':>8s} {'max rel':>9s} {'norm rel':>9s} {'native max':>10s}"
-            f" {'bits':>5s}")
+    head = (
+        f"{'routine':7s} {'n':>11s} {'family':8s} {'backend':8s} {'knobs':26s} {'median ms':>9s}"
+        f" {'min..max ms':>17s} {'speedup':>8s} {'max rel':>9s} {'norm rel':>9s} {'native max':>10s}"
+        f" {'bits':>5s}"
+    )
     lines = [head, "-" * len(head)]
     marked = False
     for r in rows:
@@ -48,21 +51,28 @@ def format_table(rows: list[dict[str, Any]]) -> str:
             spread = f"{r['time_min_s'] * 1e3:.2f}..{r['time_max_s'] * 1e3:.2f}"
         speed = _fmt(r.get("speedup"), ".2f", 7) + ("~" if noisy(r) and r.get("speedup") else " ")
         marked |= speed.endswith("~")
-        line = (f"{r['routine']:7s} {size:>11s} {r['family']:8s} {r['backend']:8s} {knobs:26s}"
-                f" {_fmt(ms(r.get('time_s')), '.2f', 9)} {spread:>17s} {speed:>8s}"
-                f" {_fmt(r.get('max_rel_err'), '.1e', 9)} {_fmt(r.get('norm_rel_err'), '.1e', 9)}"
-                f" {_fmt(r.get('native_max_rel_err'), '.1e', 10)} {_fmt(r.get('bits'), '.1f', 5)}")
+        line = (
+            f"{r['routine']:7s} {size:>11s} {r['family']:8s} {r['backend']:8s} {knobs:26s}"
+            f" {_fmt(ms(r.get('time_s')), '.2f', 9)} {spread:>17s} {speed:>8s}"
+            f" {_fmt(r.get('max_rel_err'), '.1e', 9)} {_fmt(r.get('norm_rel_err'), '.1e', 9)}"
+            f" {_fmt(r.get('native_max_rel_err'), '.1e', 10)} {_fmt(r.get('bits'), '.1f', 5)}"
+        )
         if r["status"] != "ok":
             line += f"  FAILED: {r.get('error') or ''}"
         lines.append(line)
     lines.append("")
-    lines.append("median ms / min..max ms: this configuration's time over the timed repetitions;"
-                 " speedup: native's median time / this one's (same inputs);")
-    lines.append("max rel / norm rel: largest elementwise and normwise relative error on the sampled entries"
-                 " against the exact product; native max: native's max rel on the same inputs;"
-                 " bits: -log2(max rel)")
+    lines.append(
+        "median ms / min..max ms: this configuration's time over the timed repetitions;"
+        " speedup: native's median time / this one's (same inputs);"
+    )
+    lines.append(
+        "max rel / norm rel: largest elementwise and normwise relative error on the sampled entries"
+        " against the exact product; native max: native's max rel on the same inputs;"
+        " bits: -log2(max rel)"
+    )
     if marked:
-        lines.append(f"~: the slowest repetition of this row or of native took over {NOISY_SPREAD}x the fastest;"
-                     " the speedup is not meaningful (a busy machine): rerun with more --reps on a quiet one")
+        lines.append(
+            f"~: the slowest repetition of this row or of native took over {NOISY_SPREAD}x the fastest;"
+            " the speedup is not meaningful (a busy machine): rerun with more --reps on a quiet one"
+        )
     return "\n".join(lines)
-

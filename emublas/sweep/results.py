@@ -1,4 +1,5 @@
 """The sweep's files: results.csv (appended row by row, resumable) and results.json."""
+
 from __future__ import annotations
 
 import csv
@@ -14,15 +15,62 @@ import numpy as np
 __all__ = ["COLUMNS", "load_rows", "write_csv", "append_csv", "write_json", "metadata", "json_row"]
 
 #: The columns of results.csv, in order (results.json's rows carry the same keys).
-COLUMNS = ["key", "status", "op", "routine", "dtype", "m", "n", "k", "family", "backend", "knobs", "device",
-           "seed", "samples", "reps", "time_s", "time_min_s", "time_max_s", "gflops", "speedup", "max_rel_err",
-           "median_rel_err", "norm_rel_err", "bits", "native_time_s", "native_max_rel_err",
-           "native_median_rel_err", "native_norm_rel_err", "native_bits", "native_time_min_s", "native_time_max_s",
-           "moduli_used", "run_info", "warning", "error"]
+COLUMNS = [
+    "key",
+    "status",
+    "op",
+    "routine",
+    "dtype",
+    "m",
+    "n",
+    "k",
+    "family",
+    "backend",
+    "knobs",
+    "device",
+    "seed",
+    "samples",
+    "reps",
+    "time_s",
+    "time_min_s",
+    "time_max_s",
+    "gflops",
+    "speedup",
+    "max_rel_err",
+    "median_rel_err",
+    "norm_rel_err",
+    "bits",
+    "native_time_s",
+    "native_max_rel_err",
+    "native_median_rel_err",
+    "native_norm_rel_err",
+    "native_bits",
+    "native_time_min_s",
+    "native_time_max_s",
+    "moduli_used",
+    "run_info",
+    "warning",
+    "error",
+]
 _INT_COLS = {"m", "n", "k", "seed", "samples", "reps", "moduli_used"}
-_FLOAT_COLS = {"time_s", "time_min_s", "time_max_s", "native_time_min_s", "native_time_max_s", "gflops", "speedup",
-               "max_rel_err", "median_rel_err", "norm_rel_err", "bits", "native_time_s", "native_max_rel_err",
-               "native_median_rel_err", "native_norm_rel_err", "native_bits"}
+_FLOAT_COLS = {
+    "time_s",
+    "time_min_s",
+    "time_max_s",
+    "native_time_min_s",
+    "native_time_max_s",
+    "gflops",
+    "speedup",
+    "max_rel_err",
+    "median_rel_err",
+    "norm_rel_err",
+    "bits",
+    "native_time_s",
+    "native_max_rel_err",
+    "native_median_rel_err",
+    "native_norm_rel_err",
+    "native_bits",
+}
 
 
 def _typed(row: dict[str, str]) -> dict[str, Any]:
@@ -93,8 +141,7 @@ def _json_safe(v):
 def write_json(path: str, metadata: dict, rows: list[dict[str, Any]]) -> None:
     """Write results.json: the metadata, the columns and the rows (inf as "inf", NaN as null)."""
     tmp = path + ".tmp"
-    doc = {"metadata": metadata, "columns": COLUMNS,
-           "rows": [{k: _json_safe(v) for k, v in r.items()} for r in rows]}
+    doc = {"metadata": metadata, "columns": COLUMNS, "rows": [{k: _json_safe(v) for k, v in r.items()} for r in rows]}
     for r in doc["rows"]:
         r["knob_values"] = dict(kv.split("=", 1) for kv in (r.get("knobs") or "").split(";") if "=" in kv)
     with open(tmp, "w") as fh:
@@ -114,8 +161,12 @@ def metadata(argv: list[str] | None, device: str) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "command": " ".join(argv) if argv is not None else " ".join(sys.argv),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "cpu": cpu_model(), "cpus": os.cpu_count(), "device": device,
-        "python": platform.python_version(), "numpy": np.__version__, "scipy": scipy.__version__,
+        "cpu": cpu_model(),
+        "cpus": os.cpu_count(),
+        "device": device,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
         "emublas": __version__,
     }
     try:

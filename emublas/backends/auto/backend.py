@@ -14,6 +14,7 @@ asks for N correct bits per entry relative to ``sum|a||b|`` instead; with
 :func:`emublas.auto_last` says what the last call of this thread chose and why;
 :func:`emublas.explain` says it for a call without running it.
 """
+
 from __future__ import annotations
 
 import threading
@@ -81,8 +82,7 @@ def last_run() -> dict | None:
     if call is None:
         return None
     table, routine, prefix, m, n, k, accuracy, bits, usable = call
-    return model.decide(table, routine, prefix, m, n, k, accuracy=accuracy, bits=bits,
-                        usable=usable).as_dict()
+    return model.decide(table, routine, prefix, m, n, k, accuracy=accuracy, bits=bits, usable=usable).as_dict()
 
 
 _NATIVE: list[Backend] = []
@@ -104,16 +104,28 @@ class AutoBackend(Backend):
     sweep_grid = {"accuracy": ("native",)}  # what auto picks per size, against the others
     handles_nonfinite = True  # every backend it may pick does
     options = {
-        "accuracy": Option("accuracy", "native", choice("native", "normwise"),
-                           "native: each entry within native BLAS's error bound (or bits per entry);"
-                           " normwise: a normwise bound of `bits` is enough (lets strassen in)",
-                           env="EMUBLAS_AUTO_ACCURACY"),
-        "bits": Option("bits", None, parse_bits,
-                       "correct bits required (relative to sum|a||b| per entry, or normwise); none: native's"
-                       " accuracy", env="EMUBLAS_AUTO_BITS"),
-        "table": Option("table", None, _text,
-                        "cost table file (default: emublas calibrate's in the user cache, else the shipped one)",
-                        env=tables.ENV_TABLE),
+        "accuracy": Option(
+            "accuracy",
+            "native",
+            choice("native", "normwise"),
+            "native: each entry within native BLAS's error bound (or bits per entry);"
+            " normwise: a normwise bound of `bits` is enough (lets strassen in)",
+            env="EMUBLAS_AUTO_ACCURACY",
+        ),
+        "bits": Option(
+            "bits",
+            None,
+            parse_bits,
+            "correct bits required (relative to sum|a||b| per entry, or normwise); none: native's accuracy",
+            env="EMUBLAS_AUTO_BITS",
+        ),
+        "table": Option(
+            "table",
+            None,
+            _text,
+            "cost table file (default: emublas calibrate's in the user cache, else the shipped one)",
+            env=tables.ENV_TABLE,
+        ),
     }
 
     def __init__(self):
@@ -154,11 +166,31 @@ class AutoBackend(Backend):
         return self._usable[device]
 
     # -- the choice ------------------------------------------------------------
-    def decide(self, routine: str, prefix: str, m: int, n: int, k: int, device: str, *, accuracy="native",
-               bits=None, table=None) -> model.Decision:
+    def decide(
+        self,
+        routine: str,
+        prefix: str,
+        m: int,
+        n: int,
+        k: int,
+        device: str,
+        *,
+        accuracy="native",
+        bits=None,
+        table=None,
+    ) -> model.Decision:
         """The decision for one call (see :func:`.model.decide`)."""
-        return model.decide(self.table(device, table), routine, prefix, m, n, k, accuracy=accuracy,
-                            bits=bits, usable=self.usable(device))
+        return model.decide(
+            self.table(device, table),
+            routine,
+            prefix,
+            m,
+            n,
+            k,
+            accuracy=accuracy,
+            bits=bits,
+            usable=self.usable(device),
+        )
 
     def _choose(self, routine: str, c, m: int, n: int, k: int, opts: dict):
         device = "gpu" if is_cupy(c) else "cpu"
@@ -172,9 +204,12 @@ class AutoBackend(Backend):
             return _native(), {}  # the common small call: no model lookup at all
         decision = model.decide(table, routine, prefix, m, n, k, accuracy=accuracy, bits=bits, usable=usable)
         if not decision.chosen.qualifies:
-            warnings.warn(f"emublas auto: no backend here meets {decision.requirement} for {prefix}{routine}"
-                          f" {m}x{n}x{k}; computed natively (emublas.auto_last() has the reasoning)",
-                          UserWarning, stacklevel=4)
+            warnings.warn(
+                f"emublas auto: no backend here meets {decision.requirement} for {prefix}{routine}"
+                f" {m}x{n}x{k}; computed natively (emublas.auto_last() has the reasoning)",
+                UserWarning,
+                stacklevel=4,
+            )
         from .. import get
 
         return get(decision.backend), decision.options

@@ -8,6 +8,7 @@ measured size, so a single noisy point does not count), and an emulated backend
 is chosen over native only where it is predicted at least :data:`MARGIN` faster.
 The times come from a measured table (:mod:`.tables`).
 """
+
 from __future__ import annotations
 
 import math
@@ -16,8 +17,19 @@ from functools import lru_cache
 
 from .tables import Table
 
-__all__ = ["MARGIN", "PRECISION", "OZAKI2_NATIVE", "OZAKI2_SLACK_BITS", "STRASSEN_BITS_PER_LEVEL", "MODEL_ROUTINE",
-           "Candidate", "Decision", "decide", "ozaki2_count_for_bits", "requirement_text"]
+__all__ = [
+    "MARGIN",
+    "PRECISION",
+    "OZAKI2_NATIVE",
+    "OZAKI2_SLACK_BITS",
+    "STRASSEN_BITS_PER_LEVEL",
+    "MODEL_ROUTINE",
+    "Candidate",
+    "Decision",
+    "decide",
+    "ozaki2_count_for_bits",
+    "requirement_text",
+]
 
 #: An emulated backend must be predicted this much faster than native to be chosen
 #: (the model's own error stays inside "never more than 5% slower than native").
@@ -40,13 +52,23 @@ OZAKI2_SLACK_BITS = 10.0
 #: the error grew 2.3x, 2.6x, 1.9x, 1.9x per level (BENCHMARKS.md, strassen error growth).
 STRASSEN_BITS_PER_LEVEL = math.log2(4.5)
 #: Which measured routine predicts which call (syr2k/her2k: two products, same ratio as herk).
-MODEL_ROUTINE = {"gemm": "gemm", "syrk": "herk", "herk": "herk", "syr2k": "herk", "her2k": "herk",
-                 "symm": "gemm", "hemm": "gemm", "trmm": "gemm", "trsm": "gemm"}
+MODEL_ROUTINE = {
+    "gemm": "gemm",
+    "syrk": "herk",
+    "herk": "herk",
+    "syr2k": "herk",
+    "her2k": "herk",
+    "symm": "gemm",
+    "hemm": "gemm",
+    "trmm": "gemm",
+    "trsm": "gemm",
+}
 
 
 # ---------------------------------------------------------------------------
 # accuracy
 # ---------------------------------------------------------------------------
+
 
 def ozaki2_count_for_bits(bits: int, k: int, complex_data: bool) -> int | None:
     """Smallest ozaki2 moduli count that reaches ``bits`` correct bits at depth ``k``.
@@ -82,16 +104,17 @@ def ozaki2_count_for_bits(bits: int, k: int, complex_data: bool) -> int | None:
 # the choice
 # ---------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Candidate:
     """One backend configuration considered for a call."""
 
     backend: str
-    options: tuple          # ((name, value), ...), what the backend is called with
+    options: tuple  # ((name, value), ...), what the backend is called with
     qualifies: bool
-    accuracy: str           # why it does or does not meet the requirement
-    ratio: float | None     # predicted time / native's (None: not measured)
-    seconds: float | None   # predicted time
+    accuracy: str  # why it does or does not meet the requirement
+    ratio: float | None  # predicted time / native's (None: not measured)
+    seconds: float | None  # predicted time
 
     def as_dict(self) -> dict:
         """The candidate as a JSON-ready dict.
@@ -101,8 +124,14 @@ class Candidate:
         dict
             backend, options, qualifies, accuracy, predicted_ratio, predicted_s.
         """
-        return {"backend": self.backend, "options": dict(self.options), "qualifies": self.qualifies,
-                "accuracy": self.accuracy, "predicted_ratio": self.ratio, "predicted_s": self.seconds}
+        return {
+            "backend": self.backend,
+            "options": dict(self.options),
+            "qualifies": self.qualifies,
+            "accuracy": self.accuracy,
+            "predicted_ratio": self.ratio,
+            "predicted_s": self.seconds,
+        }
 
 
 @dataclass(frozen=True)
@@ -147,10 +176,19 @@ class Decision:
             routine, m, n, k, device, requirement, table, backend, options, reason
             and the candidates (see :meth:`Candidate.as_dict`).
         """
-        return {"routine": self.routine, "m": self.shape[0], "n": self.shape[1], "k": self.shape[2],
-                "device": self.device, "requirement": self.requirement, "table": self.table,
-                "backend": self.chosen.backend, "options": dict(self.chosen.options), "reason": self.reason,
-                "candidates": [c.as_dict() for c in self.candidates]}
+        return {
+            "routine": self.routine,
+            "m": self.shape[0],
+            "n": self.shape[1],
+            "k": self.shape[2],
+            "device": self.device,
+            "requirement": self.requirement,
+            "table": self.table,
+            "backend": self.chosen.backend,
+            "options": dict(self.chosen.options),
+            "reason": self.reason,
+            "candidates": [c.as_dict() for c in self.candidates],
+        }
 
 
 def _model_work(routine: str, m: int, n: int, k: int) -> tuple[float, int]:
@@ -186,8 +224,17 @@ def requirement_text(accuracy: str, bits: int | None) -> str:
 
 
 @lru_cache(maxsize=4096)
-def _decide(table: Table, routine: str, prefix: str, m: int, n: int, k: int, accuracy: str, bits: int | None,
-            usable: tuple[str, ...]) -> Decision:
+def _decide(
+    table: Table,
+    routine: str,
+    prefix: str,
+    m: int,
+    n: int,
+    k: int,
+    accuracy: str,
+    bits: int | None,
+    usable: tuple[str, ...],
+) -> Decision:
     p = PRECISION[prefix]
     cplx = prefix in "cz"
     mr = MODEL_ROUTINE[routine]
@@ -210,23 +257,30 @@ def _decide(table: Table, routine: str, prefix: str, m: int, n: int, k: int, acc
         add("native", (), True, "native BLAS: the reference accuracy")
     else:
         ok = bits <= native_bits
-        add("native", (), ok, f"native's bound k*u gives {native_bits:.1f} bits at k={k}"
-            + ("" if ok else f" < {bits}"))
+        add(
+            "native", (), ok, f"native's bound k*u gives {native_bits:.1f} bits at k={k}" + ("" if ok else f" < {bits}")
+        )
     # ozaki2
     count: int | None
     if "ozaki2" in usable:
         if bits is None:
             count = OZAKI2_NATIVE[prefix]
-            add("ozaki2", (("moduli", count), ("mode", "accurate"), ("fallback", "dot")), True,
+            add(
+                "ozaki2",
+                (("moduli", count), ("mode", "accurate"), ("fallback", "dot")),
+                True,
                 f"{count} moduli, accurate mode: every entry certified against native's bound"
-                " (uncertified entries recomputed)", count)
+                " (uncertified entries recomputed)",
+                count,
+            )
         else:
             count = ozaki2_count_for_bits(bits, k, cplx)
             if count is None:
                 add("ozaki2", (), False, f"no moduli count reaches {bits} bits at k={k}")
             else:
-                why = (f"{count} moduli cover 2*{bits} + log2(k) + {OZAKI2_SLACK_BITS:g} product bits"
-                       + ("; the certificate covers native's bound too" if bits <= native_bits else ""))
+                why = f"{count} moduli cover 2*{bits} + log2(k) + {OZAKI2_SLACK_BITS:g} product bits" + (
+                    "; the certificate covers native's bound too" if bits <= native_bits else ""
+                )
                 # below native's bound the certificate's target is stricter than asked: no recomputation
                 fallback = "none" if bits <= native_bits else "dot"
                 add("ozaki2", (("moduli", count), ("mode", "accurate"), ("fallback", fallback)), True, why, count)
@@ -234,8 +288,13 @@ def _decide(table: Table, routine: str, prefix: str, m: int, n: int, k: int, acc
     if "strassen" in usable and routine == "gemm":
         for levels in table.knobs("strassen", mr, prefix) or [1, 2]:
             if bits is None:
-                ok, why = False, ("normwise error 2.3x the classical product's at one level, more per level"
-                                  " (BENCHMARKS.md), and no per-entry bound: below native accuracy")
+                ok, why = (
+                    False,
+                    (
+                        "normwise error 2.3x the classical product's at one level, more per level"
+                        " (BENCHMARKS.md), and no per-entry bound: below native accuracy"
+                    ),
+                )
             elif accuracy != "normwise":
                 ok, why = False, "only a normwise bound: qualifies only with accuracy='normwise'"
             else:
@@ -250,8 +309,11 @@ def _decide(table: Table, routine: str, prefix: str, m: int, n: int, k: int, acc
     emulated = [c for c in cands[1:] if c.qualifies]
     if not measured:
         chosen = native if native.qualifies or not emulated else emulated[0]
-        reason = (f"no {prefix}{mr} measurements in the table: native" if chosen is native
-                  else f"no {prefix}{mr} measurements and native does not meet the requirement: {chosen.backend}")
+        reason = (
+            f"no {prefix}{mr} measurements in the table: native"
+            if chosen is native
+            else f"no {prefix}{mr} measurements and native does not meet the requirement: {chosen.backend}"
+        )
     elif not native.qualifies:
         timed = [(c.seconds, c) for c in emulated if c.seconds is not None]
         if not timed and not emulated:
@@ -260,8 +322,13 @@ def _decide(table: Table, routine: str, prefix: str, m: int, n: int, k: int, acc
             chosen = min(timed, key=lambda t: t[0])[1] if timed else emulated[0]
             reason = "native does not meet the requirement: the fastest predicted qualifying backend"
     elif small < table.min_dim_for(mr, prefix):
-        chosen, reason = native, (f"min(m, n, k) = {small} < {table.min_dim_for(mr, prefix)} (from this size up"
-                                  f" an emulated {prefix}{mr} beat native at every measured size)")
+        chosen, reason = (
+            native,
+            (
+                f"min(m, n, k) = {small} < {table.min_dim_for(mr, prefix)} (from this size up"
+                f" an emulated {prefix}{mr} beat native at every measured size)"
+            ),
+        )
     else:
         ratios = [(c.ratio, c) for c in emulated if c.ratio is not None]
         best_ratio, best = min(ratios, key=lambda t: t[0]) if ratios else (None, None)
@@ -269,15 +336,36 @@ def _decide(table: Table, routine: str, prefix: str, m: int, n: int, k: int, acc
             chosen, reason = best, f"predicted at {1 / best_ratio:.2f}x native's speed (needs >= {1 / MARGIN:.2f}x)"
         else:
             chosen = native
-            reason = ("no qualifying emulated backend" if best_ratio is None
-                      else f"best qualifying emulated backend predicted at {1 / best_ratio:.2f}x native's speed"
-                           f" (needs >= {1 / MARGIN:.2f}x)")
-    return Decision(prefix + routine, (m, n, k), table.device, requirement_text(accuracy, bits), table.label,
-                    chosen, tuple(cands), reason)
+            reason = (
+                "no qualifying emulated backend"
+                if best_ratio is None
+                else f"best qualifying emulated backend predicted at {1 / best_ratio:.2f}x native's speed"
+                f" (needs >= {1 / MARGIN:.2f}x)"
+            )
+    return Decision(
+        prefix + routine,
+        (m, n, k),
+        table.device,
+        requirement_text(accuracy, bits),
+        table.label,
+        chosen,
+        tuple(cands),
+        reason,
+    )
 
 
-def decide(table: Table, routine: str, prefix: str, m: int, n: int, k: int, *, accuracy: str = "native",
-           bits: int | None = None, usable: tuple[str, ...] = ("ozaki2", "strassen")) -> Decision:
+def decide(
+    table: Table,
+    routine: str,
+    prefix: str,
+    m: int,
+    n: int,
+    k: int,
+    *,
+    accuracy: str = "native",
+    bits: int | None = None,
+    usable: tuple[str, ...] = ("ozaki2", "strassen"),
+) -> Decision:
     """Choose the backend of one call.
 
     Parameters

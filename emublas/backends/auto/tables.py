@@ -16,6 +16,7 @@ Which table is used, first match wins:
    written by ``emublas calibrate``;
 3. the table shipped in ``emublas/data`` for the device.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["FORMAT", "ENV_TABLE", "RECHECK_S", "Table", "from_dict", "load", "table_for", "table_source",
-           "cache_path", "shipped_path"]
+__all__ = [
+    "FORMAT",
+    "ENV_TABLE",
+    "RECHECK_S",
+    "Table",
+    "from_dict",
+    "load",
+    "table_for",
+    "table_source",
+    "cache_path",
+    "shipped_path",
+]
 
 FORMAT = 1
 ENV_TABLE = "EMUBLAS_COST_TABLE"
@@ -48,7 +59,7 @@ class Table:
     path: str
     shipped: bool
     meta: dict = field(default_factory=dict)
-    fixed_min_dim: int | None = None   # the table's "min_dim_override", replacing the measured thresholds
+    fixed_min_dim: int | None = None  # the table's "min_dim_override", replacing the measured thresholds
 
     def __post_init__(self):
         # (backend, knob, routine, prefix) -> sorted [(log work, ratio, native seconds)]
@@ -70,8 +81,14 @@ class Table:
         self._min_dims: dict[tuple[str, str], int] = {}
         for routine, prefix in natives:
             sizes = sorted(natives[(routine, prefix)])
-            wins = {int(e["n"]) for e in self.entries if e["routine"] == routine and e["prefix"] == prefix
-                    and e["backend"] != "native" and float(e["ratio"]) < 1.0}
+            wins = {
+                int(e["n"])
+                for e in self.entries
+                if e["routine"] == routine
+                and e["prefix"] == prefix
+                and e["backend"] != "native"
+                and float(e["ratio"]) < 1.0
+            }
             edge = 2 * sizes[-1] + 1
             for n in reversed(sizes):
                 if n not in wins:
@@ -120,8 +137,9 @@ class Table:
         -------
         list
         """
-        return sorted({k[1] for k in self._series if k[0] == backend and k[2] == routine and k[3] == prefix
-                       and k[1] is not None})
+        return sorted(
+            {k[1] for k in self._series if k[0] == backend and k[2] == routine and k[3] == prefix and k[1] is not None}
+        )
 
     def has(self, routine: str, prefix: str) -> bool:
         """Whether native was measured for ``prefix``+``routine`` (so ratios can be read).
@@ -250,8 +268,17 @@ def from_dict(raw: dict, path: str, shipped: bool) -> Table:
     meta = {k: v for k, v in raw.items() if k != "entries"}
     # "min_dim_override" (hand-made tables, tests) replaces the measured thresholds
     fixed = int(raw["min_dim_override"]) if raw.get("min_dim_override") is not None else None
-    table = Table(raw["device"], str(raw.get("hardware", "unknown hardware")), str(raw.get("source", "")),
-                  entries, 0, path, shipped, meta, fixed)
+    table = Table(
+        raw["device"],
+        str(raw.get("hardware", "unknown hardware")),
+        str(raw.get("source", "")),
+        entries,
+        0,
+        path,
+        shipped,
+        meta,
+        fixed,
+    )
     table.min_dim = min(table._min_dims.values(), default=2**62)
     return table
 

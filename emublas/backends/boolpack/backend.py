@@ -16,6 +16,7 @@ planes) while the relative error falls as 2^-bits; 16 bits gives about
 cost still below float64 Ozaki-II on this CPU only for narrower widths, so
 lower ``bits`` is the way to trade accuracy for speed.
 """
+
 from __future__ import annotations
 
 from ..._arrays import is_cupy
@@ -49,13 +50,21 @@ class BoolpackBackend(Backend):
 
     def __init__(self):
         self.options = {
-            "bits": Option("bits", 16, int_range(_MIN_BITS, _MAX_BITS),
-                           "bits (sign included) each float input is rounded to, per row/column scale;"
-                           " the error falls about 2x per bit, the time grows about as bits^2",
-                           env="EMUBLAS_BOOLPACK_BITS"),
-            "nonfinite": Option("nonfinite", "raise", choice("raise", "native"),
-                                "NaN/Inf in float input: raise ValueError, or compute that call natively",
-                                env="EMUBLAS_BOOLPACK_NONFINITE"),
+            "bits": Option(
+                "bits",
+                16,
+                int_range(_MIN_BITS, _MAX_BITS),
+                "bits (sign included) each float input is rounded to, per row/column scale;"
+                " the error falls about 2x per bit, the time grows about as bits^2",
+                env="EMUBLAS_BOOLPACK_BITS",
+            ),
+            "nonfinite": Option(
+                "nonfinite",
+                "raise",
+                choice("raise", "native"),
+                "NaN/Inf in float input: raise ValueError, or compute that call natively",
+                env="EMUBLAS_BOOLPACK_NONFINITE",
+            ),
         }
 
     def device_readiness(self, device):
@@ -87,9 +96,11 @@ class BoolpackBackend(Backend):
 
                 NATIVE.gemm(alpha, a, b, beta, c, trans_a, trans_b)
                 return
-            raise ValueError("boolpack gemm: a or b holds NaN or Inf, which quantization to integers"
-                             " cannot represent; pass nonfinite='native' (or set"
-                             " EMUBLAS_BOOLPACK_NONFINITE=native) to compute such calls natively")
+            raise ValueError(
+                "boolpack gemm: a or b holds NaN or Inf, which quantization to integers"
+                " cannot represent; pass nonfinite='native' (or set"
+                " EMUBLAS_BOOLPACK_NONFINITE=native) to compute such calls natively"
+            )
         quantize.gemm(alpha, a, b, beta, c, trans_a, trans_b, bits=int(bits), leaf=self._leaf(c))
 
     def intmatmul(self, a, b, **opts):

@@ -8,6 +8,7 @@ output, optionally adding ``weight`` times the product (bit-plane sums).
 :func:`matmul01` does both for two 0/1 matrices.  Calls release the GIL
 (cffi does for out-of-line API calls).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -116,8 +117,19 @@ def pack(x: np.ndarray, side: int, nplanes: int = 1, *, threads: int | None = No
         rs, cs = cs, rs
     words = lib.emublas_bp_packed_words(side, rows, k)
     out = np.empty((nplanes, words), dtype=np.uint64)
-    rc = lib.emublas_bp_pack(src, side, rows, k, cpu.ptr(ffi, "const void *", x), rs, cs,
-                             nplanes, cpu.ptr(ffi, "uint64_t *", out), words, nthreads)
+    rc = lib.emublas_bp_pack(
+        src,
+        side,
+        rows,
+        k,
+        cpu.ptr(ffi, "const void *", x),
+        rs,
+        cs,
+        nplanes,
+        cpu.ptr(ffi, "uint64_t *", out),
+        words,
+        nthreads,
+    )
     if rc != lib.EMUBLAS_OK:
         raise ValueError(f"emublas_bp_pack: invalid arguments (code {rc})")
     return Packed(out, rows, k, side)
@@ -177,8 +189,12 @@ def gemm(
         out = np.empty((m, n), dtype=out_dtype)
     if not isinstance(out, np.ndarray) or out.dtype not in (np.int32, np.int64) or out.shape != (m, n):
         raise ValueError(f"gemm: out must be an int32 or int64 array of shape {(m, n)}")
-    if not out.flags.writeable or not out.flags.aligned or out.strides[0] % out.itemsize \
-            or out.strides[1] % out.itemsize:
+    if (
+        not out.flags.writeable
+        or not out.flags.aligned
+        or out.strides[0] % out.itemsize
+        or out.strides[1] % out.itemsize
+    ):
         raise ValueError("gemm: out must be writeable, aligned, with whole-element strides")
     w = int(weight) % 2**64
     w = w - 2**64 if w >= 2**63 else w
@@ -189,10 +205,21 @@ def gemm(
     ap = a.words[plane_a]
     bp = b.words[plane_b]
     otype = lib.EMUBLAS_BP_OUT_I64 if out.dtype == np.int64 else lib.EMUBLAS_BP_OUT_I32
-    rc = lib.emublas_bp_gemm(code, m, n, k, cpu.ptr(ffi, "const uint64_t *", ap),
-                             cpu.ptr(ffi, "const uint64_t *", bp), otype,
-                             cpu.ptr(ffi, "void *", out), out.strides[0] // out.itemsize,
-                             out.strides[1] // out.itemsize, w, 1 if accumulate else 0, nthreads)
+    rc = lib.emublas_bp_gemm(
+        code,
+        m,
+        n,
+        k,
+        cpu.ptr(ffi, "const uint64_t *", ap),
+        cpu.ptr(ffi, "const uint64_t *", bp),
+        otype,
+        cpu.ptr(ffi, "void *", out),
+        out.strides[0] // out.itemsize,
+        out.strides[1] // out.itemsize,
+        w,
+        1 if accumulate else 0,
+        nthreads,
+    )
     if rc != lib.EMUBLAS_OK:
         raise ValueError(f"emublas_bp_gemm: invalid arguments (code {rc}) for {m}x{n}x{k}")
     return out
@@ -207,8 +234,9 @@ def _as01(x: np.ndarray) -> np.ndarray:
     return x.astype(np.uint8)
 
 
-def matmul01(a: np.ndarray, b: np.ndarray, *, out_dtype: Any = np.int64, impl: str = "auto",
-             threads: int | None = None) -> np.ndarray:
+def matmul01(
+    a: np.ndarray, b: np.ndarray, *, out_dtype: Any = np.int64, impl: str = "auto", threads: int | None = None
+) -> np.ndarray:
     """Exact product of two 0/1 matrices (any nonzero counts as 1 for 1-byte dtypes).
 
     Parameters

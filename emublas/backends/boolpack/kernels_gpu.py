@@ -9,6 +9,7 @@ m16n8k256) on compute capability 8.0 .. 9.0 and the ``__popc`` tiled kernel
 Packed operands are padded as the kernels expect: rows to a multiple of 128
 (zero rows) and k to a multiple of 512 bits (zero bits).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -20,7 +21,7 @@ from ..._kernels import cuda_source
 __all__ = ["GpuPacked", "GpuLeaf", "source_path", "kernel_for", "pack", "gemm", "matmul01"]
 
 _ROW_PAD = 128
-_K_WORDS = 16          # BKW in the .cu: words per pipeline stage
+_K_WORDS = 16  # BKW in the .cu: words per pipeline stage
 _THREADS = 256
 
 
@@ -69,16 +70,18 @@ def pack(x: Any, side: int) -> GpuPacked:
         x = x.view(cupy.uint8)
     elif not (x.dtype.itemsize == 1 and x.dtype.kind in "iu"):
         x = x.astype(cupy.uint8)
-    v = x if side == 0 else x.T          # rows x k
-    v = cupy.ascontiguousarray(v)        # k contiguous: coalesced ballots
+    v = x if side == 0 else x.T  # rows x k
+    v = cupy.ascontiguousarray(v)  # k contiguous: coalesced ballots
     rows, k = v.shape
     ldw = -(-k // (32 * _K_WORDS)) * _K_WORDS
     words = cupy.zeros((-(-max(rows, 1) // _ROW_PAD) * _ROW_PAD, ldw), dtype=cupy.uint32)
     if rows and ldw:
         blocks = min(-(-rows // (_THREADS // 32)), 8192)
         _module(_cc()).get_function("bp_pack")(
-            (blocks,), (_THREADS,),
-            (v, np.int64(rows), np.int64(k), np.int64(v.strides[0]), np.int64(1), words, np.int64(ldw)))
+            (blocks,),
+            (_THREADS,),
+            (v, np.int64(rows), np.int64(k), np.int64(v.strides[0]), np.int64(1), words, np.int64(ldw)),
+        )
     return GpuPacked(words, rows, k)
 
 
@@ -114,8 +117,8 @@ def gemm(a: GpuPacked, b: GpuPacked, out: Any = None, *, kernel: str = "auto") -
     tile = 128 if kind == "mma" else 64
     grid = (-(-n // tile), -(-m // tile))
     _module(cc).get_function("bp_gemm_" + kind)(
-        grid, (_THREADS,),
-        (a.words, b.words, np.int64(a.words.shape[1]), out, np.int64(m), np.int64(n), np.int64(n)))
+        grid, (_THREADS,), (a.words, b.words, np.int64(a.words.shape[1]), out, np.int64(m), np.int64(n), np.int64(n))
+    )
     return out
 
 

@@ -13,6 +13,7 @@ The leaf is a small object (:class:`CpuLeaf`, or the GPU one in
 :mod:`.kernels_gpu`) with ``pack(x01_or_int64, side, nplanes)`` and
  ``accumulate(pa, p, pb, q, out, weight, first)``.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -97,8 +98,9 @@ class CpuLeaf:
         first : bool
             Whether this product overwrites ``out`` instead of adding to it.
         """
-        kernels_cpu.gemm(pa, pb, out, plane_a=p, plane_b=q, weight=weight, accumulate=not first,
-                          impl=self.impl, threads=self.threads)
+        kernels_cpu.gemm(
+            pa, pb, out, plane_a=p, plane_b=q, weight=weight, accumulate=not first, impl=self.impl, threads=self.threads
+        )
 
 
 def is_binary(x: Any) -> bool:
@@ -214,7 +216,8 @@ def check_overflow(a: np.ndarray, b: np.ndarray, result: np.ndarray) -> None:
         if not -_INT64_MAX - 1 <= exact <= _INT64_MAX:
             raise OverflowError(
                 f"intmatmul(backend='boolpack'): entry ({i}, {j}) of the exact product is {exact},"
-                " which does not fit int64; use narrower integers or split the product")
+                " which does not fit int64; use narrower integers or split the product"
+            )
 
 
 def intmatmul(a: np.ndarray, b: np.ndarray, *, impl: str = "auto", threads: int | None = None) -> np.ndarray:
@@ -251,8 +254,9 @@ def intmatmul(a: np.ndarray, b: np.ndarray, *, impl: str = "auto", threads: int 
         return np.zeros((m, n), np.int64)
     if is_binary(a) and is_binary(b):
         leaf = CpuLeaf(impl, threads)
-        return kernels_cpu.gemm(leaf.pack_planes(_u8(a), 0, 1), leaf.pack_planes(_u8(b), 1, 1),
-                                 impl=impl, threads=threads)
+        return kernels_cpu.gemm(
+            leaf.pack_planes(_u8(a), 0, 1), leaf.pack_planes(_u8(b), 1, 1), impl=impl, threads=threads
+        )
     wa = width(int(a.min()), int(a.max()))
     wb = width(int(b.min()), int(b.max()))
     # astype wraps uint64 >= 2^63 to the same bits: with 64 unsigned planes the
@@ -279,8 +283,7 @@ def _intmatmul_gpu(a, b):
         return kernels_gpu.matmul01(a, b).astype(np.int64, copy=False)
     wa = width(int(a.min()), int(a.max()))
     wb = width(int(b.min()), int(b.max()))
-    out = plane_product(a.astype(np.int64, copy=False), b.astype(np.int64, copy=False), wa, wb,
-                        kernels_gpu.GpuLeaf())
+    out = plane_product(a.astype(np.int64, copy=False), b.astype(np.int64, copy=False), wa, wb, kernels_gpu.GpuLeaf())
     amax = max(abs(int(a.min())), abs(int(a.max())))
     bmax = max(abs(int(b.min())), abs(int(b.max())))
     if k * amax * bmax > _INT64_MAX:

@@ -10,6 +10,7 @@ data uses four real products (real and imaginary parts share the row and
 column scales).  The inner dimension is split so that each integer partial
 sum, and the sum of two of them, stays below 2^63.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -51,8 +52,7 @@ def quantize(x: Any, bits: int, xp: Any = np) -> tuple[Any, Any]:
     _, e = xp.frexp(rowmax)  # rowmax < 2^e (e = 0 for zero rows)
     shift = (bits - 1 - e).astype(xp.int64)
     top = 2 ** (bits - 1) - 1
-    q = [xp.clip(xp.rint(xp.ldexp(p, shift[:, None].astype(xp.int32))), -top, top).astype(xp.int64)
-         for p in parts]
+    q = [xp.clip(xp.rint(xp.ldexp(p, shift[:, None].astype(xp.int32))), -top, top).astype(xp.int64) for p in parts]
     return q, shift
 
 
@@ -79,8 +79,8 @@ def gemm(alpha, a, b, beta, c, trans_a, trans_b, *, bits: int, leaf: Any) -> Non
         The 0/1 product kernels.
     """
     xp = namespace(a=a, b=b, c=c)
-    x = _op(a, trans_a)            # m x k
-    y = _op(b, trans_b).T          # n x k: columns of op(b) as rows
+    x = _op(a, trans_a)  # m x k
+    y = _op(b, trans_b).T  # n x k: columns of op(b) as rows
     qa, ea = quantize(x, bits, xp)
     qb, eb = quantize(y, bits, xp)
     k = x.shape[1]

@@ -5,6 +5,7 @@ with); cupy arrays go to cuBLAS on cupy's handle and current stream.  cupy
 wraps only gemm and syrk at the level we need, so herk, syr2k and her2k on the
 GPU are derived from cuBLAS gemm by the front.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,8 +15,12 @@ from ..._arrays import is_cupy
 from ..base import Backend
 
 _INT_MAX = 2**31 - 1  # LP64 BLAS and the 32-bit cuBLAS API take int dimensions
-_PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
-           np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
+_PREFIX = {
+    np.dtype(np.float32): "s",
+    np.dtype(np.float64): "d",
+    np.dtype(np.complex64): "c",
+    np.dtype(np.complex128): "z",
+}
 
 
 def _rows_of_op(x, trans: int, sl: slice):
@@ -31,6 +36,7 @@ def _cols_of_op(x, trans: int, sl: slice):
 # ---------------------------------------------------------------------------
 # CPU: scipy.linalg.blas
 # ---------------------------------------------------------------------------
+
 
 def _cpu_operand(x, trans: int):
     """Hand f2py a Fortran-contiguous operand where a flipped transpose gives one for free."""
@@ -55,6 +61,7 @@ def _cpu_call(fn, *args, c, **kw) -> None:
 # ---------------------------------------------------------------------------
 # GPU: cuBLAS through cupy's handle
 # ---------------------------------------------------------------------------
+
 
 def _gpu_layout(x):
     """``(order, ld)`` if cuBLAS can read ``x`` in place, else None."""
@@ -119,6 +126,7 @@ def _host_scalar(value, dtype):
 # the backend
 # ---------------------------------------------------------------------------
 
+
 class NativeBackend(Backend):
     """scipy's BLAS on numpy arrays, cuBLAS on cupy arrays."""
 
@@ -155,8 +163,15 @@ class NativeBackend(Backend):
         if k > _INT_MAX:
             for i, start in enumerate(range(0, k, _INT_MAX)):
                 sl = slice(start, start + _INT_MAX)
-                self.gemm(alpha, _cols_of_op(a, trans_a, sl), _rows_of_op(b, trans_b, sl),
-                          beta if i == 0 else 1.0, c, trans_a, trans_b)
+                self.gemm(
+                    alpha,
+                    _cols_of_op(a, trans_a, sl),
+                    _rows_of_op(b, trans_b, sl),
+                    beta if i == 0 else 1.0,
+                    c,
+                    trans_a,
+                    trans_b,
+                )
             return
         if m > _INT_MAX or n > _INT_MAX:
             half = slice(0, (m + 1) // 2) if m > _INT_MAX else slice(0, (n + 1) // 2)
@@ -190,8 +205,22 @@ class NativeBackend(Backend):
         al, be = _host_scalar(alpha, c.dtype), _host_scalar(beta, c.dtype)
         with _CublasCall() as cb:
             fn = getattr(cb.cublas, _PREFIX[c.dtype] + "gemm")
-            fn(cb.handle, trans_a, trans_b, m, n, k, al.ctypes.data, a.data.ptr, lda,
-               b.data.ptr, ldb, be.ctypes.data, c.data.ptr, ldc)
+            fn(
+                cb.handle,
+                trans_a,
+                trans_b,
+                m,
+                n,
+                k,
+                al.ctypes.data,
+                a.data.ptr,
+                lda,
+                b.data.ptr,
+                ldb,
+                be.ctypes.data,
+                c.data.ptr,
+                ldc,
+            )
 
     # -- rank-k ------------------------------------------------------------------
     def _gpu_rank_k(self, kind, alpha, a, b, beta, c, trans, lower):
@@ -233,8 +262,11 @@ class NativeBackend(Backend):
         if is_cupy(c):
             return self._gpu_rank_k(kind, alpha, a, b, beta, c, trans, lower)
         fn = _fblas(_PREFIX[c.dtype] + kind)
-        if kind.startswith("sy") and trans in (0, 1) and all(
-                x.flags.c_contiguous and not x.flags.f_contiguous for x in (a, b) if x is not None):
+        if (
+            kind.startswith("sy")
+            and trans in (0, 1)
+            and all(x.flags.c_contiguous and not x.flags.f_contiguous for x in (a, b) if x is not None)
+        ):
             a, b, trans = a.T, (None if b is None else b.T), 1 - trans  # free transposes for f2py
         args = (alpha, a) if b is None else (alpha, a, b)
         _cpu_call(fn, *args, beta, trans=trans, lower=lower, c=c)
@@ -251,7 +283,6 @@ class NativeBackend(Backend):
 
     def her2k(self, alpha, a, b, beta, c, trans, lower, **opts):
         return self._rank_k("her2k", alpha, a, b, beta, c, trans, lower)
-
 
     # -- exact integers ------------------------------------------------------------
     def intmatmul(self, a, b, **opts):

@@ -8,6 +8,7 @@ where a GPU call runs (one device or several), ``certify`` and ``verdicts`` the
 per-entry accuracy check, ``routines`` the BLAS routines, ``integer`` the exact
 integer product, ``distributed`` the Dask path (the same stages per block).
 """
+
 from .routines import DEFAULT_MODULI, MODES, last_run
 
 __all__ = ["DEFAULT_MODULI", "MODES", "last_run"]

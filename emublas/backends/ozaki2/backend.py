@@ -5,6 +5,7 @@ on cuBLAS int8 GEMMs and the CUDA kernels of ``native/cuda/ozaki2.cu``
 (:mod:`emublas.ozaki2.gpu_engine`), with the same moduli, scaling and CRT, so
 both give the same results.
 """
+
 from __future__ import annotations
 
 from ..._kernels import cpu
@@ -27,24 +28,45 @@ class Ozaki2Backend(Backend):
         from .routines import MAX_HYBRID, MAX_REAL
 
         self.options = {
-            "moduli": Option("moduli", "default", int_range(1, max(MAX_REAL, MAX_HYBRID), also=("default",)),
-                             "number of moduli (default: 16 for float64/complex128 data, 8 for float32/complex64;"
-                             " with mode=auto, the largest count auto may pick)", env="EMUBLAS_MODULI"),
-            "mode": Option("mode", "accurate", choice("fast", "accurate", "auto"),
-                           "scaling bound: fast (Cauchy-Schwarz), accurate (one extra int8 product),"
-                           " auto (accurate, and the moduli count chosen from the inputs)",
-                           env="EMUBLAS_OZAKI_MODE"),
-            "fallback": Option("fallback", "dot", choice("dot", "none"),
-                               "entries the accuracy certificate does not cover: recomputed as float64 dot"
-                               " products (dot), or left as computed (none); either way a warning says how many",
-                               env="EMUBLAS_OZAKI_FALLBACK"),
-            "devices": Option("devices", None, device_list,
-                              "GPUs that share one call on cupy arrays: current (default), all, or ids like 0,1"
-                              " (the arrays stay on their own device; results are bit-identical)",
-                              env="EMUBLAS_DEVICES"),
-            "split": Option("split", "auto", choice("auto", "moduli", "tiles"),
-                            "how several GPUs share a call: by moduli, by column tiles of C, or auto"
-                            " (fewer bytes between devices)", env="EMUBLAS_MULTI_GPU_SPLIT"),
+            "moduli": Option(
+                "moduli",
+                "default",
+                int_range(1, max(MAX_REAL, MAX_HYBRID), also=("default",)),
+                "number of moduli (default: 16 for float64/complex128 data, 8 for float32/complex64;"
+                " with mode=auto, the largest count auto may pick)",
+                env="EMUBLAS_MODULI",
+            ),
+            "mode": Option(
+                "mode",
+                "accurate",
+                choice("fast", "accurate", "auto"),
+                "scaling bound: fast (Cauchy-Schwarz), accurate (one extra int8 product),"
+                " auto (accurate, and the moduli count chosen from the inputs)",
+                env="EMUBLAS_OZAKI_MODE",
+            ),
+            "fallback": Option(
+                "fallback",
+                "dot",
+                choice("dot", "none"),
+                "entries the accuracy certificate does not cover: recomputed as float64 dot"
+                " products (dot), or left as computed (none); either way a warning says how many",
+                env="EMUBLAS_OZAKI_FALLBACK",
+            ),
+            "devices": Option(
+                "devices",
+                None,
+                device_list,
+                "GPUs that share one call on cupy arrays: current (default), all, or ids like 0,1"
+                " (the arrays stay on their own device; results are bit-identical)",
+                env="EMUBLAS_DEVICES",
+            ),
+            "split": Option(
+                "split",
+                "auto",
+                choice("auto", "moduli", "tiles"),
+                "how several GPUs share a call: by moduli, by column tiles of C, or auto (fewer bytes between devices)",
+                env="EMUBLAS_MULTI_GPU_SPLIT",
+            ),
         }
 
     def device_readiness(self, device):
@@ -95,9 +117,19 @@ class Ozaki2Backend(Backend):
         (each block runs on the device that holds it)."""
         from . import distributed
 
-        return distributed.gemm(alpha, x, y, beta, c, conj_x=conj_x, conj_y=conj_y, dtype=dtype,
-                                moduli=opts.get("moduli", "default"), mode=opts.get("mode", "accurate"),
-                                fallback=opts.get("fallback", "dot"))
+        return distributed.gemm(
+            alpha,
+            x,
+            y,
+            beta,
+            c,
+            conj_x=conj_x,
+            conj_y=conj_y,
+            dtype=dtype,
+            moduli=opts.get("moduli", "default"),
+            mode=opts.get("mode", "accurate"),
+            fallback=opts.get("fallback", "dot"),
+        )
 
 
 def _gpu_state() -> tuple[bool, str]:

@@ -19,6 +19,7 @@ An entry whose bound is not met is counted and, unless ``fallback="none"``,
 recomputed in the same kernel as a float64 dot product in order (which meets
 the bound); :class:`~emublas.OzakiAccuracyWarning` then says how many.
 """
+
 from __future__ import annotations
 
 import math
@@ -54,8 +55,21 @@ def slack(complex_data: bool) -> float:
     return _SLACK_COMPLEX if complex_data else _SLACK_REAL
 
 
-def certificate(px, py, mset: ModulusSet, nterms: int, *, k: int, precision: int, W=None, fallback: str = "dot",
-                L=None, R=None, conj_l=False, conj_r=False) -> dict:
+def certificate(
+    px,
+    py,
+    mset: ModulusSet,
+    nterms: int,
+    *,
+    k: int,
+    precision: int,
+    W=None,
+    fallback: str = "dot",
+    L=None,
+    R=None,
+    conj_l=False,
+    conj_r=False,
+) -> dict:
     """The certificate arguments of the finalize kernels (``emublas_oz_cert`` in ``emublas_cpu.h``).
 
     ``px``, ``py``: the :class:`~emublas.ozaki2.scaling.RowPlan` of the rows and
@@ -66,12 +80,16 @@ def certificate(px, py, mset: ModulusSet, nterms: int, *, k: int, precision: int
     """
     cplx = L is not None and L.dtype.kind == "c"
     cert = {
-        "row_err": px.err, "col_err": py.err,
+        "row_err": px.err,
+        "col_err": py.err,
         "crt_err": crt_error(mset, nterms) + slack(cplx),
         "target": math.log2(max(k, 1)) - precision,
         "W": W,
         "fix": fallback == "dot",
-        "L": L, "R": R, "conj_l": conj_l, "conj_r": conj_r,
+        "L": L,
+        "R": R,
+        "conj_l": conj_l,
+        "conj_r": conj_r,
     }
     if W is not None:
         cert.update(row_wsum=px.wsum, col_wsum=py.wsum, row_budget=px.budget, col_budget=py.budget)
@@ -83,16 +101,22 @@ def warn(routine: str, count: int, total: int, moduli: int, bits: float, fallbac
     attributed to the first frame outside emublas (the user's call, or the interposed program's)."""
     category: type[Warning]
     if fallback == "dot":
-        what, category = ("recomputed as float64 dot products: their accuracy is native BLAS's, only"
-                          " slower"), OzakiFallbackWarning
+        what, category = (
+            ("recomputed as float64 dot products: their accuracy is native BLAS's, only slower"),
+            OzakiFallbackWarning,
+        )
     else:
-        what, category = ("left as computed (fallback='none'): their error may exceed native BLAS's bound",
-                          OzakiAccuracyWarning)
+        what, category = (
+            "left as computed (fallback='none'): their error may exceed native BLAS's bound",
+            OzakiAccuracyWarning,
+        )
     warnings.warn(
         f"ozaki2 {routine}: {count} of {total} entries could not be certified to native BLAS's error bound"
         f" with {moduli} moduli ({bits:.0f} bits) and were {what}. More moduli, mode='accurate' or"
         " mode='auto' certify more of them; an exponent span wider than the reconstruction carries never is.",
-        category, stacklevel=_caller_level())
+        category,
+        stacklevel=_caller_level(),
+    )
 
 
 def _caller_level() -> int:

@@ -9,6 +9,7 @@
   row statistics and bound products continued over k-blocks, products summed
   over k-blocks per k-chunk.
 """
+
 from __future__ import annotations
 
 import time
@@ -64,9 +65,19 @@ def accumulate(state: dict, prods, jb: pipeline.Job, l: int, uplo: int = 0, thre
     m, bhi, blo = jb.moduli[l], jb.mset.big_hi[l], jb.mset.big_lo[l]
     for part, p1, t1, w1, p2, t2, w2 in jb.terms[l]:
         kw = {} if p2 is None else {"x2": prods[p2].T if t2 else prods[p2], "w2": w2}
-        kernels_crt.oz_crt_accumulate(prods[p1].T if t1 else prods[p1], w1, m, bhi, blo, state[part + "_hi"],
-                                      state[part + "_lo"], first=state["first_" + part], uplo=uplo, threads=threads,
-                                      **kw)
+        kernels_crt.oz_crt_accumulate(
+            prods[p1].T if t1 else prods[p1],
+            w1,
+            m,
+            bhi,
+            blo,
+            state[part + "_hi"],
+            state[part + "_lo"],
+            first=state["first_" + part],
+            uplo=uplo,
+            threads=threads,
+            **kw,
+        )
         state["first_" + part] = False
 
 
@@ -101,8 +112,7 @@ class CpuStages:
         while len(self.buf) < len(rec.products):
             self.buf.append(np.empty((px.shape[1], py.shape[1]), np.int32, order="F"))
         for idx, (a, b) in enumerate(rec.products):
-            cpu.i8gemm(px[per * j + a][:, c0:c1], py[per * j + b][:, c0:c1].T, out=self.buf[idx],
-                       threads=self.threads)
+            cpu.i8gemm(px[per * j + a][:, c0:c1], py[per * j + b][:, c0:c1].T, out=self.buf[idx], threads=self.threads)
         self._tick("gemm")
         return self.buf
 
@@ -113,9 +123,21 @@ class CpuStages:
 
 def finalize(state: dict, jb: pipeline.Job, x_shift, y_shift, out, alpha, beta, *, uplo=0, cert=None) -> None:
     """``out = alpha·C + beta·out`` from the accumulators, certified entry by entry (``cert``)."""
-    kernels_crt.oz_crt_finalize(state["re_hi"], state["re_lo"], jb.mset.P_hi, jb.mset.P_lo, x_shift, y_shift, out,
-                                im_hi=state.get("im_hi"), im_lo=state.get("im_lo"), alpha=alpha, beta=beta,
-                                uplo=uplo, cert=cert)
+    kernels_crt.oz_crt_finalize(
+        state["re_hi"],
+        state["re_lo"],
+        jb.mset.P_hi,
+        jb.mset.P_lo,
+        x_shift,
+        y_shift,
+        out,
+        im_hi=state.get("im_hi"),
+        im_lo=state.get("im_lo"),
+        alpha=alpha,
+        beta=beta,
+        uplo=uplo,
+        cert=cert,
+    )
 
 
 def batch_for(x, y, out, jb: pipeline.Job) -> int:
@@ -141,6 +163,7 @@ def dead_zeroed(x: np.ndarray, dead: np.ndarray) -> np.ndarray:
 # the Dask block tasks' stages (numpy chunks)
 # ---------------------------------------------------------------------------
 
+
 class _Blocks:
     """The CPU's block stages (see :mod:`.blocks` for the contract of each)."""
 
@@ -159,7 +182,7 @@ class _Blocks:
     def bound_product(a, b, prev):
         w = np.zeros((a.shape[0], b.shape[0]), np.int64) if prev is None else prev.copy()
         for c0 in range(0, a.shape[1], scaling.K_CHUNK):  # int32 stays exact within one chunk
-            w += cpu.i8gemm(a[:, c0:c0 + scaling.K_CHUNK], b[:, c0:c0 + scaling.K_CHUNK].T)
+            w += cpu.i8gemm(a[:, c0 : c0 + scaling.K_CHUNK], b[:, c0 : c0 + scaling.K_CHUNK].T)
         return w
 
     @staticmethod
@@ -176,9 +199,16 @@ class _Blocks:
         x = dead_zeroed(x, shift == scaling.DEAD)
         out = {}
         for c, a, b in pipeline.k_pieces(k0, x.shape[1]):
-            out[c] = [(start, stop, residues(jb.recipes[start].planes, x[:, a:b], shift, jb.moduli[start:stop],
-                                             jb.roots[start:stop], conj))
-                      for start, stop in pipeline.runs(jb, lo, hi)]
+            out[c] = [
+                (
+                    start,
+                    stop,
+                    residues(
+                        jb.recipes[start].planes, x[:, a:b], shift, jb.moduli[start:stop], jb.roots[start:stop], conj
+                    ),
+                )
+                for start, stop in pipeline.runs(jb, lo, hi)
+            ]
         return out
 
     @staticmethod
@@ -191,10 +221,14 @@ class _Blocks:
             for l in range(lo, hi):
                 rec = jb.recipes[l]
                 # Fortran order, as the single call's buffers: the CRT kernel walks them by columns
-                prods = [cpu.i8gemm(pipeline.run_plane(runs_x, l, rec.planes, a),
-                                    pipeline.run_plane(runs_y, l, rec.planes, b).T,
-                                    out=np.empty((rows_x, rows_y), np.int32, order="F"))
-                         for a, b in rec.products]
+                prods = [
+                    cpu.i8gemm(
+                        pipeline.run_plane(runs_x, l, rec.planes, a),
+                        pipeline.run_plane(runs_y, l, rec.planes, b).T,
+                        out=np.empty((rows_x, rows_y), np.int32, order="F"),
+                    )
+                    for a, b in rec.products
+                ]
                 if c in out:
                     for mine, earlier in zip(prods, out[c][l - lo]):
                         mine += earlier
@@ -220,10 +254,10 @@ class _Blocks:
         else:
             out = np.zeros((mx, my), dtype=dtype, order="F")
         # arrays that crossed processes may arrive unaligned (pickle protocol 5 buffers)
-        state = {key: np.require(v, np.float64, ["F", "A"]) if isinstance(v, np.ndarray) else v
-                 for key, v in state.items()}
-        finalize(state, jb, np.asarray(x_shift, np.int32), np.asarray(y_shift, np.int32), out, alpha, beta,
-                 cert=cert)
+        state = {
+            key: np.require(v, np.float64, ["F", "A"]) if isinstance(v, np.ndarray) else v for key, v in state.items()
+        }
+        finalize(state, jb, np.asarray(x_shift, np.int32), np.asarray(y_shift, np.int32), out, alpha, beta, cert=cert)
         return out, (cert["uncertified"] if cert is not None else 0)
 
     concatenate = staticmethod(np.concatenate)

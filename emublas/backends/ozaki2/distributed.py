@@ -24,6 +24,7 @@ computed.  The tasks are :mod:`emublas.ozaki2.blocks` for numpy chunks and
 :mod:`emublas.ozaki2.gpu_blocks` (same signatures, the GPU engine's kernels,
 CRT terms per group and one final pass) for cupy chunks.
 """
+
 from __future__ import annotations
 
 from functools import partial
@@ -100,17 +101,26 @@ def _bound_accurate(x, y, left, right):
     nl = xb.shape[1]
     rm_x, rm_y = left.host()[0], right.host()[0]  # max|x| per row (NaN: a row with NaN/Inf, whose bounds are 0)
     token = tokenize(x.name, y.name, rm_x, rm_y, scaling.K_CHUNK)
-    bx = [[delayed(ops.bound_int8)(xb[i, l], rm_x[ox[i]:ox[i + 1]], dask_key_name=("oz-bound-x-" + token, i, l))
-           for l in range(nl)] for i in range(xb.shape[0])]
-    by = [[delayed(ops.bound_int8)(yb[j, l], rm_y[oy[j]:oy[j + 1]], dask_key_name=("oz-bound-y-" + token, j, l))
-           for l in range(nl)] for j in range(yb.shape[0])]
+    bx = [
+        [
+            delayed(ops.bound_int8)(xb[i, l], rm_x[ox[i] : ox[i + 1]], dask_key_name=("oz-bound-x-" + token, i, l))
+            for l in range(nl)
+        ]
+        for i in range(xb.shape[0])
+    ]
+    by = [
+        [
+            delayed(ops.bound_int8)(yb[j, l], rm_y[oy[j] : oy[j + 1]], dask_key_name=("oz-bound-y-" + token, j, l))
+            for l in range(nl)
+        ]
+        for j in range(yb.shape[0])
+    ]
     jobs, blocks_w = [], {}
     for i in range(xb.shape[0]):
         for j in range(yb.shape[0]):
             w = None
             for l in range(nl):
-                w = delayed(ops.bound_product)(bx[i][l], by[j][l], w,
-                                               dask_key_name=("oz-w-" + token, i, j, l))
+                w = delayed(ops.bound_product)(bx[i][l], by[j][l], w, dask_key_name=("oz-w-" + token, i, j, l))
             blocks_w[i, j] = delayed(ops.bound_w32)(w, dask_key_name=("oz-w32-" + token, i, j))
             jobs.append(delayed(ops.bound_maxima)(w, dask_key_name=("oz-wmax-" + token, i, j)))
     got = dask.compute(*jobs)
@@ -125,8 +135,7 @@ def _meta(x, dtype):
     return x._meta.astype(dtype)[:0, :0] if x._meta is not None else np.empty((0, 0), dtype)
 
 
-def gemm(alpha, x, y, beta, c, *, conj_x: bool, conj_y: bool, dtype, moduli="default", mode="accurate",
-         fallback="dot"):
+def gemm(alpha, x, y, beta, c, *, conj_x: bool, conj_y: bool, dtype, moduli="default", mode="accurate", fallback="dot"):
     """``alpha·op(X)·Yᵀ + beta·c`` (conjugates as flagged) as a lazy Dask array.
 
     ``x`` (m × k) and ``y`` (n × k) are Dask arrays of ``dtype`` with the same
@@ -141,13 +150,23 @@ def gemm(alpha, x, y, beta, c, *, conj_x: bool, conj_y: bool, dtype, moduli="def
     if mode != "fast":
         wrow, wcol, blocks_w = _bound_accurate(x, y, left, right)
     precision = routines.precision_of(dtype)
-    p = routines.plan("gemm", family, precision, left, right, wrow, wcol, moduli=moduli, mode=mode,
-                      complex_data=cplx)
+    p = routines.plan("gemm", family, precision, left, right, wrow, wcol, moduli=moduli, mode=mode, complex_data=cplx)
     jb = routines.job_for("2m" if cplx else "real", p, x.shape[1])
-    cert = certify.certificate(p.px, p.py, p.mset, routines.nterms(jb), k=x.shape[1], precision=precision, W=None,
-                               fallback=fallback, conj_l=conj_x, conj_r=conj_y)
-    out = _products(alpha, x, y, beta, c, p, jb, conj_x=conj_x, conj_y=conj_y, dtype=dtype, cert=cert,
-                    blocks_w=blocks_w)
+    cert = certify.certificate(
+        p.px,
+        p.py,
+        p.mset,
+        routines.nterms(jb),
+        k=x.shape[1],
+        precision=precision,
+        W=None,
+        fallback=fallback,
+        conj_l=conj_x,
+        conj_r=conj_y,
+    )
+    out = _products(
+        alpha, x, y, beta, c, p, jb, conj_x=conj_x, conj_y=conj_y, dtype=dtype, cert=cert, blocks_w=blocks_w
+    )
     return out
 
 
@@ -164,9 +183,22 @@ def _products(alpha, x, y, beta, c, p, jb, *, conj_x, conj_y, dtype, cert, block
     cb = None if c is None else c.to_delayed()
     ox, oy, ok = _offsets(x.chunks[0]), _offsets(y.chunks[0]), _offsets(x.chunks[1])
     ni, nj, nl = xb.shape[0], yb.shape[0], xb.shape[1]
-    token = tokenize(x.name, y.name, None if c is None else c.name, p.x_shift, p.y_shift, list(p.moduli),
-                     [r.planes for r in jb.recipes], alpha, beta, conj_x, conj_y, np.dtype(dtype).str, jb.k_chunk,
-                     MODULI_PER_TASK)
+    token = tokenize(
+        x.name,
+        y.name,
+        None if c is None else c.name,
+        p.x_shift,
+        p.y_shift,
+        list(p.moduli),
+        [r.planes for r in jb.recipes],
+        alpha,
+        beta,
+        conj_x,
+        conj_y,
+        np.dtype(dtype).str,
+        jb.k_chunk,
+        MODULI_PER_TASK,
+    )
     groups = [(g0, min(g0 + MODULI_PER_TASK, jb.nmod)) for g0 in range(0, jb.nmod, MODULI_PER_TASK)]
     state = {}  # per output block: the CRT state after the groups so far
     # constant arguments go into partials: Dask would otherwise walk the job and
@@ -174,20 +206,33 @@ def _products(alpha, x, y, beta, c, p, jb, *, conj_x, conj_y, dtype, cert, block
     for g, (g0, g1) in enumerate(groups):
         planes_x = partial(ops.planes, jb=jb, lo=g0, hi=g1, conj=conj_x)
         planes_y = partial(ops.planes, jb=jb, lo=g0, hi=g1, conj=conj_y)
-        pa = [[delayed(planes_x)(xb[i, l], p.x_shift[ox[i]:ox[i + 1]], k0=ok[l],
-                                 dask_key_name=(f"oz-planes-x-{token}", g, i, l)) for l in range(nl)]
-              for i in range(ni)]
-        pb = [[delayed(planes_y)(yb[j, l], p.y_shift[oy[j]:oy[j + 1]], k0=ok[l],
-                                 dask_key_name=(f"oz-planes-y-{token}", g, j, l)) for l in range(nl)]
-              for j in range(nj)]
+        pa = [
+            [
+                delayed(planes_x)(
+                    xb[i, l], p.x_shift[ox[i] : ox[i + 1]], k0=ok[l], dask_key_name=(f"oz-planes-x-{token}", g, i, l)
+                )
+                for l in range(nl)
+            ]
+            for i in range(ni)
+        ]
+        pb = [
+            [
+                delayed(planes_y)(
+                    yb[j, l], p.y_shift[oy[j] : oy[j + 1]], k0=ok[l], dask_key_name=(f"oz-planes-y-{token}", g, j, l)
+                )
+                for l in range(nl)
+            ]
+            for j in range(nj)
+        ]
         products = partial(ops.products, jb=jb, lo=g0, hi=g1)
         crt = partial(ops.crt, jb=jb, lo=g0, hi=g1)
         for i in range(ni):
             for j in range(nj):
                 acc = None
                 for l in range(nl):  # a chain: the int32 sums stay where they are, planes move
-                    acc = delayed(products)(pa[i][l], pb[j][l], prev=acc,
-                                            dask_key_name=(f"oz-products-{token}", g, i, j, l))
+                    acc = delayed(products)(
+                        pa[i][l], pb[j][l], prev=acc, dask_key_name=(f"oz-products-{token}", g, i, j, l)
+                    )
                 state[i, j] = delayed(crt)(acc, state.get((i, j)), dask_key_name=(f"oz-crt-{token}", g, i, j))
     finalize = partial(_finalize, ops=ops, jb=jb, alpha=alpha, beta=beta, dtype=np.dtype(dtype).str)
     rows = []
@@ -196,9 +241,17 @@ def _products(alpha, x, y, beta, c, p, jb, *, conj_x, conj_y, dtype, cert, block
         for j in range(nj):
             # the block's share of the certificate; the fallback reads its row and column panels
             bc = _cert_block(cert, p, ox[i], ox[i + 1], oy[j], oy[j + 1])
-            blk = delayed(finalize)(state[i, j], None if cb is None else cb[i, j], x_shift=p.x_shift[ox[i]:ox[i + 1]],
-                                    y_shift=p.y_shift[oy[j]:oy[j + 1]], cert=bc, w=blocks_w.get((i, j)),
-                                    xs=list(xb[i]), ys=list(yb[j]), dask_key_name=(f"oz-out-{token}", i, j))
+            blk = delayed(finalize)(
+                state[i, j],
+                None if cb is None else cb[i, j],
+                x_shift=p.x_shift[ox[i] : ox[i + 1]],
+                y_shift=p.y_shift[oy[j] : oy[j + 1]],
+                cert=bc,
+                w=blocks_w.get((i, j)),
+                xs=list(xb[i]),
+                ys=list(yb[j]),
+                dask_key_name=(f"oz-out-{token}", i, j),
+            )
             row.append(da.from_delayed(blk, (ox[i + 1] - ox[i], oy[j + 1] - oy[j]), dtype=dtype, meta=meta))
         rows.append(row)
     return da.block(rows)
@@ -218,8 +271,14 @@ def _finalize(state, c, *, ops, jb, alpha, beta, dtype, x_shift, y_shift, cert=N
         cert["R"] = ys[0] if len(ys) == 1 else ops.concatenate(list(ys), axis=1)
     out, count = ops.finalize(state, c, jb, x_shift, y_shift, alpha, beta, np.dtype(dtype), cert)
     if count:
-        certify.warn("gemm (a Dask block)", count, out.size, cert.get("moduli", 0), cert.get("bits", 0.0),
-                     "dot" if cert["fix"] else "none")
+        certify.warn(
+            "gemm (a Dask block)",
+            count,
+            out.size,
+            cert.get("moduli", 0),
+            cert.get("bits", 0.0),
+            "dot" if cert["fix"] else "none",
+        )
     return out
 
 

@@ -15,6 +15,7 @@ computes exactly the terms one device would, so the result is bit-identical.
 Streams.  Everything is queued on cupy's current stream; nothing here waits
 for the device.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,8 +34,10 @@ class _Call:
         self.m, self.n = x.shape[0], y.shape[0]
         self.conj_x, self.conj_y, self.uplo, self.same = conj_x, conj_y, uplo, same
         if jb.nterms > kg.MAX_TERMS:
-            raise ValueError(f"ozaki2 on the GPU: k = {x.shape[1]} needs {jb.nterms} CRT terms with"
-                             f" {jb.nmod} moduli, more than {kg.MAX_TERMS}; use fewer moduli or split k")
+            raise ValueError(
+                f"ozaki2 on the GPU: k = {x.shape[1]} needs {jb.nterms} CRT terms with"
+                f" {jb.nmod} moduli, more than {kg.MAX_TERMS}; use fewer moduli or split k"
+            )
 
     def rows_of(self, j0, j1, blocked):
         """Row range of an output column block (rank-k: only the triangle's rows)."""
@@ -45,8 +48,21 @@ class _Call:
         return 0, self.m
 
     def stages(self, jb, on, r0, r1, j0, j1, blocked, slot0=0, events=None):
-        return GpuStages(on, r0, r1, j0, j1, blocked=blocked, transposed=jb.transposed, same=self.same,
-                         conj_x=self.conj_x, conj_y=self.conj_y, uplo=self.uplo, slot0=slot0, events=events)
+        return GpuStages(
+            on,
+            r0,
+            r1,
+            j0,
+            j1,
+            blocked=blocked,
+            transposed=jb.transposed,
+            same=self.same,
+            conj_x=self.conj_x,
+            conj_y=self.conj_y,
+            uplo=self.uplo,
+            slot0=slot0,
+            events=events,
+        )
 
 
 class _On:
@@ -62,8 +78,11 @@ class _On:
             self.xs = _here(x_shift, np.int32, device, home)
             self.ys = self.xs if call.same else _here(y_shift, np.int32, device, home)
             # the final pass's column shifts (syr2k/her2k fold their balancing into them)
-            self.yf = self.ys if final_y_shift is None or final_y_shift is y_shift else _here(
-                final_y_shift, np.int32, device, home)
+            self.yf = (
+                self.ys
+                if final_y_shift is None or final_y_shift is y_shift
+                else _here(final_y_shift, np.int32, device, home)
+            )
             self.cert = None if cert is None else self._cert(cert, x, y, home)
 
     def _cert(self, cert, x, y, home):
@@ -72,8 +91,14 @@ class _On:
         import cupy
 
         mine = {key: cert[key] for key in ("crt_err", "target", "fix", "conj_l", "conj_r")}
-        for key, t in (("row_err", np.float64), ("col_err", np.float64), ("row_wsum", np.float64),
-                       ("col_wsum", np.float64), ("row_budget", np.int32), ("col_budget", np.int32)):
+        for key, t in (
+            ("row_err", np.float64),
+            ("col_err", np.float64),
+            ("row_wsum", np.float64),
+            ("col_wsum", np.float64),
+            ("row_budget", np.int32),
+            ("col_budget", np.int32),
+        ):
             if key in cert:
                 mine[key] = _here(cert[key], t, self.device, home)
         here = self.device == home
@@ -181,13 +206,34 @@ def choose_split(jb, call, devices, itemsize_in, itemsize_out) -> str:
         return "moduli" if jb.nmod >= d else "tiles"
     inputs = (m + n) * jb.kk * itemsize_in * (d - 1)
     moduli = inputs + jb.nterms * m * n * (d - 1) / d
-    tiles = (m * jb.kk * itemsize_in * (d - 1) + n * jb.kk * itemsize_in * (d - 1) / d
-             + 2 * m * n * itemsize_out * (d - 1) / d)
+    tiles = (
+        m * jb.kk * itemsize_in * (d - 1)
+        + n * jb.kk * itemsize_in * (d - 1) / d
+        + 2 * m * n * itemsize_out * (d - 1) / d
+    )
     return "moduli" if moduli <= tiles else "tiles"
 
 
-def run(jb: pipeline.Job, x, y, x_shift, y_shift, out, alpha, beta, *, conj_x=False, conj_y=False, uplo=0, timer,
-        budget: int, devices=None, split="auto", cert=None, final_y_shift=None) -> list:
+def run(
+    jb: pipeline.Job,
+    x,
+    y,
+    x_shift,
+    y_shift,
+    out,
+    alpha,
+    beta,
+    *,
+    conj_x=False,
+    conj_y=False,
+    uplo=0,
+    timer,
+    budget: int,
+    devices=None,
+    split="auto",
+    cert=None,
+    final_y_shift=None,
+) -> list:
     """``out = alpha·(x·yᵀ) + beta·out`` (or the job's rank-k form) through the job's moduli.
 
     ``devices``: GPU ids to spread the work over (None: the arrays' own device);
@@ -209,8 +255,18 @@ def run(jb: pipeline.Job, x, y, x_shift, y_shift, out, alpha, beta, *, conj_x=Fa
     if len(devices) == 1:
         split = "tiles"
     ndev = len(devices) if split == "tiles" else 1
-    nb, batch = workspace_plan(m, -(-n // ndev) if ndev > 1 else n, jb.kk, jb.nterms, jb.nprod,
-                               jb.planes_per_modulus, jb.nmod, jb.transposed, same, budget)
+    nb, batch = workspace_plan(
+        m,
+        -(-n // ndev) if ndev > 1 else n,
+        jb.kk,
+        jb.nterms,
+        jb.nprod,
+        jb.planes_per_modulus,
+        jb.nmod,
+        jb.transposed,
+        same,
+        budget,
+    )
     if ndev > 1:
         nb = min(nb, -(-n // ndev))
     peer = all(_enable_peer(home, d) for d in devices[1:])
@@ -228,8 +284,9 @@ def run(jb: pipeline.Job, x, y, x_shift, y_shift, out, alpha, beta, *, conj_x=Fa
             if r1 <= r0:
                 continue
             with cupy.cuda.Device(dev):
-                on = ons.get(dev) or ons.setdefault(dev, _On(call, dev, x, y, x_shift, y_shift, home, cert,
-                                                             final_y_shift))
+                on = ons.get(dev) or ons.setdefault(
+                    dev, _On(call, dev, x, y, x_shift, y_shift, home, cert, final_y_shift)
+                )
                 T = cupy.empty((jb.nterms, j1 - j0, kg.pad(r1 - r0)), np.int8)
                 pipeline.run(jb, call.stages(jb, on, r0, r1, j0, j1, blocked, events=ev), T, batch=batch)
                 if dev == home:
@@ -240,8 +297,9 @@ def run(jb: pipeline.Job, x, y, x_shift, y_shift, out, alpha, beta, *, conj_x=Fa
                         src = cupy.asfortranarray(out[:, j0:j1])
                         ready = _event()
                     _peer_copy(local.data.ptr, dev, src.data.ptr, home, src.nbytes, ready)
-                    final(jb, on, T, r0, r1, j0, j1, alpha, beta, local, uplo, out_j0=j0,
-                          cert=on.cert_for(j0, j1, home))
+                    final(
+                        jb, on, T, r0, r1, j0, j1, alpha, beta, local, uplo, out_j0=j0, cert=on.cert_for(j0, j1, home)
+                    )
                     pending.append((dev, local, j0, j1, _event(), src))
                 ev.mark("crt")
                 del T
@@ -250,8 +308,14 @@ def run(jb: pipeline.Job, x, y, x_shift, y_shift, out, alpha, beta, *, conj_x=Fa
                 _peer_copy(src.data.ptr, home, local.data.ptr, dev, local.nbytes, done)
                 out[:, j0:j1] = src
     ev.finish()
-    timer.gpu_plan = {"column_block": nb, "moduli_per_pass": batch, "terms": jb.nterms, "devices": devices,
-                      "split": split if len(devices) > 1 else None, "peer_access": peer if len(devices) > 1 else None}
+    timer.gpu_plan = {
+        "column_block": nb,
+        "moduli_per_pass": batch,
+        "terms": jb.nterms,
+        "devices": devices,
+        "split": split if len(devices) > 1 else None,
+        "peer_access": peer if len(devices) > 1 else None,
+    }
     return [(dev, on.cert["counter"]) for dev, on in ons.items() if on.cert is not None]
 
 
@@ -277,8 +341,9 @@ def _run_moduli_split(jb, call, devices, ons, x, y, x_shift, y_shift, home, batc
                 pipeline.run(jb, call.stages(jb, on, 0, m, 0, n, False, events=ev), T, lo=lo, hi=hi, batch=batch)
                 continue
             local = cupy.empty((jb.slot[hi] - jb.slot[lo], n, rp), np.int8)
-            pipeline.run(jb, call.stages(jb, on, 0, m, 0, n, False, slot0=jb.slot[lo]), local, lo=lo, hi=hi,
-                         batch=batch)
+            pipeline.run(
+                jb, call.stages(jb, on, 0, m, 0, n, False, slot0=jb.slot[lo]), local, lo=lo, hi=hi, batch=batch
+            )
             copies.append((dev, local, jb.slot[lo], _event()))
     for dev, local, first, done in copies:
         _peer_copy(T.data.ptr + first * plane, home, local.data.ptr, dev, local.nbytes, done)

@@ -16,6 +16,7 @@ of all moduli in registers, in the CPU's term order, and writes
 Everything is queued on cupy's current stream; nothing here waits for the
 device (constants are uploaded once per job and device and cached).
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -79,7 +80,8 @@ def workspace_plan(m, n, kk, nterms, nprod, pl, nmod, transposed, same, budget) 
             raise MemoryError(
                 f"ozaki2 on the GPU: even {nb}-column blocks with one modulus per pass need"
                 f" {need / 2**20:.2f} MiB of workspace, more than the {budget / 2**20:.2f} MiB allowed;"
-                " use fewer moduli or the native backend")
+                " use fewer moduli or the native backend"
+            )
         nb = max(kg.PAD, (nb // 2 + kg.PAD - 1) // kg.PAD * kg.PAD)
 
 
@@ -112,8 +114,11 @@ def job_constants(jb: pipeline.Job):
     key = ("table", cupy.cuda.Device().id)
     got = jb.memo.get(key)
     if got is None:
-        got = jb.memo[key] = (cupy.asarray(np.array(jb.part, np.int8)), cupy.asarray(np.array(jb.bhi, np.float64)),
-                              cupy.asarray(np.array(jb.blo, np.float64)))
+        got = jb.memo[key] = (
+            cupy.asarray(np.array(jb.part, np.int8)),
+            cupy.asarray(np.array(jb.bhi, np.float64)),
+            cupy.asarray(np.array(jb.blo, np.float64)),
+        )
     return got
 
 
@@ -126,8 +131,7 @@ class GpuStages:
     their own (the block holds only its columns).
     """
 
-    def __init__(self, on, r0, r1, j0, j1, *, blocked, transposed, same, conj_x, conj_y, uplo, slot0=0,
-                 events=None):
+    def __init__(self, on, r0, r1, j0, j1, *, blocked, transposed, same, conj_x, conj_y, uplo, slot0=0, events=None):
         self.on, self.r0, self.r1, self.j0, self.j1 = on, r0, r1, j0, j1
         self.blocked, self.same, self.conj_x, self.conj_y, self.uplo = blocked, same, conj_x, conj_y, uplo
         self.swap = blocked and transposed
@@ -163,11 +167,29 @@ class GpuStages:
         c0, c1 = jb.chunk(c, px.shape[2])
         ck = c1 - c0
         for idx, (a, b) in enumerate(rec.products):
-            kg.gemm_tn(_plane(px, per * j + a) + c0, _plane(py, per * j + b) + c0, self.rp, self.bp, ck,
-                       px.shape[2], py.shape[2], self.P[idx], self.rp)
+            kg.gemm_tn(
+                _plane(px, per * j + a) + c0,
+                _plane(py, per * j + b) + c0,
+                self.rp,
+                self.bp,
+                ck,
+                px.shape[2],
+                py.shape[2],
+                self.P[idx],
+                self.rp,
+            )
             if self.swap:
-                kg.gemm_tn(_plane(py_r, per * j + b) + c0, _plane(px_b, per * j + a) + c0, self.rp, self.bp, ck,
-                           py_r.shape[2], px_b.shape[2], self.P[jb.nprod + idx], self.rp)
+                kg.gemm_tn(
+                    _plane(py_r, per * j + b) + c0,
+                    _plane(px_b, per * j + a) + c0,
+                    self.rp,
+                    self.bp,
+                    ck,
+                    py_r.shape[2],
+                    px_b.shape[2],
+                    self.P[jb.nprod + idx],
+                    self.rp,
+                )
         self.ev.mark("gemm")
         return self.P
 
@@ -175,8 +197,23 @@ class GpuStages:
         spec_d, tr = spec(jb, l, self.swap)
         nt = len(jb.terms[l])
         mr, nbk = self.r1 - self.r0, self.j1 - self.j0
-        kg.terms(prods, self.rp, mr, nbk, self.r0, self.j0, spec_d, nt, jb.moduli[l], T,
-                 jb.slot[l] - self.slot0 + c * nt, nbk * self.rp, self.rp, self.uplo, tr)
+        kg.terms(
+            prods,
+            self.rp,
+            mr,
+            nbk,
+            self.r0,
+            self.j0,
+            spec_d,
+            nt,
+            jb.moduli[l],
+            T,
+            jb.slot[l] - self.slot0 + c * nt,
+            nbk * self.rp,
+            self.rp,
+            self.uplo,
+            tr,
+        )
         self.ev.mark("crt")
 
 
@@ -184,8 +221,29 @@ def final(jb: pipeline.Job, on, T, r0, r1, j0, j1, alpha, beta, out, uplo, out_j
     """The one CRT pass over a block's term planes: ``out = alpha·C + beta·out``, certified."""
     rp = kg.pad(r1 - r0)
     part, bhi, blo = job_constants(jb)
-    kg.crt_final(T, jb.nterms, (j1 - j0) * rp, rp, part, bhi, blo, jb.mset.P_hi, jb.mset.P_lo, on.xs, on.yf,
-                 r1 - r0, j1 - j0, r0, j0, alpha, beta, out, uplo, out_j0, cert=cert)
+    kg.crt_final(
+        T,
+        jb.nterms,
+        (j1 - j0) * rp,
+        rp,
+        part,
+        bhi,
+        blo,
+        jb.mset.P_hi,
+        jb.mset.P_lo,
+        on.xs,
+        on.yf,
+        r1 - r0,
+        j1 - j0,
+        r0,
+        j0,
+        alpha,
+        beta,
+        out,
+        uplo,
+        out_j0,
+        cert=cert,
+    )
 
 
 def _plane(planes, idx: int) -> int:
@@ -196,6 +254,7 @@ def _plane(planes, idx: int) -> int:
 # ---------------------------------------------------------------------------
 # the Dask block tasks' stages (cupy chunks; each on the device of its inputs)
 # ---------------------------------------------------------------------------
+
 
 class _Blocks:
     """The GPU's block stages (see :mod:`.blocks` for the contract of each).  Planes are
@@ -231,8 +290,17 @@ class _Blocks:
             w = cupy.empty((pb.shape[0], rp), np.int32)  # column-major rp × bp: W transposed, row-major
             acc = cupy.zeros((pb.shape[0], rp), np.int64) if prev is None else prev[0].copy()
             for c0 in range(0, kp, scaling.K_CHUNK):  # int32 stays exact within one chunk
-                kg.gemm_tn(pa.data.ptr + c0, pb.data.ptr + c0, rp, pb.shape[0], min(kp, c0 + scaling.K_CHUNK) - c0,
-                           kp, kp, w, rp)
+                kg.gemm_tn(
+                    pa.data.ptr + c0,
+                    pb.data.ptr + c0,
+                    rp,
+                    pb.shape[0],
+                    min(kp, c0 + scaling.K_CHUNK) - c0,
+                    kp,
+                    kp,
+                    w,
+                    rp,
+                )
                 acc += w
             return acc, rows_a, rows_b
 
@@ -262,9 +330,21 @@ class _Blocks:
         with x.device:
             shift_d = cupy.asarray(np.asarray(shift, np.int32))
             for c, a, b in pipeline.k_pieces(k0, x.shape[1]):
-                pieces[c] = [(start, stop, kg.residues(jb.recipes[start].planes, x[:, a:b], shift_d,
-                                                       jb.moduli[start:stop], jb.roots[start:stop], conj))
-                             for start, stop in pipeline.runs(jb, lo, hi)]
+                pieces[c] = [
+                    (
+                        start,
+                        stop,
+                        kg.residues(
+                            jb.recipes[start].planes,
+                            x[:, a:b],
+                            shift_d,
+                            jb.moduli[start:stop],
+                            jb.roots[start:stop],
+                            conj,
+                        ),
+                    )
+                    for start, stop in pipeline.runs(jb, lo, hi)
+                ]
         return {"rows": x.shape[0], "pieces": pieces}
 
     @staticmethod
@@ -324,11 +404,32 @@ class _Blocks:
             shifts = [cupy.asarray(np.asarray(sh, np.int32)) for sh in (x_shift, y_shift)]
             dev_cert = None
             if cert is not None:
-                dev_cert = {key: (cupy.asarray(np.asarray(v)) if isinstance(v, np.ndarray) else v)
-                            for key, v in cert.items()}
+                dev_cert = {
+                    key: (cupy.asarray(np.asarray(v)) if isinstance(v, np.ndarray) else v) for key, v in cert.items()
+                }
                 dev_cert["counter"] = cupy.zeros(1, np.uint64)
-            kg.crt_final(T, T.shape[0], my * rp, rp, part, bhi, blo, jb.mset.P_hi, jb.mset.P_lo, shifts[0], shifts[1],
-                         mx, my, 0, 0, alpha, beta, out, 0, cert=dev_cert)
+            kg.crt_final(
+                T,
+                T.shape[0],
+                my * rp,
+                rp,
+                part,
+                bhi,
+                blo,
+                jb.mset.P_hi,
+                jb.mset.P_lo,
+                shifts[0],
+                shifts[1],
+                mx,
+                my,
+                0,
+                0,
+                alpha,
+                beta,
+                out,
+                0,
+                cert=dev_cert,
+            )
             count = int(dev_cert["counter"].get()[0]) if dev_cert is not None else 0
         return out, count
 
@@ -348,8 +449,23 @@ class _BlockReduce:
     def reduce(self, T, prods, jb, l, c):
         spec_d, tr = spec(jb, l, False)
         nt = len(jb.terms[l])
-        kg.terms(prods, self.rp, self.rows_x, self.rows_y, 0, 0, spec_d, nt, jb.moduli[l], T,
-                 jb.slot[l] - self.slot0 + c * nt, self.rows_y * self.rp, self.rp, 0, tr)
+        kg.terms(
+            prods,
+            self.rp,
+            self.rows_x,
+            self.rows_y,
+            0,
+            0,
+            spec_d,
+            nt,
+            jb.moduli[l],
+            T,
+            jb.slot[l] - self.slot0 + c * nt,
+            self.rows_y * self.rp,
+            self.rp,
+            0,
+            tr,
+        )
 
 
 BLOCKS = _Blocks()

@@ -5,6 +5,7 @@ cover the largest possible |entry|, reconstructed exactly with Garner's
 mixed-radix digits and evaluated in wrapping int64 arithmetic (exact whenever
 the true value fits int64; values that do not fit raise ``OverflowError``).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -55,7 +56,7 @@ def intmatmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         ra, rb = _residues(a64, mod), _residues(b64, mod)
         acc = np.zeros((m, n), np.int64)
         for c0 in range(0, k, K_CHUNK):
-            cpu.i8gemm(ra[:, c0:c0 + K_CHUNK], rb[c0:c0 + K_CHUNK, :], out=buf)
+            cpu.i8gemm(ra[:, c0 : c0 + K_CHUNK], rb[c0 : c0 + K_CHUNK, :], out=buf)
             acc += buf
         res[l] = np.mod(acc, mod)
     return _garner(res, moduli)
@@ -91,8 +92,7 @@ def _intmatmul_gpu(a, b, bound: int):
     for l, mod in enumerate(moduli):
         for c0 in range(0, kp, K_CHUNK):
             ck = min(kp, c0 + K_CHUNK) - c0
-            kg.gemm_tn(ra.data.ptr + l * mp * kp + c0, rb.data.ptr + l * nq * kp + c0, mp, nq, ck, kp, kp,
-                       prod, mp)
+            kg.gemm_tn(ra.data.ptr + l * mp * kp + c0, rb.data.ptr + l * nq * kp + c0, mp, nq, ck, kp, kp, prod, mp)
             kg.int_accumulate(prod, res[l], mod, c0 == 0)
     value, suspect, count = kg.int_garner(res[:, :n, :], moduli, m, n)
     if int(count.get()[0]):  # entries near or past the int64 range: decide exactly on the host
@@ -126,6 +126,7 @@ def _garner(res, moduli, xp=np):
             for l in range(len(moduli) - 1, -1, -1):
                 exact = exact * moduli[l] + int(host[l][i, j])
             if not -_INT64_MAX - 1 <= exact <= _INT64_MAX:
-                raise OverflowError(f"intmatmul: entry ({i}, {j}) of the exact product is {exact},"
-                                    " which does not fit int64")
+                raise OverflowError(
+                    f"intmatmul: entry ({i}, {j}) of the exact product is {exact}, which does not fit int64"
+                )
     return value

@@ -5,6 +5,7 @@ Thin, checked wrappers over the cffi extension that :mod:`emublas._kernels.cpu`
 loads; every array argument is validated here once, so the stages
 (:mod:`.cpu_stages`) pass arrays straight through.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -14,6 +15,7 @@ import numpy as np
 from ..._kernels.cpu import elem_strides, ptr, require, threads_for
 
 __all__ = ["oz_kernel_name", "oz_residues", "oz_row_stats", "oz_bound_int8", "oz_residues_cplx", "oz_residues_3m"]
+
 
 def oz_kernel_name() -> str:
     """``"avx512"`` or ``"generic"``: the implementation the ``oz_*`` kernels use here."""
@@ -37,8 +39,9 @@ def _oz_float_input(x: Any, name: str) -> tuple[np.ndarray, int, int, int]:
     if not isinstance(x, np.ndarray):
         raise TypeError(f"{name} must be a numpy.ndarray, got {type(x).__name__}")
     if x.dtype not in (np.float32, np.float64):
-        raise TypeError(f"{name} must have dtype float32 or float64, got {x.dtype} "
-                        "(pass complex arrays as .real and .imag views)")
+        raise TypeError(
+            f"{name} must have dtype float32 or float64, got {x.dtype} (pass complex arrays as .real and .imag views)"
+        )
     if x.ndim != 2:
         raise ValueError(f"{name} must be 2-D, got {x.ndim}-D with shape {x.shape}")
     st = elem_strides(x)
@@ -142,9 +145,22 @@ def oz_residues(
         return out
     ps, rso, cso = out.strides
     rc = lib.emublas_oz_residues(
-        code, rows, cols, ptr(ffi, "const void *", x), rs, cs,
-        ptr(ffi, "const int32_t *", sh), ax, mods.size, ptr(ffi, "const int32_t *", mods),
-        ptr(ffi, "int8_t *", out), ps, rso, cso, nthreads)
+        code,
+        rows,
+        cols,
+        ptr(ffi, "const void *", x),
+        rs,
+        cs,
+        ptr(ffi, "const int32_t *", sh),
+        ax,
+        mods.size,
+        ptr(ffi, "const int32_t *", mods),
+        ptr(ffi, "int8_t *", out),
+        ps,
+        rso,
+        cso,
+        nthreads,
+    )
     _oz_check(rc, "oz_residues")
     return out
 
@@ -181,9 +197,20 @@ def _oz_cplx(kind: str, xr, xi, shift, axis, moduli, roots, conj, out, threads) 
     if out.size == 0:
         return out
     ps, rso, cso = out.strides
-    args_x = (code, rows, cols, ptr(ffi, "const void *", xr), ptr(ffi, "const void *", xi), rs, cs,
-              ptr(ffi, "const int32_t *", sh), ax, 1 if conj else 0, mods.size,
-              ptr(ffi, "const int32_t *", mods))
+    args_x = (
+        code,
+        rows,
+        cols,
+        ptr(ffi, "const void *", xr),
+        ptr(ffi, "const void *", xi),
+        rs,
+        cs,
+        ptr(ffi, "const int32_t *", sh),
+        ax,
+        1 if conj else 0,
+        mods.size,
+        ptr(ffi, "const int32_t *", mods),
+    )
     args_o = (ptr(ffi, "int8_t *", out), ps, rso, cso, nthreads)
     if kind == "2m":
         rc = lib.emublas_oz_residues_cplx(*args_x, ptr(ffi, "const int32_t *", rts), *args_o)
@@ -231,9 +258,16 @@ def oz_row_stats(
     ffi, lib = require()
     kernel = lib.emublas_oz_row_stats if carry is None else lib.emublas_oz_row_stats_carry
     rc = kernel(
-        code, rows, cols, ptr(ffi, "const void *", xr),
-        ffi.NULL if xi is None else ptr(ffi, "const void *", xi), rs, cs,
-        *(ptr(ffi, "double *", o) for o in out), nthreads)
+        code,
+        rows,
+        cols,
+        ptr(ffi, "const void *", xr),
+        ffi.NULL if xi is None else ptr(ffi, "const void *", xi),
+        rs,
+        cs,
+        *(ptr(ffi, "double *", o) for o in out),
+        nthreads,
+    )
     _oz_check(rc, "oz_row_stats")
     return out[0], out[1], out[2]
 
@@ -247,9 +281,19 @@ def oz_bound_int8(x: np.ndarray, ea: Any, *, threads: int | None = None) -> np.n
     out = np.empty((rows, cols), np.int8)
     ffi, lib = require()
     rc = lib.emublas_oz_bound_int8(
-        code, rows, cols, ptr(ffi, "const void *", xr),
-        ffi.NULL if xi is None else ptr(ffi, "const void *", xi), rs, cs,
-        ptr(ffi, "const int32_t *", e), ptr(ffi, "int8_t *", out), cols, 1, nthreads)
+        code,
+        rows,
+        cols,
+        ptr(ffi, "const void *", xr),
+        ffi.NULL if xi is None else ptr(ffi, "const void *", xi),
+        rs,
+        cs,
+        ptr(ffi, "const int32_t *", e),
+        ptr(ffi, "int8_t *", out),
+        cols,
+        1,
+        nthreads,
+    )
     _oz_check(rc, "oz_bound_int8")
     return out
 

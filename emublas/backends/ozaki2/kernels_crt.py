@@ -2,6 +2,7 @@
 numpy arrays: the fused residue-term and double-double accumulation, and the certified
 finalize.  Thin, checked wrappers over the cffi extension, as :mod:`.kernels_cpu`.
 """
+
 from __future__ import annotations
 
 import operator
@@ -14,9 +15,7 @@ from .kernels_cpu import _int32_vector, _oz_check, _oz_parts
 
 __all__ = ["oz_crt_accumulate", "oz_crt_finalize"]
 
-_OUT_DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1,
-               np.dtype(np.complex64): 2, np.dtype(np.complex128): 3}
-
+_OUT_DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.complex64): 2, np.dtype(np.complex128): 3}
 
 
 def _acc_array(a: Any, name: str, shape: tuple[int, int]) -> np.ndarray:
@@ -120,11 +119,25 @@ def oz_crt_accumulate(
     if m == 0 or n == 0:
         return
     rc = lib.emublas_oz_crt_accumulate(
-        m, n, ptr(ffi, "const int32_t *", x1), rs1, cs1, w1,
-        ptr(ffi, "const int32_t *", x2) if x2 is not None else ffi.NULL, rs2, cs2, w2,
-        modulus, float(big_hi), float(big_lo),
-        ptr(ffi, "double *", acc_hi), ptr(ffi, "double *", acc_lo),
-        1 if first else 0, code, nthreads)
+        m,
+        n,
+        ptr(ffi, "const int32_t *", x1),
+        rs1,
+        cs1,
+        w1,
+        ptr(ffi, "const int32_t *", x2) if x2 is not None else ffi.NULL,
+        rs2,
+        cs2,
+        w2,
+        modulus,
+        float(big_hi),
+        float(big_lo),
+        ptr(ffi, "double *", acc_hi),
+        ptr(ffi, "double *", acc_lo),
+        1 if first else 0,
+        code,
+        nthreads,
+    )
     _oz_check(rc, "oz_crt_accumulate")
 
 
@@ -252,20 +265,38 @@ def oz_crt_finalize(
         return out
     st = elem_strides(out)
     target = out
-    if st is None or not out.flags.aligned or any(
-        np.may_share_memory(out, a) for a in (re_hi, re_lo, im_hi, im_lo) if a is not None
+    if (
+        st is None
+        or not out.flags.aligned
+        or any(np.may_share_memory(out, a) for a in (re_hi, re_lo, im_hi, im_lo) if a is not None)
     ):
         target = np.array(out, order="F")
         st = elem_strides(target)
+    assert st is not None  # a fresh Fortran-order array always has element strides
     cstruct, keep = (ffi.NULL, ()) if cert is None else _cert_struct(ffi, cert, m, n)
     rc = lib.emublas_oz_crt_finalize(
-        m, n, ptr(ffi, "const double *", re_hi), ptr(ffi, "const double *", re_lo),
+        m,
+        n,
+        ptr(ffi, "const double *", re_hi),
+        ptr(ffi, "const double *", re_lo),
         ptr(ffi, "const double *", im_hi) if im_hi is not None else ffi.NULL,
         ptr(ffi, "const double *", im_lo) if im_lo is not None else ffi.NULL,
-        float(P_hi), float(P_lo),
-        ptr(ffi, "const int32_t *", rsh), ptr(ffi, "const int32_t *", csh),
-        alpha.real, alpha.imag, beta.real, beta.imag,
-        dcode, ptr(ffi, "void *", target), st[0], st[1], code, cstruct, nthreads)  # type: ignore[index]
+        float(P_hi),
+        float(P_lo),
+        ptr(ffi, "const int32_t *", rsh),
+        ptr(ffi, "const int32_t *", csh),
+        alpha.real,
+        alpha.imag,
+        beta.real,
+        beta.imag,
+        dcode,
+        ptr(ffi, "void *", target),
+        st[0],
+        st[1],
+        code,
+        cstruct,
+        nthreads,
+    )
     _oz_check(rc, "oz_crt_finalize")
     del keep
     if cert is not None:

@@ -9,6 +9,7 @@ Layouts (see the CUDA source): residue and bound planes are
 dimensions padded with zeros to multiples of :data:`PAD` (the TN layout of
 cuBLAS's int8 tensor-core GEMM); products are column-major int32.
 """
+
 from __future__ import annotations
 
 import threading
@@ -18,9 +19,22 @@ import numpy as np
 
 from ..._kernels import constants, cuda_source
 
-__all__ = ["PAD", "pad", "row_stats", "row_stats_host", "bound_planes", "row_plan", "residues", "gemm_tn", "terms",
-           "crt_final",
-           "int_residues", "int_accumulate", "int_garner", "device_constants"]
+__all__ = [
+    "PAD",
+    "pad",
+    "row_stats",
+    "row_stats_host",
+    "bound_planes",
+    "row_plan",
+    "residues",
+    "gemm_tn",
+    "terms",
+    "crt_final",
+    "int_residues",
+    "int_accumulate",
+    "int_garner",
+    "device_constants",
+]
 
 PAD = constants.OZ_PAD  # also the CUDA kernels' tile edge (one header sets both)
 MAX_MODULI = constants.OZ_MAX_MODULI  # per residue pass
@@ -67,9 +81,11 @@ def row_stats(x):
         xr, xi, rs, cs, suffix, _ = _views(x)
         by_rows = _by_rows(rs, cs)
         per = 32 if by_rows else 8
-        _fn(f"oz_stats_{suffix}")(((rows + per - 1) // per,), (256,),
-                                  (_i64(rows), _i64(cols), _ptr(xr), _ptr(xi), _i64(rs), _i64(cs),
-                                   _i32(by_rows), out[0], out[1], out[2]))
+        _fn(f"oz_stats_{suffix}")(
+            ((rows + per - 1) // per,),
+            (256,),
+            (_i64(rows), _i64(cols), _ptr(xr), _ptr(xi), _i64(rs), _i64(cs), _i32(by_rows), out[0], out[1], out[2]),
+        )
     return out[:, :rows]
 
 
@@ -93,9 +109,9 @@ def bound_planes(x, rowmax_d):
     out = cupy.empty((rp, cp), np.int8)
     xr, xi, rs, cs, suffix, _ = _views(x)
     rowmax_d = cupy.ascontiguousarray(rowmax_d, dtype=np.float64)
-    _fn(f"oz_bound_{suffix}")(_grid(rp, cp), (256,),
-                              (_i64(rows), _i64(cols), _ptr(xr), _ptr(xi), _i64(rs), _i64(cs), rowmax_d,
-                               out, _i64(cp)))
+    _fn(f"oz_bound_{suffix}")(
+        _grid(rp, cp), (256,), (_i64(rows), _i64(cols), _ptr(xr), _ptr(xi), _i64(rs), _i64(cs), rowmax_d, out, _i64(cp))
+    )
     return out
 
 
@@ -111,10 +127,27 @@ def row_plan(stats_d, wmax_d, L: float, log2_127sq: float, safety: float, log2k:
     if rows:
         st = cupy.ascontiguousarray(stats_d)
         w = 0 if wmax_d is None else cupy.ascontiguousarray(wmax_d, dtype=np.int64).data.ptr
-        _fn("oz_plan")(((rows + 255) // 256,), (256,),
-                       (_i64(rows), _ptr(st[0].data.ptr), _ptr(st[1].data.ptr), _ptr(st[2].data.ptr), _ptr(w),
-                        np.float64(L), np.float64(log2_127sq), np.float64(safety), np.float64(log2k),
-                        np.float64(k), np.float64(slack), shift, err, wsum, budget))
+        _fn("oz_plan")(
+            ((rows + 255) // 256,),
+            (256,),
+            (
+                _i64(rows),
+                _ptr(st[0].data.ptr),
+                _ptr(st[1].data.ptr),
+                _ptr(st[2].data.ptr),
+                _ptr(w),
+                np.float64(L),
+                np.float64(log2_127sq),
+                np.float64(safety),
+                np.float64(log2k),
+                np.float64(k),
+                np.float64(slack),
+                shift,
+                err,
+                wsum,
+                budget,
+            ),
+        )
     return shift, err, wsum, budget
 
 
@@ -191,22 +224,49 @@ def residues(kind: str, x, shift_d, moduli, roots, conj: bool, out=None):
         srcs = (xr, xi, xr + half, xi + half)
     mods, rts = _mod_constants(tuple(int(m) for m in moduli), tuple(int(r or 0) for r in roots))
     _fn(f"oz_res_{_KIND_CODE[kind]}_{suffix}")(
-        _grid(rp, cp), (256,),
-        (_i64(rows), _i64(cols), *(_ptr(s) for s in srcs), _i64(rs), _i64(cs), shift_d, _i32(bool(conj)),
-         _i32(nmod), mods, rts, out, _i64(rp * cp), _i64(cp)))
+        _grid(rp, cp),
+        (256,),
+        (
+            _i64(rows),
+            _i64(cols),
+            *(_ptr(s) for s in srcs),
+            _i64(rs),
+            _i64(cs),
+            shift_d,
+            _i32(bool(conj)),
+            _i32(nmod),
+            mods,
+            rts,
+            out,
+            _i64(rp * cp),
+            _i64(cp),
+        ),
+    )
     return out
 
 
-def gemm_tn(a_ptr: int, b_ptr: int, m: int, n: int, k: int, lda: int, ldb: int, c, ldc: int,
-            c_offset: int = 0) -> None:
+def gemm_tn(a_ptr: int, b_ptr: int, m: int, n: int, k: int, lda: int, ldb: int, c, ldc: int, c_offset: int = 0) -> None:
     """``C = Aᵀ·B`` on cuBLAS int8 tensor cores: A is k×m (lda), B k×n (ldb), int8,
     C m×n int32 column-major (ldc), on cupy's handle and current stream."""
     import cupy
 
     from ..._kernels import cublas_ext
 
-    cublas_ext.gemm_i8(cupy.cuda.device.get_cublas_handle(), cupy.cuda.get_current_stream().ptr, _OP_T, _OP_N,
-                       m, n, k, a_ptr, lda, b_ptr, ldb, c.data.ptr + 4 * c_offset, ldc)
+    cublas_ext.gemm_i8(
+        cupy.cuda.device.get_cublas_handle(),
+        cupy.cuda.get_current_stream().ptr,
+        _OP_T,
+        _OP_N,
+        m,
+        n,
+        k,
+        a_ptr,
+        lda,
+        b_ptr,
+        ldb,
+        c.data.ptr + 4 * c_offset,
+        ldc,
+    )
 
 
 def wmax_rows(w, rows: int, nb: int, ld: int, rowmax) -> None:
@@ -215,8 +275,23 @@ def wmax_rows(w, rows: int, nb: int, ld: int, rowmax) -> None:
     _fn("oz_wmax_rows")(((rows + 255) // 256, (nb + 63) // 64), (256,), (_i64(rows), _i64(nb), w, _i64(ld), rowmax))
 
 
-def terms(products, ldp: int, rows: int, cols: int, r0: int, j0: int, spec_d, nterms: int, m: int,
-          out, plane_offset: int, plane_stride: int, ldt: int, uplo: int, transposed: bool) -> None:
+def terms(
+    products,
+    ldp: int,
+    rows: int,
+    cols: int,
+    r0: int,
+    j0: int,
+    spec_d,
+    nterms: int,
+    m: int,
+    out,
+    plane_offset: int,
+    plane_stride: int,
+    ldt: int,
+    uplo: int,
+    transposed: bool,
+) -> None:
     """int32 products of one modulus -> int8 CRT term planes ``out[plane_offset + t]``.
 
     Without transposed sources the vectorised kernel runs (whole padded
@@ -228,16 +303,47 @@ def terms(products, ldp: int, rows: int, cols: int, r0: int, j0: int, spec_d, nt
     dst = _ptr(out.data.ptr + plane_offset * plane_stride)
     if not transposed:
         quads = ldp // 4
-        _fn("oz_terms_direct")(((quads + 255) // 256, min(cols, 65535)), (256,),
-                               (_i64(quads), _i64(cols), *(_ptr(p) for p in ptrs), _i64(ldp), spec_d,
-                                _i32(nterms), np.float64(m), np.float64(inv), np.float64(bias), dst,
-                                _i64(plane_stride), _i64(ldt)))
+        _fn("oz_terms_direct")(
+            ((quads + 255) // 256, min(cols, 65535)),
+            (256,),
+            (
+                _i64(quads),
+                _i64(cols),
+                *(_ptr(p) for p in ptrs),
+                _i64(ldp),
+                spec_d,
+                _i32(nterms),
+                np.float64(m),
+                np.float64(inv),
+                np.float64(bias),
+                dst,
+                _i64(plane_stride),
+                _i64(ldt),
+            ),
+        )
         return
     grid = ((rows + PAD - 1) // PAD, (cols + PAD - 1) // PAD)
-    _fn("oz_terms")(grid, (256,),
-                    (_i64(rows), _i64(cols), _i64(r0), _i64(j0), *(_ptr(p) for p in ptrs), _i64(ldp), spec_d,
-                     _i32(nterms), np.float64(m), np.float64(inv), np.float64(bias), dst, _i64(plane_stride),
-                     _i64(ldt), _i32(uplo)))
+    _fn("oz_terms")(
+        grid,
+        (256,),
+        (
+            _i64(rows),
+            _i64(cols),
+            _i64(r0),
+            _i64(j0),
+            *(_ptr(p) for p in ptrs),
+            _i64(ldp),
+            spec_d,
+            _i32(nterms),
+            np.float64(m),
+            np.float64(inv),
+            np.float64(bias),
+            dst,
+            _i64(plane_stride),
+            _i64(ldt),
+            _i32(uplo),
+        ),
+    )
 
 
 MAX_TERMS = constants.OZ_MAX_TERMS  # oz_crt_final keeps the term constants in shared memory
@@ -248,8 +354,20 @@ def _factor_args(cert) -> tuple:
     L, R = cert["L"], cert["R"]
     lr, li, rsl, csl, suffix, _ = _views(L)
     rr, ri, rsr, csr, _, _ = _views(R)
-    return (_i32(suffix == "f64"), _ptr(lr), _ptr(li), _ptr(rr), _ptr(ri), _i64(rsl), _i64(csl), _i64(rsr),
-            _i64(csr), _i64(L.shape[1]), _i32(bool(cert["conj_l"])), _i32(bool(cert["conj_r"])))
+    return (
+        _i32(suffix == "f64"),
+        _ptr(lr),
+        _ptr(li),
+        _ptr(rr),
+        _ptr(ri),
+        _i64(rsl),
+        _i64(csl),
+        _i64(rsr),
+        _i64(csr),
+        _i64(L.shape[1]),
+        _i32(bool(cert["conj_l"])),
+        _i32(bool(cert["conj_r"])),
+    )
 
 
 def cert_args(cert, w_j0: int = 0, flags=None) -> tuple:
@@ -259,26 +377,92 @@ def cert_args(cert, w_j0: int = 0, flags=None) -> tuple:
     ``w_j0`` on (a device-local block).  ``flags``: ``(mask, tiles, ldm, ntr)``, where the
     final pass flags the entries that :func:`crt_final`'s fix pass recomputes."""
     if cert is None:
-        return (_i32(0), _ptr(0), _ptr(0), np.float64(0), np.float64(0), _ptr(0), _i64(0), _ptr(0), _ptr(0),
-                _ptr(0), _ptr(0), _i32(0), _i32(0), _ptr(0), _ptr(0), _ptr(0), _ptr(0), _i64(0), _i64(0),
-                _i64(0), _i64(0), _i64(0), _i32(0), _i32(0), _ptr(0), _ptr(0), _ptr(0), _i64(0), _i64(0))
+        return (
+            _i32(0),
+            _ptr(0),
+            _ptr(0),
+            np.float64(0),
+            np.float64(0),
+            _ptr(0),
+            _i64(0),
+            _ptr(0),
+            _ptr(0),
+            _ptr(0),
+            _ptr(0),
+            _i32(0),
+            _i32(0),
+            _ptr(0),
+            _ptr(0),
+            _ptr(0),
+            _ptr(0),
+            _i64(0),
+            _i64(0),
+            _i64(0),
+            _i64(0),
+            _i64(0),
+            _i32(0),
+            _i32(0),
+            _ptr(0),
+            _ptr(0),
+            _ptr(0),
+            _i64(0),
+            _i64(0),
+        )
     W = cert.get("W")
     if W is not None:
         ldw = W.strides[1] // 4
-        w = (_ptr(W.data.ptr - w_j0 * ldw * 4), _i64(ldw), _ptr(cert["row_wsum"].data.ptr),
-             _ptr(cert["col_wsum"].data.ptr), _ptr(cert["row_budget"].data.ptr), _ptr(cert["col_budget"].data.ptr))
+        w = (
+            _ptr(W.data.ptr - w_j0 * ldw * 4),
+            _i64(ldw),
+            _ptr(cert["row_wsum"].data.ptr),
+            _ptr(cert["col_wsum"].data.ptr),
+            _ptr(cert["row_budget"].data.ptr),
+            _ptr(cert["col_budget"].data.ptr),
+        )
     else:
         w = (_ptr(0), _i64(0), _ptr(0), _ptr(0), _ptr(0), _ptr(0))
     # the factors travel even without fix: rows with NaN/Inf are always finished from them
     f = (_i32(bool(cert["fix"])), *_factor_args(cert))
     mask, tiles, ldm, ntr = flags
-    return (_i32(1), _ptr(cert["row_err"].data.ptr), _ptr(cert["col_err"].data.ptr), np.float64(cert["crt_err"]),
-            np.float64(cert["target"]), *w, *f, _ptr(cert["counter"].data.ptr), mask, tiles, _i64(ldm), _i64(ntr))
+    return (
+        _i32(1),
+        _ptr(cert["row_err"].data.ptr),
+        _ptr(cert["col_err"].data.ptr),
+        np.float64(cert["crt_err"]),
+        np.float64(cert["target"]),
+        *w,
+        *f,
+        _ptr(cert["counter"].data.ptr),
+        mask,
+        tiles,
+        _i64(ldm),
+        _i64(ntr),
+    )
 
 
-def crt_final(term_planes, nterms: int, plane_stride: int, ldt: int, part_d, bhi_d, blo_d, P_hi: float,
-              P_lo: float, row_shift_d, col_shift_d, rows: int, cols: int, r0: int, j0: int, alpha, beta,
-              out, uplo: int, out_j0: int = 0, cert=None) -> None:
+def crt_final(
+    term_planes,
+    nterms: int,
+    plane_stride: int,
+    ldt: int,
+    part_d,
+    bhi_d,
+    blo_d,
+    P_hi: float,
+    P_lo: float,
+    row_shift_d,
+    col_shift_d,
+    rows: int,
+    cols: int,
+    r0: int,
+    j0: int,
+    alpha,
+    beta,
+    out,
+    uplo: int,
+    out_j0: int = 0,
+    cert=None,
+) -> None:
     """Double-double CRT over the term planes, then ``out = alpha·v + beta·out`` for the block.
 
     ``out`` holds the output's columns from ``out_j0`` on (a device-local
@@ -303,22 +487,69 @@ def crt_final(term_planes, nterms: int, plane_stride: int, ldt: int, part_d, bhi
 
         ntr, ntc = (rows + 31) // 32, (cols + 31) // 32
         flags = (cupy.zeros(rows * cols, np.uint8), cupy.zeros(ntr * ntc, np.int32), rows, ntr)
-    _fn("oz_crt_final_cplx" if cplx else "oz_crt_final_real")(grid, (256,),
-                        (_i64(rows), _i64(cols), _i64(r0), _i64(j0), term_planes, _i64(plane_stride), _i64(ldt),
-                         _i32(nterms), part_d, bhi_d, blo_d, np.float64(P_hi), np.float64(P_lo),
-                         np.float64(1.0 / P_hi), row_shift_d, col_shift_d, np.float64(alpha.real),
-                         np.float64(alpha.imag), np.float64(beta.real), np.float64(beta.imag),
-                         _i32(beta == 0), _i32(code), _ptr(out.data.ptr - out_j0 * cso * size), _i64(rso),
-                         _i64(cso), _i32(uplo), *cert_args(cert, out_j0, flags)))
+    _fn("oz_crt_final_cplx" if cplx else "oz_crt_final_real")(
+        grid,
+        (256,),
+        (
+            _i64(rows),
+            _i64(cols),
+            _i64(r0),
+            _i64(j0),
+            term_planes,
+            _i64(plane_stride),
+            _i64(ldt),
+            _i32(nterms),
+            part_d,
+            bhi_d,
+            blo_d,
+            np.float64(P_hi),
+            np.float64(P_lo),
+            np.float64(1.0 / P_hi),
+            row_shift_d,
+            col_shift_d,
+            np.float64(alpha.real),
+            np.float64(alpha.imag),
+            np.float64(beta.real),
+            np.float64(beta.imag),
+            _i32(beta == 0),
+            _i32(code),
+            _ptr(out.data.ptr - out_j0 * cso * size),
+            _i64(rso),
+            _i64(cso),
+            _i32(uplo),
+            *cert_args(cert, out_j0, flags),
+        ),
+    )
     if flags is not None:  # the flagged tiles recomputed as float64 dot products (the others return at once)
         mask, tiles, ldm, ntr = flags
-        _fn("oz_fix_tiles")((ntr, (cols + 31) // 32), (256,),
-                            (_i64(rows), _i64(cols), _i64(r0), _i64(j0), row_shift_d, col_shift_d,
-                             np.float64(alpha.real), np.float64(alpha.imag), np.float64(beta.real),
-                             np.float64(beta.imag), _i32(beta == 0), _i32(code),
-                             _ptr(out.data.ptr - out_j0 * cso * size), _i64(rso), _i64(cso), cert["row_err"],
-                             cert["col_err"], *_factor_args(cert), mask, tiles,
-                             _i64(ldm), _i64(ntr)))
+        _fn("oz_fix_tiles")(
+            (ntr, (cols + 31) // 32),
+            (256,),
+            (
+                _i64(rows),
+                _i64(cols),
+                _i64(r0),
+                _i64(j0),
+                row_shift_d,
+                col_shift_d,
+                np.float64(alpha.real),
+                np.float64(alpha.imag),
+                np.float64(beta.real),
+                np.float64(beta.imag),
+                _i32(beta == 0),
+                _i32(code),
+                _ptr(out.data.ptr - out_j0 * cso * size),
+                _i64(rso),
+                _i64(cso),
+                cert["row_err"],
+                cert["col_err"],
+                *_factor_args(cert),
+                mask,
+                tiles,
+                _i64(ldm),
+                _i64(ntr),
+            ),
+        )
 
 
 def int_residues(x, moduli: tuple[int, ...]):
@@ -330,21 +561,46 @@ def int_residues(x, moduli: tuple[int, ...]):
     nmod = len(moduli)
     out = cupy.empty((nmod, rp, cp), np.int8)
     mods, _ = _mod_constants(tuple(moduli), (0,) * nmod)
-    c32 = device_constants(("c32", tuple(moduli)),
-                           lambda: cupy.asarray(np.array([(1 << 32) % m for m in moduli], np.float64)))
+    c32 = device_constants(
+        ("c32", tuple(moduli)), lambda: cupy.asarray(np.array([(1 << 32) % m for m in moduli], np.float64))
+    )
     size = x.itemsize
-    _fn("oz_int_residues")(_grid(rp, cp), (256,),
-                           (_i64(rows), _i64(cols), x, _i64(x.strides[0] // size), _i64(x.strides[1] // size),
-                            _i32(nmod), mods, c32, out, _i64(rp * cp), _i64(cp)))
+    _fn("oz_int_residues")(
+        _grid(rp, cp),
+        (256,),
+        (
+            _i64(rows),
+            _i64(cols),
+            x,
+            _i64(x.strides[0] // size),
+            _i64(x.strides[1] // size),
+            _i32(nmod),
+            mods,
+            c32,
+            out,
+            _i64(rp * cp),
+            _i64(cp),
+        ),
+    )
     return out
 
 
 def int_accumulate(prod, acc, m: int, first: bool) -> None:
     """``acc = (acc + prod) mod m``, symmetric (int32 arrays of one size)."""
     n = prod.size
-    _fn("oz_int_accumulate")(((n + 255) // 256,), (256,),
-                             (_i64(n), prod, acc, np.float64(m), np.float64(1.0 / m),
-                              np.float64(0.5 / m if m % 2 == 0 else 0.0), _i32(first)))
+    _fn("oz_int_accumulate")(
+        ((n + 255) // 256,),
+        (256,),
+        (
+            _i64(n),
+            prod,
+            acc,
+            np.float64(m),
+            np.float64(1.0 / m),
+            np.float64(0.5 / m if m % 2 == 0 else 0.0),
+            _i32(first),
+        ),
+    )
 
 
 def int_garner(res, moduli: tuple[int, ...], rows: int, cols: int):
@@ -358,14 +614,36 @@ def int_garner(res, moduli: tuple[int, ...], rows: int, cols: int):
     if nmod > 24:
         raise ValueError("intmatmul on the GPU: at most 24 moduli")
     mods, _ = _mod_constants(tuple(moduli), (0,) * nmod)
-    inv = device_constants(("garner", tuple(moduli)), lambda: cupy.asarray(np.array(
-        [[pow(mj, -1, ml) if j < l else 0 for j, mj in enumerate(moduli)] for l, ml in enumerate(moduli)],
-        np.float64).reshape(-1)))
+    inv = device_constants(
+        ("garner", tuple(moduli)),
+        lambda: cupy.asarray(
+            np.array(
+                [[pow(mj, -1, ml) if j < l else 0 for j, mj in enumerate(moduli)] for l, ml in enumerate(moduli)],
+                np.float64,
+            ).reshape(-1)
+        ),
+    )
     out = cupy.empty((rows, cols), np.int64, order="F")
     suspect = cupy.zeros((rows, cols), np.uint8, order="F")
     count = cupy.zeros(1, np.int32)
     n = ld * cols
-    _fn("oz_int_garner")(((n + 255) // 256,), (256,),
-                         (_i64(rows), _i64(cols), _i64(ld), res, _i64(ps), _i32(nmod), mods, inv,
-                          out, _i64(1), _i64(rows), suspect, count))
+    _fn("oz_int_garner")(
+        ((n + 255) // 256,),
+        (256,),
+        (
+            _i64(rows),
+            _i64(cols),
+            _i64(ld),
+            res,
+            _i64(ps),
+            _i32(nmod),
+            mods,
+            inv,
+            out,
+            _i64(1),
+            _i64(rows),
+            suspect,
+            count,
+        ),
+    )
     return out, suspect, count

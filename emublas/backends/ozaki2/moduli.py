@@ -6,6 +6,7 @@ Real products use the greedy pairwise-coprime list going down from 256.  The
 computed exactly with Python integers at import time and checked against the
 definitions, so the tables cannot drift from the mathematics.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,8 +15,16 @@ from math import gcd, log2, prod
 
 import numpy as np
 
-__all__ = ["REAL_MODULI", "TWO_M_MODULI", "TWO_M_ROOTS", "HYBRID_EXTRA", "ModulusSet", "real_set", "two_m_set",
-           "crt_reference"]
+__all__ = [
+    "REAL_MODULI",
+    "TWO_M_MODULI",
+    "TWO_M_ROOTS",
+    "HYBRID_EXTRA",
+    "ModulusSet",
+    "real_set",
+    "two_m_set",
+    "crt_reference",
+]
 
 
 def _greedy(candidates, start=()) -> list[int]:
@@ -42,9 +51,30 @@ def _has_sqrt_minus_one(m: int) -> bool:
 REAL_MODULI: tuple[int, ...] = tuple(_greedy(range(256, 1, -1)))
 TWO_M_MODULI: tuple[int, ...] = tuple(_greedy(m for m in range(255, 2, -1) if _has_sqrt_minus_one(m)))
 # One square root of −1 per 2M modulus (the table of docs/design.md §2.6).
-TWO_M_ROOTS: dict[int, int] = {241: 64, 233: 89, 229: 107, 221: 21, 205: 32, 197: 14, 193: 81, 181: 19,
-                               173: 80, 157: 28, 149: 44, 137: 37, 113: 15, 109: 33, 101: 10, 97: 22,
-                               89: 34, 73: 27, 61: 11, 53: 23, 37: 6, 29: 12}
+TWO_M_ROOTS: dict[int, int] = {
+    241: 64,
+    233: 89,
+    229: 107,
+    221: 21,
+    205: 32,
+    197: 14,
+    193: 81,
+    181: 19,
+    173: 80,
+    157: 28,
+    149: 44,
+    137: 37,
+    113: 15,
+    109: 33,
+    101: 10,
+    97: 22,
+    89: 34,
+    73: 27,
+    61: 11,
+    53: 23,
+    37: 6,
+    29: 12,
+}
 assert tuple(TWO_M_ROOTS) == TWO_M_MODULI
 # Moduli past the 22 2M ones for the hybrid: coprime to all of them, computed with 3M.
 HYBRID_EXTRA: tuple[int, ...] = tuple(_greedy(range(256, 1, -1), start=TWO_M_MODULI))
@@ -92,15 +122,16 @@ class ModulusSet:
 
     @classmethod
     def _build(cls, moduli: tuple[int, ...]) -> ModulusSet:
-        if any(gcd(a, b) != 1 for i, a in enumerate(moduli) for b in moduli[i + 1:]):
+        if any(gcd(a, b) != 1 for i, a in enumerate(moduli) for b in moduli[i + 1 :]):
             raise ValueError("moduli must be pairwise coprime")
         P = prod(moduli)
         big = [P // m for m in moduli]
         weights = tuple(pow(b % m, -1, m) for b, m in zip(big, moduli))
         parts = [_split(b) for b in big]
         P_hi, P_lo = _split(P)
-        return cls(moduli, P, weights, np.array([p[0] for p in parts]), np.array([p[1] for p in parts]),
-                   P_hi, P_lo, log2(P))
+        return cls(
+            moduli, P, weights, np.array([p[0] for p in parts]), np.array([p[1] for p in parts]), P_hi, P_lo, log2(P)
+        )
 
     def __len__(self) -> int:
         return len(self.moduli)

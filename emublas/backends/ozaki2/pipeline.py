@@ -21,6 +21,7 @@ moduli and k: the per-term CRT factors, the term table of the GPU's final pass.
 It is cached (:func:`job`), so a repeated call does no per-modulus Python
 arithmetic.
 """
+
 from __future__ import annotations
 
 import time
@@ -61,12 +62,12 @@ class Job:
 
     recipes: tuple[Recipe, ...]
     moduli: tuple[int, ...]
-    roots: tuple[int, ...]          # 0 where a modulus has no square root of −1
+    roots: tuple[int, ...]  # 0 where a modulus has no square root of −1
     mset: ModulusSet
-    k: int                          # columns of the factors
-    kk: int                         # columns of the residue planes (k, or k/2 for the split kinds)
+    k: int  # columns of the factors
+    kk: int  # columns of the residue planes (k, or k/2 for the split kinds)
     nchunks: int
-    k_chunk: int                    # columns per k-chunk (``scaling.K_CHUNK`` when the job was made)
+    k_chunk: int  # columns per k-chunk (``scaling.K_CHUNK`` when the job was made)
     terms: tuple[tuple, ...]
     part: tuple[int, ...]
     bhi: tuple[float, ...]
@@ -74,7 +75,7 @@ class Job:
     slot: tuple[int, ...]
     nprod: int
     planes_per_modulus: int
-    transposed: bool                # some term reads a product transposed (rank-k)
+    transposed: bool  # some term reads a product transposed (rank-k)
     complex_out: bool
     memo: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
@@ -100,8 +101,9 @@ class Job:
 def job(recipes: Sequence[Recipe], moduli: Sequence[int], roots: Sequence, k: int) -> Job:
     """The (cached) :class:`Job` of ``recipes`` (one per modulus) over ``moduli`` for
     factors of ``k`` columns."""
-    return _job(tuple(recipes), tuple(int(m) for m in moduli), tuple(int(r or 0) for r in roots), int(k),
-                scaling.K_CHUNK)
+    return _job(
+        tuple(recipes), tuple(int(m) for m in moduli), tuple(int(r or 0) for r in roots), int(k), scaling.K_CHUNK
+    )
 
 
 @lru_cache(maxsize=512)
@@ -116,8 +118,12 @@ def _job(recipes, moduli, roots, k, k_chunk) -> Job:
     slot: list[int] = []
     for l, rec in enumerate(recipes):
         m, s, wl = moduli[l], roots[l] or 1, mset.weights[l]
-        terms.append(tuple((t.part, t.p1, t.t1, factor(t.f1, wl, m, s), t.p2, t.t2,
-                            0 if t.p2 is None else factor(t.f2, wl, m, s)) for t in rec.terms))
+        terms.append(
+            tuple(
+                (t.part, t.p1, t.t1, factor(t.f1, wl, m, s), t.p2, t.t2, 0 if t.p2 is None else factor(t.f2, wl, m, s))
+                for t in rec.terms
+            )
+        )
         slot.append(len(part))
         for _ in range(nchunks):
             for t in rec.terms:
@@ -125,10 +131,25 @@ def _job(recipes, moduli, roots, k, k_chunk) -> Job:
                 bhi.append(mset.big_hi[l])
                 blo.append(mset.big_lo[l])
     slot.append(len(part))
-    return Job(recipes, moduli, roots, mset, k, kk, nchunks, k_chunk, tuple(terms), tuple(part), tuple(bhi), tuple(blo),
-               tuple(slot), max(len(r.products) for r in recipes),
-               max(PLANES_PER_MODULUS[r.planes] for r in recipes),
-               any(t.t1 or t.t2 for r in recipes for t in r.terms), recipes[0].complex_out)
+    return Job(
+        recipes,
+        moduli,
+        roots,
+        mset,
+        k,
+        kk,
+        nchunks,
+        k_chunk,
+        tuple(terms),
+        tuple(part),
+        tuple(bhi),
+        tuple(blo),
+        tuple(slot),
+        max(len(r.products) for r in recipes),
+        max(PLANES_PER_MODULUS[r.planes] for r in recipes),
+        any(t.t1 or t.t2 for r in recipes for t in r.terms),
+        recipes[0].complex_out,
+    )
 
 
 def runs(jb: Job, lo: int = 0, hi: int | None = None, batch: int | None = None):

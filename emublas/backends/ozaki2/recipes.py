@@ -15,6 +15,7 @@ caller's shifts.  A recipe says
 
 This is data: the driver (:mod:`.pipeline`) and the stages of each device read it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -43,11 +44,11 @@ class Recipe:
     complex_out: bool = False
 
 
-H = (1, 1, 0)    # 1/2
-HS = (1, 1, 1)   # 1/(2s)
+H = (1, 1, 0)  # 1/2
+HS = (1, 1, 1)  # 1/(2s)
 NHS = (-1, 1, 1)
-Q = (1, 2, 0)    # 1/4
-QS = (1, 2, 1)   # 1/(4s)
+Q = (1, 2, 0)  # 1/4
+QS = (1, 2, 1)  # 1/(4s)
 NQS = (-1, 2, 1)
 ONE = (1, 0, 0)
 NEG = (-1, 0, 0)
@@ -56,27 +57,48 @@ RECIPES = {
     # C = X·Yᵀ
     "real": Recipe("real", ((0, 0),), (Term("re", 0, False, ONE),)),
     # 2M: C± = X±·Y±ᵀ, Cr = (C+ + C−)/2, Ci = (C+ − C−)/(2s)
-    "2m": Recipe("2m", ((0, 0), (1, 1)),
-                 (Term("re", 0, False, H, 1, False, H), Term("im", 0, False, HS, 1, False, NHS)), True),
+    "2m": Recipe(
+        "2m", ((0, 0), (1, 1)), (Term("re", 0, False, H, 1, False, H), Term("im", 0, False, HS, 1, False, NHS)), True
+    ),
     # 3M for moduli without a square root of −1
-    "3m": Recipe("3m", ((0, 0), (1, 1), (2, 2)),
-                 (Term("re", 0, False, ONE, 1, False, NEG), Term("im", 2, False, ONE, 0, False, NEG),
-                  Term("im", 1, False, NEG)), True),
+    "3m": Recipe(
+        "3m",
+        ((0, 0), (1, 1), (2, 2)),
+        (Term("re", 0, False, ONE, 1, False, NEG), Term("im", 2, False, ONE, 0, False, NEG), Term("im", 1, False, NEG)),
+        True,
+    ),
     # HERK / HER2K: C+ = X+·Y−ᵀ and C− = C+ᵀ
-    "herk": Recipe("2m", ((0, 1),),
-                   (Term("re", 0, False, H, 0, True, H), Term("im", 0, False, HS, 0, True, NHS)), True),
+    "herk": Recipe(
+        "2m", ((0, 1),), (Term("re", 0, False, H, 0, True, H), Term("im", 0, False, HS, 0, True, NHS)), True
+    ),
     # real SYRK: G = (P+sQ)(P−sQ)ᵀ, X·Xᵀ = (G + Gᵀ)/2
     "syrk": Recipe("split", ((0, 1),), (Term("re", 0, False, H, 0, True, H),)),
     # complex SYRK: the split applied to X+ and X−
-    "csyrk": Recipe("split2m", ((0, 1), (2, 3)),
-                    (Term("re", 0, False, Q, 0, True, Q), Term("re", 1, False, Q, 1, True, Q),
-                     Term("im", 0, False, QS, 0, True, QS), Term("im", 1, False, NQS, 1, True, NQS)), True),
+    "csyrk": Recipe(
+        "split2m",
+        ((0, 1), (2, 3)),
+        (
+            Term("re", 0, False, Q, 0, True, Q),
+            Term("re", 1, False, Q, 1, True, Q),
+            Term("im", 0, False, QS, 0, True, QS),
+            Term("im", 1, False, NQS, 1, True, NQS),
+        ),
+        True,
+    ),
     # real SYR2K: G = X·Yᵀ, C = G + Gᵀ
     "syr2k": Recipe("real", ((0, 0),), (Term("re", 0, False, ONE, 0, True, ONE),)),
     # complex SYR2K: G± = X±·Y±ᵀ, C± = G± + G±ᵀ
-    "csyr2k": Recipe("2m", ((0, 0), (1, 1)),
-                     (Term("re", 0, False, H, 0, True, H), Term("re", 1, False, H, 1, True, H),
-                      Term("im", 0, False, HS, 0, True, HS), Term("im", 1, False, NHS, 1, True, NHS)), True),
+    "csyr2k": Recipe(
+        "2m",
+        ((0, 0), (1, 1)),
+        (
+            Term("re", 0, False, H, 0, True, H),
+            Term("re", 1, False, H, 1, True, H),
+            Term("im", 0, False, HS, 0, True, HS),
+            Term("im", 1, False, NHS, 1, True, NHS),
+        ),
+        True,
+    ),
 }
 PLANES_PER_MODULUS = {"real": 1, "2m": 2, "split": 2, "split2m": 4, "3m": 3}
 

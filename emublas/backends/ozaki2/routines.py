@@ -4,6 +4,7 @@ Each routine turns its operands into "rows × k" factors, picks the moduli and
 the power-of-two shifts, runs the driver (:mod:`.pipeline`) over the stages
 of the arrays' device and lets the final pass write ``alpha·C + beta·c``.
 """
+
 from __future__ import annotations
 
 import threading
@@ -22,8 +23,7 @@ __all__ = ["gemm", "rank_k", "last_run", "DEFAULT_MODULI", "MODES"]
 MODES = ("fast", "accurate", "auto")
 #: Default moduli counts, per family and precision: enough for native accuracy
 #: on ordinary data (real list: 16 → 125 bits; 2M list: 16 → 118, 17 → 124.5).
-DEFAULT_MODULI = {("real", 53): 16, ("real", 24): 8, ("2m", 53): 16, ("2m", 24): 8,
-                  ("split", 53): 17, ("split", 24): 9}
+DEFAULT_MODULI = {("real", 53): 16, ("real", 24): 8, ("2m", 53): 16, ("2m", 24): 8, ("split", 53): 17, ("split", 24): 9}
 MAX_REAL = len(REAL_MODULI)
 MAX_2M = len(TWO_M_MODULI)
 MAX_HYBRID = MAX_2M + len(HYBRID_EXTRA)
@@ -38,13 +38,13 @@ def last_run() -> dict | None:
 
 @dataclass
 class Family:
-    name: str       # "real", "2m" (complex, hybrid past 22), "split" (real syrk: 2M moduli)
+    name: str  # "real", "2m" (complex, hybrid past 22), "split" (real syrk: 2M moduli)
     maximum: int
 
     def modulus_list(self, count: int) -> tuple[list[int], list[int | None]]:
         if self.name == "real":
             return list(REAL_MODULI[:count]), [None] * count
-        ms = list(TWO_M_MODULI[:count]) + list(HYBRID_EXTRA[:max(0, count - MAX_2M)])
+        ms = list(TWO_M_MODULI[:count]) + list(HYBRID_EXTRA[: max(0, count - MAX_2M)])
         return ms, [TWO_M_ROOTS.get(m) for m in ms]
 
     def bits(self, count: int) -> float:
@@ -91,7 +91,7 @@ class Plan:
     mset: ModulusSet
     px: scaling.RowPlan  # rows of the left factor
     py: scaling.RowPlan  # rows of the right factor (``px`` itself when both sides share rows)
-    info: dict           # the part of last_run() fixed by the scaling
+    info: dict  # the part of last_run() fixed by the scaling
 
     @property
     def x_shift(self):
@@ -102,8 +102,20 @@ class Plan:
         return self.py.shift
 
 
-def plan(routine: str, family: Family, precision: int, left, right, wrow, wcol, *, moduli="default",
-         mode="accurate", shared=False, complex_data=False) -> Plan:
+def plan(
+    routine: str,
+    family: Family,
+    precision: int,
+    left,
+    right,
+    wrow,
+    wcol,
+    *,
+    moduli="default",
+    mode="accurate",
+    shared=False,
+    complex_data=False,
+) -> Plan:
     """Moduli count, moduli and row plans from the sides' statistics and, in accurate
     mode, the bound product's row and column maxima ``wrow``, ``wcol`` (None: fast mode).
 
@@ -120,8 +132,14 @@ def plan(routine: str, family: Family, precision: int, left, right, wrow, wcol, 
     slack = certify.slack(complex_data)
     px = scaling.row_plan(left, mset.bits - 2, slack, wrow)
     py = px if shared else scaling.row_plan(right, mset.bits - 2, slack, wcol)
-    info = {"routine": routine, "moduli": count, "mode": mode, "auto_chose": chose, "bits": mset.bits,
-            "needed_bits": None if L_exact is None else L_exact + 2}
+    info = {
+        "routine": routine,
+        "moduli": count,
+        "mode": mode,
+        "auto_chose": chose,
+        "bits": mset.bits,
+        "needed_bits": None if L_exact is None else L_exact + 2,
+    }
     return Plan(ms, roots, mset, px, py, info)
 
 
@@ -130,9 +148,29 @@ def job_for(recipe_name: str, p: Plan, k: int) -> pipeline.Job:
     return pipeline.job(recipe_table.for_moduli(recipe_name, p.roots), p.moduli, p.roots, k)
 
 
-def _execute(routine: str, recipe_name: str, family: Family, x, y, out, alpha, beta, *,
-             conj_x=False, conj_y=False, uplo=0, bounds_from=None, sides=None, fallback_factors=None, unscale=0,
-             moduli="default", mode="accurate", fallback="dot", devices=None, split="auto"):
+def _execute(
+    routine: str,
+    recipe_name: str,
+    family: Family,
+    x,
+    y,
+    out,
+    alpha,
+    beta,
+    *,
+    conj_x=False,
+    conj_y=False,
+    uplo=0,
+    bounds_from=None,
+    sides=None,
+    fallback_factors=None,
+    unscale=0,
+    moduli="default",
+    mode="accurate",
+    fallback="dot",
+    devices=None,
+    split="auto",
+):
     """Scale, choose moduli, run the engine and finalize into ``out`` (updated in place).
 
     ``bounds_from``: factors whose row shifts and product bound to use instead of
@@ -157,14 +195,36 @@ def _execute(routine: str, recipe_name: str, family: Family, x, y, out, alpha, b
     if mode != "fast":
         wrow, wcol, W = scaling.bound_product(left, right)
     cplx_data = x.dtype.kind == "c"
-    p = plan(routine, family, precision, left, right, wrow, wcol, moduli=moduli, mode=mode, shared=shared,
-             complex_data=cplx_data)
+    p = plan(
+        routine,
+        family,
+        precision,
+        left,
+        right,
+        wrow,
+        wcol,
+        moduli=moduli,
+        mode=mode,
+        shared=shared,
+        complex_data=cplx_data,
+    )
     x_shift, y_shift, info = p.x_shift, p.y_shift, p.info
     jb = job_for(recipe_name, p, x.shape[1])
     fl, fr = fallback_factors or (bx, by)
     cert = certify.certificate(
-        p.px, p.py, p.mset, nterms(jb), k=bx.shape[1], precision=precision, W=W, fallback=fallback, L=fl, R=fr,
-        conj_l=conj_x, conj_r=(not conj_y) if recipe_name == "herk" else conj_y)
+        p.px,
+        p.py,
+        p.mset,
+        nterms(jb),
+        k=bx.shape[1],
+        precision=precision,
+        W=W,
+        fallback=fallback,
+        L=fl,
+        R=fr,
+        conj_l=conj_x,
+        conj_r=(not conj_y) if recipe_name == "herk" else conj_y,
+    )
     # the final pass unscales by 2^-(x_shift + final_y_shift)
     final_y_shift = y_shift
     if unscale:
@@ -178,12 +238,26 @@ def _execute(routine: str, recipe_name: str, family: Family, x, y, out, alpha, b
         from . import gpu_engine
 
         timer.gpu_profile = PROFILE_GPU
-        counters = gpu_engine.run(jb, x, y, x_shift, y_shift, out, alpha, beta, conj_x=conj_x, conj_y=conj_y,
-                                  uplo=uplo, timer=timer, budget=_gpu_budget(x, y, out),
-                                  devices=_resolve_devices(devices), split=split, cert=cert,
-                                  final_y_shift=final_y_shift)
-        _last.info = info = {**info, "phases": dict(timer.phases), "gpu_plan": timer.gpu_plan,
-                             "fallback": fallback}
+        counters = gpu_engine.run(
+            jb,
+            x,
+            y,
+            x_shift,
+            y_shift,
+            out,
+            alpha,
+            beta,
+            conj_x=conj_x,
+            conj_y=conj_y,
+            uplo=uplo,
+            timer=timer,
+            budget=_gpu_budget(x, y, out),
+            devices=_resolve_devices(devices),
+            split=split,
+            cert=cert,
+            final_y_shift=final_y_shift,
+        )
+        _last.info = info = {**info, "phases": dict(timer.phases), "gpu_plan": timer.gpu_plan, "fallback": fallback}
         verdicts.defer(counters, routine=routine, total=_entries(out.shape, uplo), info=info, fallback=fallback)
         return
     state = cpu_stages.new_state((x.shape[0], y.shape[0]), jb.complex_out)
@@ -198,6 +272,7 @@ def _execute(routine: str, recipe_name: str, family: Family, x, y, out, alpha, b
 
 def _dead_rows_zeroed(x, y, x_shift, y_shift):
     """``x``, ``y`` with the rows the plan marked dead (NaN/Inf) set to zero (copies, only if any)."""
+
     def clean(f, shift):
         dead = shift == scaling.DEAD
         if not dead.any():
@@ -265,8 +340,22 @@ def _gpu_budget(x, y, out) -> int:
 # public routines (called by the backend with the front's conventions)
 # ---------------------------------------------------------------------------
 
-def gemm(alpha, a, b, beta, c, trans_a, trans_b, *, moduli="default", mode="accurate", fallback="dot",
-         devices=None, split="auto") -> None:
+
+def gemm(
+    alpha,
+    a,
+    b,
+    beta,
+    c,
+    trans_a,
+    trans_b,
+    *,
+    moduli="default",
+    mode="accurate",
+    fallback="dot",
+    devices=None,
+    split="auto",
+) -> None:
     """``c = alpha·op(a)·op(b) + beta·c`` with Ozaki-II (c Fortran-ordered, updated in place)."""
     x = a if trans_a == 0 else a.T
     y = b.T if trans_b == 0 else b
@@ -276,12 +365,41 @@ def gemm(alpha, a, b, beta, c, trans_a, trans_b, *, moduli="default", mode="accu
     recipe = "2m" if cplx else "real"
     # NaN/Inf need no path of their own: their rows are dead in the plan and the final
     # pass takes their entries from a float64 dot product, native BLAS's pattern
-    _execute("gemm", recipe, family, x, y, c, alpha, beta, conj_x=conj_x, conj_y=conj_y, moduli=moduli,
-             mode=mode, fallback=fallback, devices=devices, split=split)
+    _execute(
+        "gemm",
+        recipe,
+        family,
+        x,
+        y,
+        c,
+        alpha,
+        beta,
+        conj_x=conj_x,
+        conj_y=conj_y,
+        moduli=moduli,
+        mode=mode,
+        fallback=fallback,
+        devices=devices,
+        split=split,
+    )
 
 
-def rank_k(kind: str, alpha, a, b, beta, c, trans, lower, *, moduli="default", mode="accurate", fallback="dot",
-           devices=None, split="auto"):
+def rank_k(
+    kind: str,
+    alpha,
+    a,
+    b,
+    beta,
+    c,
+    trans,
+    lower,
+    *,
+    moduli="default",
+    mode="accurate",
+    fallback="dot",
+    devices=None,
+    split="auto",
+):
     """syrk/herk/syr2k/her2k with their own Ozaki-II paths; NotImplemented where the
     front should derive the routine from gemm (more moduli than the 2M list has)."""
     cplx = c.dtype.kind == "c"
@@ -297,16 +415,60 @@ def rank_k(kind: str, alpha, a, b, beta, c, trans, lower, *, moduli="default", m
     if kind == "syrk" and not cplx:
         if x.shape[1] % 2:
             x = xp.concatenate([x, xp.zeros((x.shape[0], 1), x.dtype)], axis=1)
-        _execute("syrk", "syrk", Family("split", MAX_2M), x, x, c, alpha, beta, uplo=uplo,
-                 moduli=moduli, mode=mode, fallback=fallback, devices=devices, split=split)
+        _execute(
+            "syrk",
+            "syrk",
+            Family("split", MAX_2M),
+            x,
+            x,
+            c,
+            alpha,
+            beta,
+            uplo=uplo,
+            moduli=moduli,
+            mode=mode,
+            fallback=fallback,
+            devices=devices,
+            split=split,
+        )
     elif kind == "syrk":
         if x.shape[1] % 2:
             x = xp.concatenate([x, xp.zeros((x.shape[0], 1), x.dtype)], axis=1)
-        _execute("syrk", "csyrk", Family("2m", MAX_2M), x, x, c, alpha, beta, uplo=uplo,
-                 moduli=moduli, mode=mode, fallback=fallback, devices=devices, split=split)
+        _execute(
+            "syrk",
+            "csyrk",
+            Family("2m", MAX_2M),
+            x,
+            x,
+            c,
+            alpha,
+            beta,
+            uplo=uplo,
+            moduli=moduli,
+            mode=mode,
+            fallback=fallback,
+            devices=devices,
+            split=split,
+        )
     elif kind == "herk":
-        _execute("herk", "herk", Family("2m", MAX_2M), x, x, c, alpha, beta, conj_x=conj, conj_y=conj,
-                 uplo=uplo, moduli=moduli, mode=mode, fallback=fallback, devices=devices, split=split)
+        _execute(
+            "herk",
+            "herk",
+            Family("2m", MAX_2M),
+            x,
+            x,
+            c,
+            alpha,
+            beta,
+            conj_x=conj,
+            conj_y=conj,
+            uplo=uplo,
+            moduli=moduli,
+            mode=mode,
+            fallback=fallback,
+            devices=devices,
+            split=split,
+        )
     elif kind == "her2k":
         if conj:
             x, y = xp.conj(x), xp.conj(y)
@@ -319,17 +481,48 @@ def rank_k(kind: str, alpha, a, b, beta, c, trans, lower, *, moduli="default", m
         left = xp.concatenate([xb, yb], axis=1)
         right = xp.concatenate([yb, xb], axis=1)
         orig = (xp.concatenate([x, y], axis=1), xp.concatenate([y, x], axis=1)) if t else (left, right)
-        _execute("her2k", "herk", Family("2m", MAX_2M), left, right, c, alpha.real, beta, uplo=uplo,
-                 fallback_factors=orig, unscale=t, moduli=moduli, mode=mode, fallback=fallback, devices=devices,
-                 split=split)
+        _execute(
+            "her2k",
+            "herk",
+            Family("2m", MAX_2M),
+            left,
+            right,
+            c,
+            alpha.real,
+            beta,
+            uplo=uplo,
+            fallback_factors=orig,
+            unscale=t,
+            moduli=moduli,
+            mode=mode,
+            fallback=fallback,
+            devices=devices,
+            split=split,
+        )
     else:  # syr2k
         fam = Family("2m", MAX_2M) if cplx else Family("real", MAX_REAL)
         xb, yb, t = _balanced(x, y)
         both = (xp.concatenate([xb, yb], axis=1), xp.concatenate([yb, xb], axis=1))  # shared row shifts
         orig = (xp.concatenate([x, y], axis=1), xp.concatenate([y, x], axis=1)) if t else both
-        _execute("syr2k", "csyr2k" if cplx else "syr2k", fam, xb, yb, c, alpha, beta, uplo=uplo,
-                 bounds_from=both, fallback_factors=orig, unscale=t, moduli=moduli, mode=mode, fallback=fallback,
-                 devices=devices, split=split)
+        _execute(
+            "syr2k",
+            "csyr2k" if cplx else "syr2k",
+            fam,
+            xb,
+            yb,
+            c,
+            alpha,
+            beta,
+            uplo=uplo,
+            bounds_from=both,
+            fallback_factors=orig,
+            unscale=t,
+            moduli=moduli,
+            mode=mode,
+            fallback=fallback,
+            devices=devices,
+            split=split,
+        )
     return None
 
 

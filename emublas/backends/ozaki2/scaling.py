@@ -18,6 +18,7 @@ budgets also decide the accuracy; :func:`needed_bits` estimates, from a
 sample of output entries, how many bits of P the inputs need (``auto`` mode
 and the accuracy warning).
 """
+
 from __future__ import annotations
 
 import math
@@ -38,7 +39,7 @@ _SAFETY = 2.0**-20  # slack against rounding in the floating-point norms
 LOG2_127SQ = float(np.log2(127.0 * 127.0))
 #: The shift of a row holding NaN or Inf: its residues are zero and its entries come
 #: from a float64 dot product of the original data (the certificate's fallback).
-DEAD = -2**31
+DEAD = -(2**31)
 _BIG = float(np.finfo(np.float64).max)
 
 
@@ -118,8 +119,9 @@ class Side:
     def log2l1(self) -> np.ndarray:
         l1 = self.host()[2]
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(l1 <= _BIG, np.log2(np.where(l1 <= _BIG, l1, 1.0)),
-                            self.ea + math.log2(max(self.x.shape[1], 1)))
+            return np.where(
+                l1 <= _BIG, np.log2(np.where(l1 <= _BIG, l1, 1.0)), self.ea + math.log2(max(self.x.shape[1], 1))
+            )
 
     @cached_property
     def log2norm(self) -> np.ndarray:
@@ -166,7 +168,7 @@ def bound_product(left: Side, right: Side, *, threads=None):
     k = a.shape[1]
     w = None
     for start in range(0, max(k, 1), K_CHUNK):
-        part = cpu.i8gemm(a[:, start:start + K_CHUNK], b[:, start:start + K_CHUNK].T, threads=threads)
+        part = cpu.i8gemm(a[:, start : start + K_CHUNK], b[:, start : start + K_CHUNK].T, threads=threads)
         w = part if w is None else w.astype(np.int64) + part
     assert w is not None  # the loop runs at least once
     wrow, wcol = axis_max(w, 1).astype(np.int64), axis_max(w, 0).astype(np.int64)
@@ -218,7 +220,7 @@ def _bound_product_gpu(left: Side, right: Side):
         colmax.append(acc.max(axis=1))
         if j0 < n and not whole:
             j1 = min(n, j0 + nb)
-            kept[j0:j1] = acc[:j1 - j0, :m] if len(chunks) == 1 else cupy.minimum(acc[:j1 - j0, :m], 2**31 - 1)
+            kept[j0:j1] = acc[: j1 - j0, :m] if len(chunks) == 1 else cupy.minimum(acc[: j1 - j0, :m], 2**31 - 1)
     rowmax = cupy.maximum(rowmax, rowmax32)
     return rowmax[:m].astype(np.int64), cupy.concatenate(colmax)[:n].astype(np.int64), kept.T
 
@@ -228,8 +230,13 @@ def growth(side: Side, wmax=None) -> np.ndarray:
     (accurate) or the row's 2-norm (fast, Cauchy–Schwarz); −inf for zero rows.  The
     formula of :func:`row_plan`, for ``auto`` mode's estimate."""
     rowmax, sumsq, _ = side.host()
-    return _growth(np.where(rowmax <= _BIG, rowmax, 0.0), sumsq, None if wmax is None else _host(wmax),
-                   side.ea, math.log2(max(side.x.shape[1], 1)))
+    return _growth(
+        np.where(rowmax <= _BIG, rowmax, 0.0),
+        sumsq,
+        None if wmax is None else _host(wmax),
+        side.ea,
+        math.log2(max(side.x.shape[1], 1)),
+    )
 
 
 def _growth(rm, sumsq, wmax, ea, log2k):
@@ -281,14 +288,30 @@ def row_plan(side: Side, L: float, slack: float, wmax=None) -> RowPlan:
         lg = np.where(rm == 0, -np.inf, np.where(ok1, np.log2(np.where(ok1, l1, 1.0)), ea + log2k))
         shift = u - ea
         err = (shift + lg) + slack
-        wsum = np.where(ok1, (127.0 * np.ldexp(np.where(ok1, l1, 0.0), -ea.astype(np.int32))) * (1.0 + 2.0**-40)
-                        + float(k) + 1.0, (127.0 * k + k) + 1.0)
-    return RowPlan(np.where(live, shift, DEAD).astype(np.int32), np.where(live, err, np.inf),
-                   np.where(live, wsum, 0.0), np.where(live, u, 0).astype(np.int32))
+        wsum = np.where(
+            ok1,
+            (127.0 * np.ldexp(np.where(ok1, l1, 0.0), -ea.astype(np.int32))) * (1.0 + 2.0**-40) + float(k) + 1.0,
+            (127.0 * k + k) + 1.0,
+        )
+    return RowPlan(
+        np.where(live, shift, DEAD).astype(np.int32),
+        np.where(live, err, np.inf),
+        np.where(live, wsum, 0.0),
+        np.where(live, u, 0).astype(np.int32),
+    )
 
 
-def needed_bits(left: Side, right: Side, g_rows, g_cols, precision: int, *, terms: int = 1,
-                samples: int = 256, rng_seed: int = 0x0A2) -> float:
+def needed_bits(
+    left: Side,
+    right: Side,
+    g_rows,
+    g_cols,
+    precision: int,
+    *,
+    terms: int = 1,
+    samples: int = 256,
+    rng_seed: int = 0x0A2,
+) -> float:
     """Estimate the ``L`` (log2 of the product bound) the inputs need: ``auto`` mode's choice.
 
     The truncation error of entry (i, j) is at most
@@ -311,10 +334,12 @@ def needed_bits(left: Side, right: Side, g_rows, g_cols, precision: int, *, term
     # widest spread: the largest entry far above the row's mean magnitude
     spread_r = live_r[np.argsort(left.ea[live_r] - left.log2l1[live_r])[-8:]]
     spread_c = live_c[np.argsort(right.ea[live_c] - right.log2l1[live_c])[-8:]]
-    ri = np.concatenate([rng.choice(live_r, samples), np.repeat(spread_r, len(spread_c)),
-                         spread_r, rng.choice(live_r, len(spread_c))])
-    ci = np.concatenate([rng.choice(live_c, samples), np.tile(spread_c, len(spread_r)),
-                         rng.choice(live_c, len(spread_r)), spread_c])
+    ri = np.concatenate(
+        [rng.choice(live_r, samples), np.repeat(spread_r, len(spread_c)), spread_r, rng.choice(live_r, len(spread_c))]
+    )
+    ci = np.concatenate(
+        [rng.choice(live_c, samples), np.tile(spread_c, len(spread_r)), rng.choice(live_c, len(spread_r)), spread_c]
+    )
     log2dot = _log2_abs_dots(left.fetch_rows(ri), right.fetch_rows(ci))
     ok = np.isfinite(log2dot)
     if not ok.any():

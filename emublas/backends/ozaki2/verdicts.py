@@ -11,6 +11,7 @@ call and in :func:`emublas.synchronize` (which waits for all of them), so a
 verdict reaches the user no later than the next emublas call that finds it
 ready, or the next ``emublas.synchronize()``.
 """
+
 from __future__ import annotations
 
 import threading
@@ -39,8 +40,9 @@ def defer(counters, *, routine: str, total: int, info: dict, fallback: str) -> N
             mem = cupy.cuda.alloc_pinned_memory(8)
             host = np.frombuffer(mem, np.uint64, 1)
             stream = cupy.cuda.get_current_stream()
-            cupy.cuda.runtime.memcpyAsync(host.ctypes.data, counter.data.ptr, 8,
-                                          cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+            cupy.cuda.runtime.memcpyAsync(
+                host.ctypes.data, counter.data.ptr, 8, cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr
+            )
             done = cupy.cuda.Event(disable_timing=True)
             done.record(stream)
         with _lock:
@@ -61,8 +63,9 @@ def check(wait: bool = False) -> None:
         count = int(host[0])
         info["uncertified"] = (info.get("uncertified") or 0) + count
         if count:
-            certify.warn(f"{routine} (an earlier call on the GPU)", count, total, info["moduli"], info["bits"],
-                         fallback)
+            certify.warn(
+                f"{routine} (an earlier call on the GPU)", count, total, info["moduli"], info["bits"], fallback
+            )
 
 
 def pending() -> int:

@@ -8,6 +8,7 @@
     The bindings of the C driver (native/cpu/strassen.c) and of the fused CUDA
     kernels (native/cuda/strassen.cu).
 """
+
 from .driver import last_run
 
 __all__ = ["last_run"]

@@ -17,6 +17,7 @@ near the overflow threshold (where a block sum might overflow, by a bound on
 max|a|, max|b|, max|c|) takes a checked path whose non-finite rows are
 recomputed natively, so no NaN/Inf appears where native gives a finite result.
 """
+
 from __future__ import annotations
 
 import math
@@ -39,8 +40,13 @@ from . import driver
 #: 2048-blocks; zgemm two levels 1.14× at 8192 and 1.20× at 16384, so
 #: 2048-blocks (cgemm not measured apart: the complex entry).  ``auto`` uses
 #: at most AUTO_MAX_LEVELS, the most measured.
-CROSSOVER = {("cpu", "real"): 2048, ("cpu", "complex"): 1024,
-             ("gpu", "real"): 2048, ("gpu", "d"): 8192, ("gpu", "complex"): 2048}
+CROSSOVER = {
+    ("cpu", "real"): 2048,
+    ("cpu", "complex"): 1024,
+    ("gpu", "real"): 2048,
+    ("gpu", "d"): 8192,
+    ("gpu", "complex"): 2048,
+}
 AUTO_MAX_LEVELS = 2
 
 
@@ -72,9 +78,13 @@ class StrassenBackend(Backend):
     sweep_quick_grid = {"levels": (1, 2)}
     handles_nonfinite = True  # the rows and columns NaN/Inf touch come from the platform BLAS
     options = {
-        "levels": Option("levels", "auto", int_range(0, 6, also=("auto",)),
-                         "recursion levels (auto: while blocks stay above the device's crossover)",
-                         env="EMUBLAS_STRASSEN_LEVELS"),
+        "levels": Option(
+            "levels",
+            "auto",
+            int_range(0, 6, also=("auto",)),
+            "recursion levels (auto: while blocks stay above the device's crossover)",
+            env="EMUBLAS_STRASSEN_LEVELS",
+        ),
     }
 
     def device_readiness(self, device):
@@ -106,6 +116,7 @@ class StrassenBackend(Backend):
         if math.isfinite(amax) and math.isfinite(bmax):
             _guarded(alpha, a, b, beta, c, trans_a, trans_b, levels, amax, bmax, xp)
             return
+
         # NaN/Inf: Strassen's block sums would spread them to other rows and columns; the
         # rows and columns they touch come from the platform BLAS, so the pattern is native's
         def finite(alpha, a, b, beta, c, trans_a, trans_b):
@@ -133,11 +144,12 @@ def _abs_max(x, xp) -> float:
 
 def _exponent(x: float) -> int:
     """e with x < 2^e (x >= 0 finite); very negative for 0."""
-    return math.frexp(x)[1] if x > 0 else -10**6
+    return math.frexp(x)[1] if x > 0 else -(10**6)
 
 
-def may_overflow(alpha, amax: float, bmax: float, beta, cmax: float, k: int, levels: int,
-                 cplx: bool, safe_exp: int) -> bool:
+def may_overflow(
+    alpha, amax: float, bmax: float, beta, cmax: float, k: int, levels: int, cplx: bool, safe_exp: int
+) -> bool:
     """Whether some intermediate of the recursion may reach ``2^safe_exp`` (a few binades
     below the dtype's overflow threshold, so that rounding cannot carry it to Inf).
 
@@ -153,8 +165,12 @@ def may_overflow(alpha, amax: float, bmax: float, beta, cmax: float, k: int, lev
     grow = 2 * levels + 2  # 4^levels operand growth, and alpha applied to either operand
     # the leaves sum their products before scaling by alpha: a tiny alpha does not help them
     prod = max(eal, 1) + ea + eb + int(k).bit_length() + 6 * levels + 5 + int(cplx)
-    return (max(ea, eb) + grow > safe_exp or eal + max(ea, eb) + grow > safe_exp
-            or prod > safe_exp or _exponent(abs(beta)) + _exponent(cmax) + 1 > safe_exp)
+    return (
+        max(ea, eb) + grow > safe_exp
+        or eal + max(ea, eb) + grow > safe_exp
+        or prod > safe_exp
+        or _exponent(abs(beta)) + _exponent(cmax) + 1 > safe_exp
+    )
 
 
 def _guarded(alpha, a, b, beta, c, trans_a, trans_b, levels, amax, bmax, xp) -> None:
@@ -162,9 +178,10 @@ def _guarded(alpha, a, b, beta, c, trans_a, trans_b, levels, amax, bmax, xp) -> 
     overflow threshold), the rows that came back non-finite are recomputed natively."""
     k = a.shape[0] if trans_a else a.shape[1]
     cmax = _abs_max(c, xp) if beta != 0 else 0.0
-    safe_exp = (1021 if c.dtype.itemsize // (2 if c.dtype.kind == "c" else 1) == 8 else 125)
+    safe_exp = 1021 if c.dtype.itemsize // (2 if c.dtype.kind == "c" else 1) == 8 else 125
     risky = not math.isfinite(cmax) or may_overflow(
-        alpha, amax, bmax, beta, cmax, k, levels, c.dtype.kind == "c", safe_exp)
+        alpha, amax, bmax, beta, cmax, k, levels, c.dtype.kind == "c", safe_exp
+    )
     if not risky:
         driver.gemm(alpha, a, b, beta, c, trans_a, trans_b, levels=levels, leaf=_leaf)
         return
@@ -174,10 +191,14 @@ def _guarded(alpha, a, b, beta, c, trans_a, trans_b, levels, amax, bmax, xp) -> 
     if rows.size:
         # an overflowed sum reaches only the entries it feeds, and Inf/NaN never turn finite
         # again, so every finite entry is Strassen's; the rest is the platform BLAS's
-        part = xp.asfortranarray(saved[rows, :]) if saved is not None else \
-            xp.zeros((int(rows.size), c.shape[1]), c.dtype, order="F")
+        part = (
+            xp.asfortranarray(saved[rows, :])
+            if saved is not None
+            else xp.zeros((int(rows.size), c.shape[1]), c.dtype, order="F")
+        )
         _leaf(alpha, _op(a, trans_a)[rows, :], _op(b, trans_b), beta, part)
         c[rows, :] = part
         driver.note(native_rows=int(rows.size))
+
 
 BACKEND = StrassenBackend()

@@ -22,6 +22,7 @@ fused CUDA kernels on cupy arrays, is the fallback and the GPU path.  Either
 way the number of output writes per level is counted for the tests and
 reported by :func:`last_run`.
 """
+
 from __future__ import annotations
 
 import threading

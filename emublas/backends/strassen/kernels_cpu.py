@@ -4,6 +4,7 @@ The whole recursion (fused operand sums, chain writes, leaf GEMMs) runs in C
 without the GIL; the leaf is scipy's own BLAS ``?gemm``, whose function
 pointer ``scipy.linalg.cython_blas`` exports as a PyCapsule.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -19,8 +20,7 @@ __all__ = ["MAX_LEVELS", "available", "gemm", "release_workspace", "sums", "upda
 #: Deepest recursion the C driver takes (EMUBLAS_STRASSEN_MAX_LEVELS).
 MAX_LEVELS = 8
 
-_DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1,
-           np.dtype(np.complex64): 2, np.dtype(np.complex128): 3}
+_DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.complex64): 2, np.dtype(np.complex128): 3}
 _PREFIX = "sdcz"
 _INT_MAX = 2**31 - 1
 _lock = threading.Lock()
@@ -73,8 +73,7 @@ def _blas_view(x: np.ndarray, trans: int) -> tuple[np.ndarray, int, int] | None:
     s0, s1 = x.strides
     if (rows <= 1 or s0 == it) and s1 % it == 0 and (cols <= 1 or s1 // it >= max(1, rows)):
         return x, trans, (s1 // it if cols > 1 else max(1, rows))
-    if trans in (0, 1) and (cols <= 1 or s1 == it) and s0 % it == 0 and (
-            rows <= 1 or s0 // it >= max(1, cols)):
+    if trans in (0, 1) and (cols <= 1 or s1 == it) and s0 % it == 0 and (rows <= 1 or s0 // it >= max(1, cols)):
         return x.T, 1 - trans, (s0 // it if rows > 1 else max(1, cols))
     return None
 
@@ -83,8 +82,17 @@ def _scalar(value: Any, dtype: np.dtype) -> np.ndarray:
     return np.array([value], dtype=dtype)
 
 
-def gemm(alpha: Any, a: np.ndarray, b: np.ndarray, beta: Any, c: np.ndarray,
-         trans_a: int, trans_b: int, levels: int, threads: int | None = None) -> dict | None:
+def gemm(
+    alpha: Any,
+    a: np.ndarray,
+    b: np.ndarray,
+    beta: Any,
+    c: np.ndarray,
+    trans_a: int,
+    trans_b: int,
+    levels: int,
+    threads: int | None = None,
+) -> dict | None:
     """``c = alpha·op(a)·op(b) + beta·c`` in place with ``levels`` Strassen–Winograd levels, in C.
 
     Parameters
@@ -143,11 +151,26 @@ def gemm(alpha: Any, a: np.ndarray, b: np.ndarray, beta: Any, c: np.ndarray,
     wsb = np.zeros(max(levels, 1), dtype=np.int64)
     al, be = _scalar(alpha, c.dtype), _scalar(beta, c.dtype)
     rc = lib.emublas_strassen_gemm(
-        code, ffi.cast("void *", _gemm_pointer(code)), ta, tb, m, n, k,
-        ffi.cast("void *", _addr(al)), ffi.cast("void *", _addr(a2)), lda,
-        ffi.cast("void *", _addr(b2)), ldb, ffi.cast("void *", _addr(be)),
-        ffi.cast("void *", _addr(target)), ldc, levels, nthreads,
-        ffi.cast("int64_t *", _addr(writes)), ffi.cast("int64_t *", _addr(wsb)))
+        code,
+        ffi.cast("void *", _gemm_pointer(code)),
+        ta,
+        tb,
+        m,
+        n,
+        k,
+        ffi.cast("void *", _addr(al)),
+        ffi.cast("void *", _addr(a2)),
+        lda,
+        ffi.cast("void *", _addr(b2)),
+        ldb,
+        ffi.cast("void *", _addr(be)),
+        ffi.cast("void *", _addr(target)),
+        ldc,
+        levels,
+        nthreads,
+        ffi.cast("int64_t *", _addr(writes)),
+        ffi.cast("int64_t *", _addr(wsb)),
+    )
     if rc == lib.EMUBLAS_ENOMEM:
         raise MemoryError(f"emublas strassen: cannot allocate the workspace for {m}x{n}x{k}")
     if rc != lib.EMUBLAS_OK:
@@ -155,12 +178,10 @@ def gemm(alpha: Any, a: np.ndarray, b: np.ndarray, beta: Any, c: np.ndarray,
     if target is not c:
         c[...] = target
     used = [d for d in range(levels) if writes[d]]
-    return {"writes_per_level": {d: int(writes[d]) for d in used},
-            "workspace_bytes": {d: int(wsb[d]) for d in used}}
+    return {"writes_per_level": {d: int(writes[d]) for d in used}, "workspace_bytes": {d: int(wsb[d]) for d in used}}
 
 
-def sums(x: np.ndarray, side: int, conj: bool = False,
-         threads: int | None = None) -> tuple[np.ndarray, ...]:
+def sums(x: np.ndarray, side: int, conj: bool = False, threads: int | None = None) -> tuple[np.ndarray, ...]:
     """The four operand sums of ``x`` (2h × 2g) in one pass, as the driver forms them.
 
     Parameters
@@ -187,10 +208,19 @@ def sums(x: np.ndarray, side: int, conj: bool = False,
     out = [np.empty((h, g), x.dtype, order="F") for _ in range(4)]
     ffi, lib = _lib()
     p = [ffi.cast("void *", _addr(o)) for o in out]
-    rc = lib.emublas_strassen_sums(code, side, h, g, ffi.cast("void *", _addr(x)),
-                                   x.strides[0] // x.itemsize, x.strides[1] // x.itemsize,
-                                   int(conj), *p, max(1, h),
-                                   cpu.default_threads() if threads is None else int(threads))
+    rc = lib.emublas_strassen_sums(
+        code,
+        side,
+        h,
+        g,
+        ffi.cast("void *", _addr(x)),
+        x.strides[0] // x.itemsize,
+        x.strides[1] // x.itemsize,
+        int(conj),
+        *p,
+        max(1, h),
+        cpu.default_threads() if threads is None else int(threads),
+    )
     if rc != lib.EMUBLAS_OK:
         raise ValueError(f"emublas strassen sums: invalid arguments (code {rc})")
     return tuple(out)
@@ -204,10 +234,17 @@ def update(c: np.ndarray, s: np.ndarray, beta: Any, threads: int | None = None) 
     ffi, lib = _lib()
     m, n = c.shape
     be = _scalar(beta, c.dtype)
-    rc = lib.emublas_strassen_update(code, m, n, ffi.cast("void *", _addr(be)),
-                                     ffi.cast("void *", _addr(s)), max(1, m),
-                                     ffi.cast("void *", _addr(c)), max(1, m),
-                                     cpu.default_threads() if threads is None else int(threads))
+    rc = lib.emublas_strassen_update(
+        code,
+        m,
+        n,
+        ffi.cast("void *", _addr(be)),
+        ffi.cast("void *", _addr(s)),
+        max(1, m),
+        ffi.cast("void *", _addr(c)),
+        max(1, m),
+        cpu.default_threads() if threads is None else int(threads),
+    )
     if rc != lib.EMUBLAS_OK:
         raise ValueError(f"emublas strassen update: invalid arguments (code {rc})")
 

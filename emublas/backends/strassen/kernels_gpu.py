@@ -7,6 +7,7 @@ leaf GEMMs stay cuBLAS calls through the native backend.  The module is
 compiled with NVRTC for the current device (cupy names the device's own
 architecture, ``sm_XY`` from its compute capability) and cached per device.
 """
+
 from __future__ import annotations
 
 import threading
@@ -19,8 +20,12 @@ from ..._kernels import cuda_source
 __all__ = ["load_error", "ops", "source_path"]
 
 _SOURCE = "strassen.cu"
-_SUFFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
-           np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
+_SUFFIX = {
+    np.dtype(np.float32): "s",
+    np.dtype(np.float64): "d",
+    np.dtype(np.complex64): "c",
+    np.dtype(np.complex128): "z",
+}
 _TILE = {"s": 32, "d": 32, "c": 32, "z": 16}  # as compiled in strassen.cu
 _SUMS_ROWS = 8
 _UPDATE_THREADS = 256
@@ -115,10 +120,21 @@ class _CudaOps:
         tile = _TILE[suffix]
         grid = ((h + tile - 1) // tile, (g + tile - 1) // tile)
         self._fn["sums", suffix](
-            grid, (tile, _SUMS_ROWS),
-            (np.int32(side), np.int64(h), np.int64(g), x, np.int64(st[0]), np.int64(st[1]),
-             np.int32(0), *out, np.int64(max(1, h))),
-            stream=cupy.cuda.get_current_stream())
+            grid,
+            (tile, _SUMS_ROWS),
+            (
+                np.int32(side),
+                np.int64(h),
+                np.int64(g),
+                x,
+                np.int64(st[0]),
+                np.int64(st[1]),
+                np.int32(0),
+                *out,
+                np.int64(max(1, h)),
+            ),
+            stream=cupy.cuda.get_current_stream(),
+        )
         return out
 
     def update(self, c, s, beta) -> None:
@@ -135,7 +151,17 @@ class _CudaOps:
         beta = complex(beta)
         grid = (min((m + _UPDATE_THREADS - 1) // _UPDATE_THREADS, 1024), min(n, _MAX_GRID_Y))
         self._fn["update", _SUFFIX[c.dtype]](
-            grid, (_UPDATE_THREADS,),
-            (np.int64(m), np.int64(n), np.float64(beta.real), np.float64(beta.imag),
-             s, np.int64(max(1, lds)), c, np.int64(max(1, ldc))),
-            stream=cupy.cuda.get_current_stream())
+            grid,
+            (_UPDATE_THREADS,),
+            (
+                np.int64(m),
+                np.int64(n),
+                np.float64(beta.real),
+                np.float64(beta.imag),
+                s,
+                np.int64(max(1, lds)),
+                c,
+                np.int64(max(1, ldc)),
+            ),
+            stream=cupy.cuda.get_current_stream(),
+        )
