@@ -1,14 +1,17 @@
-"""ozaki2 on the CPU: this checkout against another commit's build, in one run.
+"""ozaki2: this checkout against another commit's build, in one run (CPU or GPU).
 
     git worktree add /tmp/old <commit> && (cd /tmp/old && python3 setup.py build_ext --inplace)
     python3 benchmarks/bench_against_commit.py --other /tmp/old --n 2048 --rounds 3
+    python3 benchmarks/bench_against_commit.py --other /tmp/old --device gpu --n 8192 --rounds 3
 
 Each round runs one subprocess per tree (alternating, so that a change in the
 machine's load hits both), and each subprocess times dgemm and zgemm through
-ozaki2 (16 moduli, accurate mode, φ = 0.5 inputs from one seed) and through
-OpenBLAS on the same arrays: medians of ``--reps`` calls after a warm-up
-(emublas.timing via benchmarks/_timing.py), with [min–max] over the rounds.  Printed: each tree's
-time, its ratio to OpenBLAS in the same process, and this tree over the other.
+ozaki2 (16 moduli, accurate mode, φ = 0.5 inputs from one seed) and through the
+native BLAS on the same arrays (OpenBLAS on numpy arrays; cuBLAS on cupy arrays
+with ``--device gpu``): medians of ``--reps`` calls after a warm-up (wall clock
+on the CPU, CUDA events on the GPU; emublas.timing via benchmarks/_timing.py),
+with [min–max] over the rounds.  Printed: each tree's time, its ratio to the
+native BLAS in the same process, and this tree over the other.
 """
 
 from __future__ import annotations
@@ -47,10 +50,36 @@ for name, cplx, native in (("dgemm", False, sblas.dgemm), ("zgemm", True, sblas.
 print(json.dumps(out))
 """
 
+GPU_WORKER = r"""
+import json, sys, warnings
+sys.path.insert(0, {bench!r})
+import cupy as cp
+import numpy as np
+import emublas
+from _timing import cuda_median_time
+warnings.simplefilter("ignore")
+n, reps = {n}, {reps}
+rng = np.random.default_rng(1)
+def wide(shape, cplx):
+    x = (rng.random(shape) - 0.5) * np.exp(0.5 * rng.standard_normal(shape))
+    if cplx:
+        x = x + 1j * (rng.random(shape) - 0.5) * np.exp(0.5 * rng.standard_normal(shape))
+    return cp.asarray(np.asfortranarray(x))
+out = {{"emublas": emublas.__file__}}
+for name, cplx in (("dgemm", False), ("zgemm", True)):
+    a, b = wide((n, n), cplx), wide((n, n), cplx)
+    fn = getattr(emublas, name)
+    out[name] = cuda_median_time(cp, lambda: fn(1.0, a, b, backend="ozaki2", moduli=16), reps)
+    out[name + "_native"] = cuda_median_time(cp, lambda: fn(1.0, a, b, backend="native"), reps)
+    del a, b
+    cp.get_default_memory_pool().free_all_blocks()
+print(json.dumps(out))
+"""
 
-def run(tree: str, n: int, reps: int) -> dict:
+
+def run(tree: str, n: int, reps: int, device: str = "cpu") -> dict:
     env = dict(os.environ, PYTHONPATH=tree)
-    code = WORKER.format(bench=HERE, n=n, reps=reps)
+    code = (GPU_WORKER if device == "gpu" else WORKER).format(bench=HERE, n=n, reps=reps)
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd="/")
     if res.returncode:
         raise RuntimeError(res.stderr[-2000:])
@@ -63,14 +92,16 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=2048)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="numpy (OpenBLAS) or cupy (cuBLAS) arrays")
     ap.add_argument("--json")
     args = ap.parse_args()
     trees = {"this": ROOT, "other": os.path.abspath(args.other)}
     rows = {t: [] for t in trees}
     for _ in range(args.rounds):
         for t, path in trees.items():
-            rows[t].append(run(path, args.n, args.reps))
-    print(f"n = {args.n}, 16 moduli, accurate, phi = 0.5; medians over {args.rounds} rounds [min-max]")
+            rows[t].append(run(path, args.n, args.reps, args.device))
+    native = "cuBLAS" if args.device == "gpu" else "OpenBLAS"
+    print(f"{args.device}, n = {args.n}, 16 moduli, accurate, phi = 0.5; medians over {args.rounds} rounds [min-max]")
     for op in ("dgemm", "zgemm"):
         med = {}
         for t in trees:
@@ -79,7 +110,7 @@ def main() -> None:
             med[t] = statistics.median(v)
             print(
                 f"{op} {t:5s}: {med[t] * 1e3:8.1f} ms [{min(v) * 1e3:.1f}-{max(v) * 1e3:.1f}]"
-                f"  OpenBLAS {statistics.median(nat) * 1e3:7.1f} ms  ratio {med[t] / statistics.median(nat):.2f}"
+                f"  {native} {statistics.median(nat) * 1e3:7.1f} ms  ratio {med[t] / statistics.median(nat):.2f}"
             )
         print(f"{op} this/other: {med['this'] / med['other']:.3f}")
     if args.json:
