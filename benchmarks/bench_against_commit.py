@@ -78,7 +78,8 @@ print(json.dumps(out))
 
 
 def run(tree: str, n: int, reps: int, device: str = "cpu") -> dict:
-    env = dict(os.environ, PYTHONPATH=tree)
+    # the tree first; what the caller's PYTHONPATH held (carried wheels on the device) after it
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (tree, os.environ.get("PYTHONPATH")) if p))
     code = (GPU_WORKER if device == "gpu" else WORKER).format(bench=HERE, n=n, reps=reps)
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd="/")
     if res.returncode:
