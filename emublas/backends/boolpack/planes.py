@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..._arrays import is_cupy
-from ...integer import product_bound
+from ..integer_bound import product_bound
 from . import kernels_cpu
 
 __all__ = ["CpuLeaf", "width", "is_binary", "intmatmul", "plane_product", "check_overflow"]

@@ -13,6 +13,7 @@ import scipy.linalg.blas as fblas
 
 from ..._arrays import is_cupy
 from ..base import Backend
+from ..integer_bound import product_bound
 
 _INT_MAX = 2**31 - 1  # LP64 BLAS and the 32-bit cuBLAS API take int dimensions
 _PREFIX = {
@@ -286,8 +287,6 @@ class NativeBackend(Backend):
 
     # -- exact integers ------------------------------------------------------------
     def intmatmul(self, a, b, **opts):
-        from ...integer import product_bound
-
         if product_bound(a, b) <= 2**63 - 1:
             return a.astype(np.int64) @ b.astype(np.int64)  # no entry can wrap
         if is_cupy(a):  # exact big-integer products exist only on the host

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..._arrays import is_cupy
 from ..._kernels import cpu
-from ...integer import product_bound
+from ..integer_bound import product_bound
 from .moduli import REAL_MODULI
 from .scaling import K_CHUNK
 
