@@ -26,12 +26,28 @@ _loaded: dict[str, Backend] = {}
 
 
 def names() -> list[str]:
-    """Names of every known backend, built-in and registered."""
+    """Names of every known backend, built-in and registered.
+
+    Returns
+    -------
+    list of str
+        Sorted names.
+    """
     return sorted(set(_MODULES) | set(_loaded))
 
 
 def get(name: str) -> Backend:
-    """Return the backend called ``name``.
+    """Return the backend called ``name``, importing its module on first use.
+
+    Parameters
+    ----------
+    name : str
+        A backend name, case-insensitive and stripped.
+
+    Returns
+    -------
+    Backend
+        The backend instance (one per process).
 
     Raises
     ------
@@ -49,7 +65,20 @@ def get(name: str) -> Backend:
 
 
 def register(backend: Backend, *, replace: bool = False) -> None:
-    """Make ``backend`` selectable by its ``name``."""
+    """Make ``backend`` selectable by its ``name``.
+
+    Parameters
+    ----------
+    backend : Backend
+        An instance with a non-empty ``name``.
+    replace : bool, optional
+        Replace a registered backend of that name instead of refusing.
+
+    Raises
+    ------
+    ValueError
+        An empty name, or a name already taken (built-in ones included) without ``replace``.
+    """
     if not backend.name:
         raise ValueError("a backend needs a non-empty name")
     if not replace and backend.name in names():
@@ -58,7 +87,18 @@ def register(backend: Backend, *, replace: bool = False) -> None:
 
 
 def unregister(name: str) -> None:
-    """Remove a backend added with :func:`register`."""
+    """Remove a backend added with :func:`register`; an unknown name is ignored.
+
+    Parameters
+    ----------
+    name : str
+        The backend's name.
+
+    Raises
+    ------
+    ValueError
+        For a built-in backend.
+    """
     if name in _MODULES:
         raise ValueError(f"{name!r} is built in and cannot be unregistered")
     _loaded.pop(name, None)

@@ -95,11 +95,24 @@ class Option:
 
     @property
     def env_var(self) -> str:
+        """The environment variable read for the default: ``env`` if set, else ``EMUBLAS_<NAME>``."""
         return self.env or "EMUBLAS_" + self.name.upper()
 
 
 def choice(*values: str) -> Callable[[Any], str]:
-    """Parser accepting one of ``values`` (case-insensitive strings)."""
+    """An option parser that accepts one of ``values``, case-insensitively.
+
+    Parameters
+    ----------
+    *values : str
+        The valid values, lower case.
+
+    Returns
+    -------
+    callable
+        ``parse(raw) -> str``: the lower-cased value; raises ValueError naming the
+        valid ones otherwise (listed again in its ``valid`` attribute).
+    """
 
     def parse(raw: Any) -> str:
         text = str(raw).strip().lower()
@@ -112,8 +125,25 @@ def choice(*values: str) -> Callable[[Any], str]:
 
 
 def device_list(raw: Any) -> tuple[int, ...] | str | None:
-    """Parser for a set of GPUs: ``None``/``""``/``"current"`` (the arrays' own device),
-    ``"all"``, an integer, or integers separated by commas (``"0,1"``) or in a sequence."""
+    """Parse a set of GPUs.
+
+    Parameters
+    ----------
+    raw : None, str, int or sequence of int
+        ``None``, ``""`` or ``"current"`` (the arrays' own device), ``"all"``, an
+        integer, or integers separated by commas (``"0,1"``) or in a sequence.
+
+    Returns
+    -------
+    tuple of int, "all" or None
+        The distinct device ids in the order given, ``"all"``, or None for the
+        arrays' own device.
+
+    Raises
+    ------
+    ValueError
+        For anything else, negative or repeated ids.
+    """
     if raw is None:
         return None
     parts: list[Any]
@@ -208,17 +238,46 @@ class Backend:
         A call asks only for its own device (:meth:`check`), so a CPU call never
         probes the GPU.  Backends override this; one that overrides only
         :meth:`readiness` is read through it.
+
+        Parameters
+        ----------
+        device : {"cpu", "gpu"}
+            The device a call would run on.
+
+        Returns
+        -------
+        ok : bool
+            Whether the backend can run there now.
+        detail : str
+            What it uses there, or why not (shown by ``emublas info``).
         """
         if type(self).readiness is not Backend.readiness:
             return self.readiness()[device]
         return (False, "not implemented")
 
     def readiness(self) -> dict[str, Any]:
-        """What ``emublas.info()`` reports: ``{"cpu": (ok, detail), "gpu": (ok, detail)}``."""
+        """What ``emublas.info()`` reports for both devices.
+
+        Returns
+        -------
+        dict
+            ``{"cpu": (ok, detail), "gpu": (ok, detail)}`` from :meth:`device_readiness`.
+        """
         return {device: self.device_readiness(device) for device in ("cpu", "gpu")}
 
     def check(self, device: str) -> None:
-        """Raise :class:`~emublas.errors.BackendUnavailableError` if ``device`` cannot run."""
+        """Raise unless the backend can run on ``device``.
+
+        Parameters
+        ----------
+        device : {"cpu", "gpu"}
+            The device of the call's arrays.
+
+        Raises
+        ------
+        BackendUnavailableError
+            With the detail :meth:`device_readiness` gives.
+        """
         from ..errors import BackendUnavailableError
 
         ok, detail = self.device_readiness(device)
@@ -227,46 +286,197 @@ class Backend:
 
     # -- reports ---------------------------------------------------------------
     def last_run(self) -> dict | None:
-        """What the last call of this thread did (moduli, levels, phase times, ...), or None.
+        """What the last call of this thread did (moduli, levels, phase times, ...).
 
         The sweep stores it with each row (``run_info``; its ``moduli`` entry,
-        if any, as ``moduli_used``).  Default: None (nothing to report).
+        if any, as ``moduli_used``).
+
+        Returns
+        -------
+        dict or None
+            None (the default) when there is nothing to report.
         """
         return None
 
     # -- routing ---------------------------------------------------------------
     def route(self, kind: str, prefix: str, m: int, n: int, k: int, out, opts: dict):
-        """``(backend, name, options)`` that run a whole symm/hemm/trmm/trsm call, or None.
+        """The backend that runs a whole symm/hemm/trmm/trsm call, for a backend that delegates per call.
 
-        A backend that delegates per call (``auto``) picks the concrete backend
-        here, so that the level-3 recursion runs on one backend.  Default: None
-        (this backend runs the call itself).
+        A backend like ``auto`` picks the concrete backend here, so that the
+        level-3 recursion runs on one backend.
+
+        Parameters
+        ----------
+        kind : {"symm", "hemm", "trmm", "trsm"}
+            The level-3 routine.
+        prefix : {"s", "d", "c", "z"}
+            Its BLAS precision prefix.
+        m, n : int
+            The shape of the routine's output.
+        k : int
+            The order of the square operand ``a`` (m or n, by ``side``).
+        out : array
+            The routine's output array (its array library and device).
+        opts : dict
+            This call's options for this backend.
+
+        Returns
+        -------
+        tuple or None
+            ``(backend, name, options)`` to run the call with; None (the default):
+            this backend runs it itself.
         """
         return None
 
     # -- compute ---------------------------------------------------------------
     def gemm(self, alpha, a, b, beta, c, trans_a, trans_b, **opts) -> None:
-        """``c = alpha·op(a)·op(b) + beta·c`` in place (the calling convention above)."""
+        """``c = alpha·op(a)·op(b) + beta·c`` in place, following the module's calling convention.
+
+        Parameters
+        ----------
+        alpha, beta : float or complex
+            The scalars, already converted to Python numbers.
+        a, b : array
+            2-D operands of the routine's dtype, numpy or cupy, any strides.
+        c : array
+            The m × n Fortran-ordered output, updated in place (zeroed by the
+            front when ``beta == 0``).
+        trans_a, trans_b : int
+            0 (N), 1 (T) or 2 (C, conjugate transpose) for ``op(a)``, ``op(b)``.
+        **opts
+            This backend's options, already parsed.
+        """
         raise NotImplementedError
 
     def syrk(self, alpha, a, beta, c, trans, lower, **opts):
-        """Symmetric rank-k update of ``c``'s ``lower`` triangle, or NotImplemented (from gemm)."""
+        """Symmetric rank-k update ``c = alpha·op(a)·op(a)ᵀ + beta·c`` of ``c``'s ``lower`` triangle.
+
+        Parameters
+        ----------
+        alpha, beta : float or complex
+            The scalars of the update (float where BLAS takes a real one).
+        a : array
+            2-D operand of the routine's dtype, numpy or cupy, any strides.
+        c : array
+            The n × n Fortran-ordered output, updated in place in its ``lower``
+            triangle only.
+        trans : int
+            0: ``a·op(a)``; 1 (symmetric) or 2 (Hermitian): the transposed form.
+        lower : bool
+            Which triangle of ``c`` is referenced and written.
+        **opts
+            This backend's options, already parsed.
+
+        Returns
+        -------
+        None or NotImplemented
+            None when ``c`` holds the result; NotImplemented (the default) lets
+            the front derive the routine from :meth:`gemm`.
+        """
         return NotImplemented
 
     def herk(self, alpha, a, beta, c, trans, lower, **opts):
-        """Hermitian rank-k update of ``c``'s ``lower`` triangle, or NotImplemented (from gemm)."""
+        """Hermitian rank-k update ``c = alpha·op(a)·op(a)ᴴ + beta·c`` of ``c``'s ``lower`` triangle.
+
+        Parameters
+        ----------
+        alpha, beta : float or complex
+            The scalars of the update (float where BLAS takes a real one).
+        a : array
+            2-D operand of the routine's dtype, numpy or cupy, any strides.
+        c : array
+            The n × n Fortran-ordered output, updated in place in its ``lower``
+            triangle only.
+        trans : int
+            0: ``a·op(a)``; 1 (symmetric) or 2 (Hermitian): the transposed form.
+        lower : bool
+            Which triangle of ``c`` is referenced and written.
+        **opts
+            This backend's options, already parsed.
+
+        Returns
+        -------
+        None or NotImplemented
+            None when ``c`` holds the result; NotImplemented (the default) lets
+            the front derive the routine from :meth:`gemm`.
+        """
         return NotImplemented
 
     def syr2k(self, alpha, a, b, beta, c, trans, lower, **opts):
-        """Symmetric rank-2k update of ``c``'s ``lower`` triangle, or NotImplemented (from gemm)."""
+        """Symmetric rank-2k update of ``c``'s ``lower`` triangle.
+
+        Parameters
+        ----------
+        alpha, beta : float or complex
+            The scalars of the update (float where BLAS takes a real one).
+        a, b : array
+            2-D operands of the routine's dtype, numpy or cupy, any strides.
+        c : array
+            The n × n Fortran-ordered output, updated in place in its ``lower``
+            triangle only.
+        trans : int
+            0: ``a·op(b) + b·op(a)``; 1 (symmetric) or 2 (Hermitian): the transposed form.
+        lower : bool
+            Which triangle of ``c`` is referenced and written.
+        **opts
+            This backend's options, already parsed.
+
+        Returns
+        -------
+        None or NotImplemented
+            None when ``c`` holds the result; NotImplemented (the default) lets
+            the front derive the routine from :meth:`gemm`.
+        """
         return NotImplemented
 
     def her2k(self, alpha, a, b, beta, c, trans, lower, **opts):
-        """Hermitian rank-2k update of ``c``'s ``lower`` triangle, or NotImplemented (from gemm)."""
+        """Hermitian rank-2k update of ``c``'s ``lower`` triangle.
+
+        Parameters
+        ----------
+        alpha, beta : float or complex
+            The scalars of the update (float where BLAS takes a real one).
+        a, b : array
+            2-D operands of the routine's dtype, numpy or cupy, any strides.
+        c : array
+            The n × n Fortran-ordered output, updated in place in its ``lower``
+            triangle only.
+        trans : int
+            0: ``a·op(b) + b·op(a)``; 1 (symmetric) or 2 (Hermitian): the transposed form.
+        lower : bool
+            Which triangle of ``c`` is referenced and written.
+        **opts
+            This backend's options, already parsed.
+
+        Returns
+        -------
+        None or NotImplemented
+            None when ``c`` holds the result; NotImplemented (the default) lets
+            the front derive the routine from :meth:`gemm`.
+        """
         return NotImplemented
 
     def intmatmul(self, a, b, **opts):
-        """Exact int64 product of 2-D integer arrays (``emublas.intmatmul``), or NotImplemented."""
+        """Exact product of 2-D integer arrays, for ``emublas.intmatmul``.
+
+        Parameters
+        ----------
+        a, b : array
+            2-D integer (or bool) arrays with ``a.shape[1] == b.shape[0]``, numpy or cupy.
+        **opts
+            This backend's options, already parsed.
+
+        Returns
+        -------
+        array or NotImplemented
+            The m × n int64 product (same array library as the inputs);
+            NotImplemented (the default) when the backend has no integer product.
+
+        Raises
+        ------
+        OverflowError
+            An entry of the exact product does not fit int64.
+        """
         return NotImplemented
 
     def dask_gemm(self, alpha, x, y, beta, c, *, conj_x: bool, conj_y: bool, dtype, **opts):

@@ -33,8 +33,24 @@ _last = threading.local()
 
 
 def parse_bits(raw: Any) -> int | None:
-    """Parser of the ``bits`` option: an integer 1..53 (checked against the call's
-    precision when it runs), or none/native for native BLAS's accuracy."""
+    """Parse the ``bits`` option.
+
+    Parameters
+    ----------
+    raw : int, str or None
+        An integer 1..53 (checked against the call's precision when it runs), or
+        None, ``""``, ``"none"``, ``"native"`` for native BLAS's accuracy.
+
+    Returns
+    -------
+    int or None
+        The number of bits, or None for native accuracy.
+
+    Raises
+    ------
+    ValueError
+        For anything else (booleans and non-integral numbers included).
+    """
     if raw is None or (isinstance(raw, str) and raw.strip().lower() in ("", "none", "native")):
         return None
     if isinstance(raw, bool):
@@ -77,7 +93,14 @@ def _quiet(options: dict):
 
 
 def last_run() -> dict | None:
-    """What the last ``auto`` call of this thread chose: the decision's record."""
+    """What the last ``auto`` call of this thread chose.
+
+    Returns
+    -------
+    dict or None
+        The decision's record (:meth:`.model.Decision.as_dict`: chosen backend,
+        candidates, reason); None before the first call.
+    """
     call = getattr(_last, "call", None)
     if call is None:
         return None
@@ -147,11 +170,36 @@ class AutoBackend(Backend):
         _native().check(device)
 
     def table(self, device: str, path: str | None = None) -> tables.Table:
-        """The cost table used on ``device``."""
+        """The cost table used on ``device``.
+
+        Parameters
+        ----------
+        device : {"cpu", "gpu"}
+            The device of the call.
+        path : str, optional
+            A table file given by the call (the ``table`` option); None: the
+            environment, the user's calibrated table or the shipped one.
+
+        Returns
+        -------
+        Table
+            The table, as :func:`.tables.table_for` resolves it.
+        """
         return tables.table_for(device, path)
 
     def usable(self, device: str) -> tuple[str, ...]:
-        """Emulating backends that can run on ``device`` (checked once per process)."""
+        """The emulating backends that can run on ``device`` (asked once per process).
+
+        Parameters
+        ----------
+        device : {"cpu", "gpu"}
+            The device of the call.
+
+        Returns
+        -------
+        tuple of str
+            Names among ``("ozaki2", "strassen")`` whose readiness there is ok.
+        """
         if device not in self._usable:
             from .. import get
 
@@ -179,7 +227,30 @@ class AutoBackend(Backend):
         bits=None,
         table=None,
     ) -> model.Decision:
-        """The decision for one call (see :func:`.model.decide`)."""
+        """The decision for one call, as :func:`.model.decide` makes it with this device's table.
+
+        Parameters
+        ----------
+        routine : str
+            Routine kind without prefix (gemm, syrk, ..., trsm).
+        prefix : {"s", "d", "c", "z"}
+            The BLAS precision prefix.
+        m, n, k : int
+            The product's dimensions (see :func:`.model.decide`).
+        device : {"cpu", "gpu"}
+            Where the call runs: which table and which backends are usable.
+        accuracy : {"native", "normwise"}, optional
+            Whether a normwise bound is accepted (matters only with ``bits``).
+        bits : int, optional
+            Required correct bits; None: native BLAS's accuracy.
+        table : str, optional
+            A cost-table file instead of the device's default.
+
+        Returns
+        -------
+        Decision
+            The chosen candidate, the candidates considered and the reason.
+        """
         return model.decide(
             self.table(device, table),
             routine,
@@ -215,8 +286,32 @@ class AutoBackend(Backend):
         return get(decision.backend), decision.options
 
     def route(self, kind: str, prefix: str, m: int, n: int, k: int, out, opts: dict):
-        """``(backend, name, options)`` that run a whole symm/hemm/trmm/trsm call (the front
-        of :mod:`emublas.level3` asks, so the recursion runs on one concrete backend)."""
+        """The concrete backend that runs a whole symm/hemm/trmm/trsm call.
+
+        The front of :mod:`emublas.level3` asks, so that the recursion runs on one
+        concrete backend chosen by the cost model.
+
+        Parameters
+        ----------
+        kind : {"symm", "hemm", "trmm", "trsm"}
+            The level-3 routine.
+        prefix : {"s", "d", "c", "z"}
+            Its precision prefix.
+        m, n : int
+            The shape of the output.
+        k : int
+            The order of the square operand.
+        out : array
+            The output (its dtype and device pick the table).
+        opts : dict
+            This call's ``auto`` options.
+
+        Returns
+        -------
+        tuple
+            ``(backend, name, options)``: the chosen backend, its name and the
+            options to call it with.
+        """
         be, options = self._choose(kind, out, m, n, k, opts)
         return be, be.name, options
 
@@ -250,7 +345,13 @@ class AutoBackend(Backend):
         return self._rank("her2k", (alpha, a, b), beta, c, trans, lower, opts)
 
     def last_run(self) -> dict | None:
-        """The sweep's hook: the last decision of this thread."""
+        """The sweep's hook: the last decision of this thread.
+
+        Returns
+        -------
+        dict or None
+            As :func:`last_run`.
+        """
         return last_run()
 
 

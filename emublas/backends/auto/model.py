@@ -107,7 +107,23 @@ def ozaki2_count_for_bits(bits: int, k: int, complex_data: bool) -> int | None:
 
 @dataclass(frozen=True)
 class Candidate:
-    """One backend configuration considered for a call."""
+    """One backend configuration considered for a call.
+
+    Attributes
+    ----------
+    backend : str
+        The backend's name.
+    options : tuple of (str, object)
+        ``(name, value)`` pairs the backend would be called with.
+    qualifies : bool
+        Whether it meets the call's accuracy requirement.
+    accuracy : str
+        Why it does or does not meet it.
+    ratio : float or None
+        Predicted time over native's; None where the table has no measurement.
+    seconds : float or None
+        Predicted time in seconds.
+    """
 
     backend: str
     options: tuple  # ((name, value), ...), what the backend is called with
@@ -136,7 +152,27 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Decision:
-    """The outcome of :func:`decide`: the chosen candidate and the reasoning."""
+    """The outcome of :func:`decide`: the chosen candidate and the reasoning.
+
+    Attributes
+    ----------
+    routine : str
+        The prefixed routine, e.g. ``"dgemm"``.
+    shape : tuple of int
+        ``(m, n, k)`` as given to :func:`decide`.
+    device : {"cpu", "gpu"}
+        The table's device.
+    requirement : str
+        The accuracy requirement, in words.
+    table : str
+        Which cost table was read (its label).
+    chosen : Candidate
+        The candidate that runs the call.
+    candidates : tuple of Candidate
+        Every candidate considered, the chosen one included.
+    reason : str
+        Why the chosen one won.
+    """
 
     routine: str
     shape: tuple[int, int, int]

@@ -49,7 +49,30 @@ _SHIPPED = {"cpu": "costs_cpu.json", "gpu": "costs_gpu_h200.json"}
 
 @dataclass(eq=False)  # identity hash: tables key the decision cache
 class Table:
-    """One device's measurements (see the module docstring for the JSON layout)."""
+    """One device's measurements (see the module docstring for the JSON layout).
+
+    Attributes
+    ----------
+    device : {"cpu", "gpu"}
+        The device the measurements are for.
+    hardware : str
+        The machine they were taken on, in words.
+    source : str
+        How they were made (e.g. the calibration command).
+    entries : list of dict
+        The measured rows: backend, knob, routine, prefix, n, median_s, ratio.
+    min_dim : int
+        The smallest dimension at which any emulated entry beat native (set after
+        loading; calls below it skip the model).
+    path : str
+        The file it was read from.
+    shipped : bool
+        Whether it is one of the tables shipped with the package.
+    meta : dict
+        The file's other top-level fields.
+    fixed_min_dim : int or None
+        The table's ``min_dim_override``, replacing the measured thresholds.
+    """
 
     device: str
     hardware: str

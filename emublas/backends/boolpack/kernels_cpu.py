@@ -25,7 +25,19 @@ _IMPL_CODES = {"auto": 0, "generic": 1, "vpopcntdq": 2}
 
 
 class Packed:
-    """A packed operand: ``words[p]`` holds plane p of ``rows`` vectors of length ``k``."""
+    """A packed operand: ``words[p]`` holds plane p of ``rows`` vectors of length ``k``.
+
+    Parameters
+    ----------
+    words : numpy.ndarray of uint64
+        Shape (nplanes, words per plane): the bits of each plane, vector after vector.
+    rows : int
+        How many vectors: rows of A or columns of B.
+    k : int
+        The length of each vector (the product's inner dimension), in bits.
+    side : {0, 1}
+        0: rows of the left operand; 1: columns of the right one.
+    """
 
     __slots__ = ("words", "rows", "k", "side")
 
@@ -34,10 +46,17 @@ class Packed:
 
     @property
     def nplanes(self) -> int:
+        """How many bit planes ``words`` holds."""
         return self.words.shape[0]
 
     def nonzero_planes(self) -> np.ndarray:
-        """Boolean mask of the planes that hold at least one 1 (the others can be skipped)."""
+        """Which planes hold at least one 1 (the others can be skipped).
+
+        Returns
+        -------
+        numpy.ndarray of bool
+            Shape (nplanes,).
+        """
         return np.asarray(self.words.any(axis=1))
 
 

@@ -26,7 +26,13 @@ _THREADS = 256
 
 
 def source_path() -> str:
-    """Where the CUDA source is (see :mod:`emublas._kernels.cuda_source`)."""
+    """Where the CUDA source is (see :mod:`emublas._kernels.cuda_source`).
+
+    Returns
+    -------
+    str
+        The path of ``boolpack.cu``.
+    """
     return cuda_source.source_path("boolpack.cu")
 
 
@@ -42,12 +48,33 @@ def _module(cc: int):
 
 
 def kernel_for(cc: int) -> str:
-    """``"mma"`` (binary tensor cores, native on sm_80 .. sm_90) or ``"popc"``."""
+    """The product kernel for a compute capability.
+
+    Parameters
+    ----------
+    cc : int
+        The device's compute capability as ``10·major + minor`` (90 for sm_90).
+
+    Returns
+    -------
+    {"mma", "popc"}
+        ``"mma"`` (binary tensor cores, native on sm_80 .. sm_90), else ``"popc"``.
+    """
     return "mma" if 80 <= cc <= 90 else "popc"
 
 
 class GpuPacked:
-    """A packed operand on the GPU: ``words`` (rows_padded x ldw uint32) for ``rows`` rows of length ``k``."""
+    """A packed operand on the GPU: 32-bit words holding ``rows`` 0/1 vectors of length ``k``.
+
+    Parameters
+    ----------
+    words : cupy.ndarray of uint32
+        Shape (rows padded, words per row): the bits of each vector along k.
+    rows : int
+        How many vectors: rows of A or columns of B.
+    k : int
+        The length of each vector, in bits.
+    """
 
     __slots__ = ("words", "rows", "k")
 
@@ -56,11 +83,25 @@ class GpuPacked:
 
 
 def pack(x: Any, side: int) -> GpuPacked:
-    """Pack rows of A (``side=0``, x is m x k) or columns of B (``side=1``, x is k x n).
+    """Pack rows of A (``side=0``, x is m × k) or columns of B (``side=1``, x is k × n).
 
-    ``x`` is a 2-D cupy array of 0/1 values (bool, int8 and uint8 are read
-    without conversion, any nonzero byte counting as 1; other dtypes are
-    converted).
+    Parameters
+    ----------
+    x : cupy.ndarray
+        2-D 0/1 data: bool, int8 and uint8 are read without conversion, any
+        nonzero byte counting as 1; other dtypes are converted to uint8.
+    side : {0, 1}
+        Which operand ``x`` is.
+
+    Returns
+    -------
+    GpuPacked
+        The vectors along k, 32 bits a word.
+
+    Raises
+    ------
+    ValueError
+        ``x`` not 2-D or ``side`` not 0 or 1.
     """
     import cupy
 
@@ -86,15 +127,26 @@ def pack(x: Any, side: int) -> GpuPacked:
 
 
 def gemm(a: GpuPacked, b: GpuPacked, out: Any = None, *, kernel: str = "auto") -> Any:
-    """``out = popcount(A_i AND B_j)`` as int32 (m x n, C-ordered), exact for k < 2**31.
+    """``out = popcount(A_i AND B_j)`` as int32 (m × n, C-ordered), exact for k < 2**31.
 
     Parameters
     ----------
     a, b : GpuPacked
         From ``pack(A, 0)`` and ``pack(B, 1)``.
     out : cupy.ndarray, int32, C-contiguous (m, n), optional
+        Where to write; a new array when None.
     kernel : {"auto", "mma", "popc"}
         ``auto``: :func:`kernel_for` the current device.
+
+    Returns
+    -------
+    cupy.ndarray
+        ``out``: the m × n int32 counts.
+
+    Raises
+    ------
+    ValueError
+        Different k, a wrong ``out`` or an unknown ``kernel``.
     """
     import cupy
 
@@ -123,7 +175,25 @@ def gemm(a: GpuPacked, b: GpuPacked, out: Any = None, *, kernel: str = "auto") -
 
 
 def matmul01(a: Any, b: Any, *, kernel: str = "auto") -> Any:
-    """Exact product of two 0/1 cupy matrices, as int32."""
+    """Exact product of two 0/1 cupy matrices.
+
+    Parameters
+    ----------
+    a, b : cupy.ndarray
+        2-D, conforming; any nonzero entry counts as 1 (see :func:`pack`).
+    kernel : {"auto", "mma", "popc"}, optional
+        As in :func:`gemm`.
+
+    Returns
+    -------
+    cupy.ndarray
+        The m × n int32 product.
+
+    Raises
+    ------
+    ValueError
+        Shapes that do not conform.
+    """
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"matmul01: shapes {a.shape} and {b.shape} do not conform")
     return gemm(pack(a, 0), pack(b, 1), kernel=kernel)
@@ -133,17 +203,73 @@ class GpuLeaf:
     """The leaf of :func:`.planes.plane_product` for cupy arrays."""
 
     def pack_planes(self, x: Any, side: int, nplanes: int) -> list[GpuPacked]:
+        """Bit planes 0..nplanes-1 of an integer cupy matrix, each packed by :func:`pack`.
+
+        Parameters
+        ----------
+        x : cupy.ndarray
+            2-D integer data (two's complement bits).
+        side : {0, 1}
+            0: the left operand (rows), 1: the right one (columns).
+        nplanes : int
+            How many planes, from the lowest.
+
+        Returns
+        -------
+        list of GpuPacked
+            One packed operand per plane.
+        """
         return [pack(((x >> p) & 1).astype("uint8"), side) for p in range(nplanes)]
 
     def nonzero(self, packed: list[GpuPacked]) -> list[bool]:
+        """Which packed planes hold any 1.
+
+        Parameters
+        ----------
+        packed : list of GpuPacked
+            From :meth:`pack_planes`.
+
+        Returns
+        -------
+        list of bool
+            One flag per plane (a device-to-host read each).
+        """
         return [bool(p.words.any()) for p in packed]
 
     def zeros(self, m: int, n: int) -> Any:
+        """An int64 accumulator of zeros on the current GPU.
+
+        Parameters
+        ----------
+        m, n : int
+            Its shape.
+
+        Returns
+        -------
+        cupy.ndarray
+            m × n int64 zeros.
+        """
         import cupy
 
         return cupy.zeros((m, n), dtype=cupy.int64)
 
     def accumulate(self, pa, p: int, pb, q: int, out: Any, weight: int, first: bool) -> None:
+        """``out += weight · A_p·B_q`` for one pair of planes, in wrapping 64-bit arithmetic.
+
+        Parameters
+        ----------
+        pa, pb : list of GpuPacked
+            The packed planes of each operand.
+        p, q : int
+            The plane of each.
+        out : cupy.ndarray
+            int64 accumulator from :meth:`zeros`, updated in place.
+        weight : int
+            ``±2^(p+q)``, taken modulo 2^64.
+        first : bool
+            Part of the leaf's interface; here ``out`` starts at zero, so the
+            first product is added like the others.
+        """
         import cupy
 
         counts = gemm(pa[p], pb[q])

@@ -30,7 +30,15 @@ _INT64_MAX = 2**63 - 1
 
 
 class CpuLeaf:
-    """The C kernels of :mod:`.kernels_cpu`."""
+    """The C kernels of :mod:`.kernels_cpu` as a leaf of the plane products.
+
+    Parameters
+    ----------
+    impl : {"auto", "generic", "vpopcntdq"}, optional
+        Which micro-kernel runs the popcount products (:data:`.kernels_cpu.IMPLS`).
+    threads : int, optional
+        Threads for packing and products; None: the package default.
+    """
 
     def __init__(self, impl: str = "auto", threads: int | None = None):
         self.impl, self.threads = impl, threads
