@@ -11,6 +11,10 @@
 #                                                     the logs and the workers' partial rows ($OUT/work, kept
 #                                                     even if the call is cut short)  (carry: .whl, .peers)
 #         before gemmul8, here: mkdir -p .peers/gemmul8 && cp ../shared/peers/gemmul8/libgemmul8.so .peers/gemmul8/
+#   bash benchmarks/device_run.sh products [ARGS]     build; tests/test_cublaslt.py; the int8 products through
+#                                                     gemmEx, strided-batched gemmEx and cuBLASLt (heuristic and
+#                                                     timed algorithms), bench_int8_products_gpu.py:
+#                                                     $OUT/products.json, $OUT/products.md     (carry: .whl)
 #   bash benchmarks/device_run.sh min-dim [OUT_DIR]   CPU, no build: the sweep behind EMUBLAS_MIN_DIM
 #                                                     (BENCHMARKS.md, "The interpose size threshold")
 #
@@ -52,6 +56,13 @@ gemmul8)
     [ $rc -eq 0 ] || { echo "bench_gemmul8.py exit status $rc; last lines:"; tail -20 "$OUT/bench.log"; }
     exit $rc
     ;;
+products)
+    source "$here/_device_setup.sh"
+    nvidia-smi -L
+    python3 -m pytest -q -p no:cacheprovider tests/test_cublaslt.py 2>&1 | tee "$OUT/pytest_cublaslt.log" | tail -3
+    python3 benchmarks/bench_int8_products_gpu.py --json "$OUT/products.json" --budget-s $((560 - SECONDS)) "$@" \
+        2>&1 | tee "$OUT/products.md"
+    ;;
 min-dim)
     set -euo pipefail
     out=${1:-min-dim-out}
@@ -59,7 +70,7 @@ min-dim)
         --grid 'ozaki2:moduli=16' --families phi0.5 --reps 5 --no-plots --out "$out"
     ;;
 *)
-    echo "usage: bash benchmarks/device_run.sh {foundation|ozaki2|gemmul8|min-dim} [ARGS...]" >&2
+    echo "usage: bash benchmarks/device_run.sh {foundation|ozaki2|gemmul8|products|min-dim} [ARGS...]" >&2
     exit 2
     ;;
 esac

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ctypes
 from functools import cache, lru_cache
 
-__all__ = ["library", "call", "gemm_i8"]
+__all__ = ["library", "call", "gemm_i8", "gemm_i8_strided_batched"]
 
 _SONAMES = ("libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so")
 _ROUTINES = {"herk": "cublas{P}herk_v2", "syr2k": "cublas{P}syr2k_v2", "her2k": "cublas{P}her2k_v2"}
@@ -158,3 +158,88 @@ def gemm_i8(
 def _check(status: int, what: str) -> None:
     if status != 0:
         raise RuntimeError(f"{what} failed with status {status}")
+
+
+@lru_cache(maxsize=1)
+def _gemm_strided_batched_ex():
+    """``cublasGemmStridedBatchedEx`` as a ctypes function (or None)."""
+    lib = library()
+    if lib is None:
+        return None
+    fn = lib.cublasGemmStridedBatchedEx
+    i, p, ll = ctypes.c_int, ctypes.c_void_p, ctypes.c_longlong
+    # handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb, strideB,
+    # beta, C, Ctype, ldc, strideC, batchCount, computeType, algo
+    fn.argtypes = [p, i, i, i, i, i, p, p, i, i, ll, p, i, i, ll, p, p, i, i, ll, i, i, i]
+    fn.restype = i
+    return fn
+
+
+def gemm_i8_strided_batched(
+    handle: int,
+    stream: int,
+    transa: int,
+    transb: int,
+    m: int,
+    n: int,
+    k: int,
+    a: int,
+    lda: int,
+    stride_a: int,
+    b: int,
+    ldb: int,
+    stride_b: int,
+    c: int,
+    ldc: int,
+    stride_c: int,
+    batch: int,
+) -> None:
+    """``C_i = op(A_i)·op(B_i)`` for i < ``batch``, int8 → int32 (``cublasGemmStridedBatchedEx``,
+    COMPUTE_32I, default algorithm) on ``handle`` and ``stream``.
+
+    ``A_i`` starts ``i * stride_a`` elements after ``a`` (likewise B and C).  Called through
+    ctypes, like :func:`gemm_i8`, so that it can be captured into a CUDA graph.
+    """
+    if batch < 1:
+        raise ValueError(f"batch must be at least 1, got {batch}")
+    fn = _gemm_strided_batched_ex()
+    if fn is None:
+        raise RuntimeError("cublasGemmStridedBatchedEx is not available (libcublas not found)")
+    _, set_stream, get_mode, set_mode = _gemm_ex()
+    mode = ctypes.c_int()
+    _check(set_stream(handle, stream), "cublasSetStream")
+    _check(get_mode(handle, ctypes.byref(mode)), "cublasGetPointerMode")
+    if mode.value != 0:
+        _check(set_mode(handle, 0), "cublasSetPointerMode")  # host scalars
+    try:
+        _check(
+            fn(
+                handle,
+                transa,
+                transb,
+                m,
+                n,
+                k,
+                ctypes.addressof(_ONE),
+                a,
+                _CUDA_R_8I,
+                lda,
+                stride_a,
+                b,
+                _CUDA_R_8I,
+                ldb,
+                stride_b,
+                ctypes.addressof(_ZERO),
+                c,
+                _CUDA_R_32I,
+                ldc,
+                stride_c,
+                batch,
+                _CUBLAS_COMPUTE_32I,
+                _CUBLAS_GEMM_DEFAULT,
+            ),
+            "cublasGemmStridedBatchedEx",
+        )
+    finally:
+        if mode.value != 0:
+            set_mode(handle, mode.value)
