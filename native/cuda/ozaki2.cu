@@ -832,13 +832,97 @@ __device__ __forceinline__ void crt_final(
 OZ_CRT_FINAL(oz_crt_final_real, false, 4)
 OZ_CRT_FINAL(oz_crt_final_cplx, true, 2)
 
-/* The entries oz_crt_final flagged, recomputed as float64 dot products of the data: one
- * 32 x 32 tile per block (tiles not flagged return at once), the operands staged through
- * shared memory 16 columns of k at a time, and each entry's sum taken in k order with
- * the same fma sequence as cert_dot, so the values are the C finalize's bit for bit.
- * 256 threads: lane tx a row, ty + 8 e (e < 4) its columns.  Grid (ceil(rows/32),
- * ceil(cols/32)); rows/cols/r0/j0/out as oz_crt_final's. */
+/* The entries oz_crt_final flagged, recomputed as float64 dot products of the data.  One
+ * 64 x 64 block (2 x 2 of the final pass's 32 x 32 flag tiles; a block with none flagged
+ * returns at once) per 256 threads, each thread a 4 x 4 register block (rows tx + 16 a,
+ * columns ty + 16 b): 8 shared loads per 16 fma, where one entry per thread would be
+ * shared-memory bound.  The operands are staged through shared memory FIX_K columns of
+ * k at a time, and each entry's sum is taken in k order with the same fma sequence as
+ * cert_dot, so the values are the C finalize's bit for bit.  Grid (ceil(rows/64),
+ * ceil(cols/64)); rows/cols/r0/j0/out as oz_crt_final's; ntr tile rows of 32. */
 #define FIX_K 16
+#define FIX_B 64
+template <bool CPLX>
+__device__ void fix_block(long long rows, long long cols, long long r0, long long j0, const int *row_shift,
+                          const int *col_shift, double ar, double ai, double br, double bi, int beta0, int dtype,
+                          void *out, long long rso, long long cso, const oz_cert &C, const unsigned char *mask,
+                          long long ldm)
+{
+    __shared__ double sLr[FIX_K][FIX_B], sRr[FIX_K][FIX_B];
+    __shared__ double sLi[CPLX ? FIX_K : 1][FIX_B], sRi[CPLX ? FIX_K : 1][FIX_B];
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    const long long bi0 = (long long)blockIdx.x * FIX_B, bj0 = (long long)blockIdx.y * FIX_B;
+    double sr[4][4] = {}, si[4][4] = {};
+    for (long long l0 = 0; l0 < C.k; l0 += FIX_K) {
+        /* stage columns l0 .. l0+FIX_K-1 of the block's 64 rows of L and 64 rows of R */
+        for (int u = threadIdx.x; u < FIX_B * FIX_K; u += 256) {
+            const int rr = u % FIX_B, ll = u / FIX_B;
+            const long long l = l0 + ll, ii = bi0 + rr, jj = bj0 + rr;
+            double a = 0, b = 0, c = 0, d = 0;
+            if (l < C.k && ii < rows) {
+                const long long o = (r0 + ii) * C.rsl + l * C.csl;
+                a = cert_load(C.dtype, C.Lr, o);
+                if (CPLX)
+                    b = cert_load(C.dtype, C.Li, o);
+            }
+            if (l < C.k && jj < cols) {
+                const long long o = (j0 + jj) * C.rsr + l * C.csr;
+                c = cert_load(C.dtype, C.Rr, o);
+                if (CPLX)
+                    d = cert_load(C.dtype, C.Ri, o);
+            }
+            sLr[ll][rr] = a;
+            sRr[ll][rr] = c;
+            if (CPLX) {
+                sLi[ll][rr] = C.conj_l ? -b : b;
+                sRi[ll][rr] = C.conj_r ? -d : d;
+            }
+        }
+        __syncthreads();
+        const int kk = C.k - l0 < FIX_K ? (int)(C.k - l0) : FIX_K;
+        for (int ll = 0; ll < kk; ll++) {
+            double xr[4], yr[4], xi[4], yi[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                xr[e] = sLr[ll][tx + 16 * e];
+                yr[e] = sRr[ll][ty + 16 * e];
+                if (CPLX) {
+                    xi[e] = sLi[ll][tx + 16 * e];
+                    yi[e] = sRi[ll][ty + 16 * e];
+                }
+            }
+#pragma unroll
+            for (int a = 0; a < 4; a++)
+#pragma unroll
+                for (int b = 0; b < 4; b++) {
+                    sr[a][b] = fma(xr[a], yr[b], sr[a][b]);
+                    if (CPLX) {
+                        sr[a][b] = fma(-xi[a], yi[b], sr[a][b]);
+                        si[a][b] = fma(xr[a], yi[b], si[a][b]);
+                        si[a][b] = fma(xi[a], yr[b], si[a][b]);
+                    }
+                }
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int a = 0; a < 4; a++) {
+        const long long i = bi0 + tx + 16 * a, gi = r0 + i;
+        if (i >= rows)
+            continue;
+#pragma unroll
+        for (int b = 0; b < 4; b++) {
+            const long long j = bj0 + ty + 16 * b, gj = j0 + j;
+            if (j >= cols || !mask[i + j * ldm])
+                continue;
+            double vr, vi;
+            int ee;
+            fallback_entry(C, gi, gj, row_shift[gi], col_shift[gj], sr[a][b], si[a][b], vr, vi, ee);
+            store_entry(vr, vi, ee, ar, ai, br, bi, beta0, dtype, out, gi * rso + gj * cso);
+        }
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(256) oz_fix_tiles(
     long long rows, long long cols, long long r0, long long j0, const int *row_shift, const int *col_shift,
     double ar, double ai, double br, double bi, int beta0, int dtype, void *out, long long rso, long long cso,
@@ -846,9 +930,18 @@ extern "C" __global__ void __launch_bounds__(256) oz_fix_tiles(
     const void *Ri, long long rsl, long long csl, long long rsr, long long csr, long long k, int conj_l,
     int conj_r, const unsigned char *mask, const int *tiles, long long ldm, long long ntr)
 {
-    if (!tiles[blockIdx.x + blockIdx.y * ntr])
+    /* the block's flag tiles: rows 2x, 2x+1 and columns 2y, 2y+1 of the 32 x 32 tile grid */
+    const long long ntc = (cols + 31) / 32, tr = 2LL * blockIdx.x, tc = 2LL * blockIdx.y;
+    int any = tiles[tr + tc * ntr];
+    if (tr + 1 < ntr)
+        any |= tiles[tr + 1 + tc * ntr];
+    if (tc + 1 < ntc) {
+        any |= tiles[tr + (tc + 1) * ntr];
+        if (tr + 1 < ntr)
+            any |= tiles[tr + 1 + (tc + 1) * ntr];
+    }
+    if (!any)
         return;
-    __shared__ double sLr[FIX_K][33], sLi[FIX_K][33], sRr[FIX_K][33], sRi[FIX_K][33];
     oz_cert C = {};
     C.row_err = row_err;
     C.col_err = col_err;
@@ -864,65 +957,12 @@ extern "C" __global__ void __launch_bounds__(256) oz_fix_tiles(
     C.k = k;
     C.conj_l = conj_l;
     C.conj_r = conj_r;
-    const bool cplx = Li != nullptr;
-    const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
-    const long long i = (long long)blockIdx.x * 32 + tx, gi = r0 + i;
-    double sr[4] = {0, 0, 0, 0}, si[4] = {0, 0, 0, 0};
-    for (long long l0 = 0; l0 < k; l0 += FIX_K) {
-        /* stage columns l0 .. l0+15 of the tile's 32 rows of L and 32 rows of R */
-        for (int u = threadIdx.x; u < 32 * FIX_K; u += 256) {
-            const int rr = u % 32, ll = u / 32;
-            const long long l = l0 + ll, ii = (long long)blockIdx.x * 32 + rr, jj = (long long)blockIdx.y * 32 + rr;
-            double a = 0, b = 0, c = 0, d = 0;
-            if (l < k && ii < rows) {
-                const long long o = (r0 + ii) * rsl + l * csl;
-                a = cert_load(fdtype, Lr, o);
-                if (cplx)
-                    b = cert_load(fdtype, Li, o);
-            }
-            if (l < k && jj < cols) {
-                const long long o = (j0 + jj) * rsr + l * csr;
-                c = cert_load(fdtype, Rr, o);
-                if (cplx)
-                    d = cert_load(fdtype, Ri, o);
-            }
-            sLr[ll][rr] = a;
-            sLi[ll][rr] = conj_l ? -b : b;
-            sRr[ll][rr] = c;
-            sRi[ll][rr] = conj_r ? -d : d;
-        }
-        __syncthreads();
-        const int kk = k - l0 < FIX_K ? (int)(k - l0) : FIX_K;
-        for (int ll = 0; ll < kk; ll++) {
-            const double xr = sLr[ll][tx], xi = sLi[ll][tx];
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const double yr = sRr[ll][ty + 8 * e];
-                if (!cplx) {
-                    sr[e] = fma(xr, yr, sr[e]);
-                    continue;
-                }
-                const double yi = sRi[ll][ty + 8 * e];
-                sr[e] = fma(xr, yr, sr[e]);
-                sr[e] = fma(-xi, yi, sr[e]);
-                si[e] = fma(xr, yi, si[e]);
-                si[e] = fma(xi, yr, si[e]);
-            }
-        }
-        __syncthreads();
-    }
-    if (i >= rows)
-        return;
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-        const long long j = (long long)blockIdx.y * 32 + ty + 8 * e, gj = j0 + j;
-        if (j >= cols || !mask[i + j * ldm])
-            continue;
-        double vr, vi;
-        int ee;
-        fallback_entry(C, gi, gj, row_shift[gi], col_shift[gj], sr[e], si[e], vr, vi, ee);
-        store_entry(vr, vi, ee, ar, ai, br, bi, beta0, dtype, out, gi * rso + gj * cso);
-    }
+    if (Li != nullptr)
+        fix_block<true>(rows, cols, r0, j0, row_shift, col_shift, ar, ai, br, bi, beta0, dtype, out, rso, cso, C,
+                        mask, ldm);
+    else
+        fix_block<false>(rows, cols, r0, j0, row_shift, col_shift, ar, ai, br, bi, beta0, dtype, out, rso, cso, C,
+                         mask, ldm);
 }
 
 /* ---- exact integer products (intmatmul) -----------------------------------

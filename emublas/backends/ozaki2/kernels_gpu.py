@@ -523,7 +523,7 @@ def crt_final(
     if flags is not None:  # the flagged tiles recomputed as float64 dot products (the others return at once)
         mask, tiles, ldm, ntr = flags
         _fn("oz_fix_tiles")(
-            (ntr, (cols + 31) // 32),
+            ((rows + 63) // 64, (cols + 63) // 64),  # 64 x 64 blocks: 2 x 2 flag tiles each
             (256,),
             (
                 _i64(rows),
