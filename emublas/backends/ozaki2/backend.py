@@ -105,16 +105,36 @@ class Ozaki2Backend(Backend):
         return intmatmul(a, b)
 
     def last_run(self) -> dict | None:
-        """Moduli, mode, bits and phase times of this thread's last ozaki2 call."""
+        """Moduli, mode, bits and phase times of this thread's last ozaki2 call.
+
+        Returns
+        -------
+        dict or None
+            The record of :func:`.routines.last_run`; None before the first call.
+        """
         from .routines import last_run
 
         return last_run()
 
     def dask_gemm(self, alpha, x, y, beta, c, *, conj_x, conj_y, dtype, **opts):
-        """Exact residues summed over the k-blocks, one CRT per output block: the
-        single-process result bit for bit (:mod:`emublas.ozaki2.distributed`).
+        """A whole Dask gemm: exact residues summed over the k-blocks, one CRT per output block.
+
+        The result is the single-process one bit for bit (:mod:`.distributed`).
         ``moduli``, ``mode`` and ``fallback`` apply; ``devices``/``split`` do not
-        (each block runs on the device that holds it)."""
+        (each block runs on the device that holds it).
+
+        Parameters
+        ----------
+        alpha, beta, x, y, c, conj_x, conj_y, dtype
+            As in :meth:`emublas.backends.base.Backend.dask_gemm`.
+        **opts
+            The ozaki2 options, resolved on the client.
+
+        Returns
+        -------
+        dask.array.Array
+            The lazy m × n result.
+        """
         from . import distributed
 
         return distributed.gemm(

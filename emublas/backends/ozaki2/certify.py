@@ -72,11 +72,35 @@ def certificate(
 ) -> dict:
     """The certificate arguments of the finalize kernels (``emublas_oz_cert`` in ``emublas_cpu.h``).
 
-    ``px``, ``py``: the :class:`~emublas.ozaki2.scaling.RowPlan` of the rows and
-    columns (their ``err``, ``wsum`` and ``budget`` already carry the slack, see
-    :func:`slack`); ``W``: the accurate mode's bound product (int32, m × n) or
-    None; ``L``, ``R``: the factors the fallback's dot products read
-    (``Σ_l op(L_il)·op(R_jl)``, op a conjugation where flagged).
+    Parameters
+    ----------
+    px, py : RowPlan
+        The :class:`~emublas.backends.ozaki2.scaling.RowPlan` of the rows and the
+        columns (their ``err``, ``wsum`` and ``budget`` already carry the slack,
+        see :func:`slack`).
+    mset : ModulusSet
+        The moduli of the call.
+    nterms : int
+        CRT terms accumulated per part (sets the reconstruction's error).
+    k : int
+        The inner dimension.
+    precision : int
+        Significand bits of the routine's dtype (24 or 53).
+    W : numpy.ndarray, optional
+        The accurate mode's bound product (int32, m × n); None in fast mode.
+    fallback : {"dot", "none"}
+        Whether uncertified entries are recomputed as dot products.
+    L, R : array, optional
+        The factors the fallback's dot products read (``Σ_l op(L_il)·op(R_jl)``).
+    conj_l, conj_r : bool
+        Whether ``op`` conjugates ``L``, ``R``.
+
+    Returns
+    -------
+    dict
+        The kernel's arguments by name: row/column error terms, the CRT error
+        and the target (log2, in units of the output's scale), ``W`` and its
+        row/column sums and budgets when given, and the fallback's operands.
     """
     cplx = L is not None and L.dtype.kind == "c"
     cert = {
@@ -97,8 +121,25 @@ def certificate(
 
 
 def warn(routine: str, count: int, total: int, moduli: int, bits: float, fallback: str) -> None:
-    """The accuracy warning of a call with ``count`` uncertified entries out of ``total``,
-    attributed to the first frame outside emublas (the user's call, or the interposed program's)."""
+    """The accuracy warning of a call with ``count`` uncertified entries out of ``total``.
+
+    It is attributed to the first frame outside emublas (the user's call, or the
+    interposed program's).
+
+    Parameters
+    ----------
+    routine : str
+        The routine's name, as the message shows it.
+    count, total : int
+        Uncertified entries and all entries of the call.
+    moduli : int
+        How many moduli the call used.
+    bits : float
+        The bits those moduli carry (log2 of their product).
+    fallback : {"dot", "none"}
+        ``"dot"``: the entries were recomputed (:class:`OzakiFallbackWarning`);
+        otherwise left as computed (:class:`OzakiAccuracyWarning`).
+    """
     category: type[Warning]
     if fallback == "dot":
         what, category = (

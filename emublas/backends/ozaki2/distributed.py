@@ -136,11 +136,31 @@ def _meta(x, dtype):
 
 
 def gemm(alpha, x, y, beta, c, *, conj_x: bool, conj_y: bool, dtype, moduli="default", mode="accurate", fallback="dot"):
-    """``alpha·op(X)·Yᵀ + beta·c`` (conjugates as flagged) as a lazy Dask array.
+    """``alpha·op(X)·op(Y)ᵀ + beta·c`` as a lazy Dask array, bit for bit the single-process result.
 
-    ``x`` (m × k) and ``y`` (n × k) are Dask arrays of ``dtype`` with the same
-    k chunks; ``c`` is None or an (m × n) Dask array chunked like the result.
-    ``alpha != 0`` and ``k > 0`` (the caller settles those cases).
+    Exact int8 residue products are summed over the k-blocks and each output block
+    is reconstructed once (one CRT per block).  ``alpha != 0`` and ``k > 0``: the
+    caller settles those cases.
+
+    Parameters
+    ----------
+    alpha, beta : float or complex
+        The scalars.
+    x, y : dask.array.Array
+        m × k and n × k operands of ``dtype`` with the same k chunks.
+    c : dask.array.Array or None
+        m × n, chunked like the result; None when ``beta == 0``.
+    conj_x, conj_y : bool
+        Whether ``x``, ``y`` are conjugated.
+    dtype : numpy.dtype
+        The routine's dtype.
+    moduli, mode, fallback
+        The ozaki2 options of those names.
+
+    Returns
+    -------
+    dask.array.Array
+        The m × n result of ``dtype``.
     """
     left, right = _sides(x, y)
     cplx = np.dtype(dtype).kind == "c"

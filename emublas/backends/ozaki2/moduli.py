@@ -118,6 +118,18 @@ class ModulusSet:
 
     @classmethod
     def from_moduli(cls, moduli) -> ModulusSet:
+        """The set of the given moduli, with its CRT constants computed.
+
+        Parameters
+        ----------
+        moduli : iterable of int
+            Pairwise-coprime moduli.
+
+        Returns
+        -------
+        ModulusSet
+            Built once per tuple of moduli (cached).
+        """
         return _modulus_set(tuple(int(m) for m in moduli))
 
     @classmethod
@@ -159,7 +171,20 @@ def two_m_set(count: int) -> ModulusSet:
 
 
 def crt_reference(residues, moduli) -> int:
-    """The symmetric representative in (−P/2, P/2] of the residues, with Python integers."""
+    """The integer with the given residues, by the CRT in Python integers (a test reference).
+
+    Parameters
+    ----------
+    residues : sequence of int
+        One residue per modulus.
+    moduli : sequence of int
+        Pairwise-coprime moduli.
+
+    Returns
+    -------
+    int
+        The symmetric representative in (−P/2, P/2], P the moduli's product.
+    """
     P = prod(moduli)
     x = 0
     for r, m in zip(residues, moduli):

@@ -25,7 +25,25 @@ __all__ = ["Recipe", "Term", "RECIPES", "PLANES_PER_MODULUS", "factor", "for_mod
 
 @dataclass(frozen=True)
 class Term:
-    """``part += factor·(P1 [+ factor2·P2])`` with P = product[idx] (transposed if ``t``)."""
+    """One CRT accumulation term: ``part += f1·P1 [+ f2·P2]``, P = the recipe's product of that index.
+
+    Attributes
+    ----------
+    part : {"re", "im"}
+        The part of the result the term adds to.
+    p1 : int
+        Index of the first product in :attr:`Recipe.products`.
+    t1 : bool
+        Whether that product is read transposed.
+    f1 : tuple of int
+        ``(sign, d, e)``: the factor ``sign · 2^-d · s^-e`` modulo m.
+    p2 : int or None
+        Index of a second product, or None.
+    t2 : bool
+        Whether the second product is read transposed.
+    f2 : tuple of int
+        Its factor, as ``f1``.
+    """
 
     part: str  # "re" or "im"
     p1: int
@@ -38,6 +56,20 @@ class Term:
 
 @dataclass(frozen=True)
 class Recipe:
+    """How one routine runs for one modulus: residue planes, int8 products and CRT terms.
+
+    Attributes
+    ----------
+    planes : {"real", "2m", "split", "split2m", "3m"}
+        How the residue planes of each factor are formed (see the module docstring).
+    products : tuple of (int, int)
+        ``(left plane, right plane)`` of each int8 product ``left · rightᵀ``.
+    terms : tuple of Term
+        How the products combine into the result's parts.
+    complex_out : bool
+        Whether the result has an imaginary part.
+    """
+
     planes: str
     products: tuple[tuple[int, int], ...]
     terms: tuple[Term, ...]
@@ -104,7 +136,24 @@ PLANES_PER_MODULUS = {"real": 1, "2m": 2, "split": 2, "split2m": 4, "3m": 3}
 
 
 def factor(f, weight: int, m: int, s: int) -> int:
-    """``weight · sign · 2^-d · s^-e`` modulo ``m`` as a symmetric residue (f = (sign, d, e))."""
+    """A term's factor as a symmetric residue modulo ``m``.
+
+    Parameters
+    ----------
+    f : tuple of int
+        ``(sign, d, e)``: the factor ``sign · 2^-d · s^-e``.
+    weight : int
+        An integer weight to multiply it by.
+    m : int
+        The modulus (odd, coprime to ``s``).
+    s : int
+        The modulus's square root of −1 (2M) or the split's scale.
+
+    Returns
+    -------
+    int
+        ``weight · sign · 2^-d · s^-e`` modulo ``m``, in (−m/2, m/2].
+    """
     sign, d, e = f
     w = weight * sign * pow(pow(2, d, m), -1, m) if d else weight * sign
     if e:
@@ -118,6 +167,20 @@ SPLIT_KINDS = ("split", "split2m")
 
 
 def for_moduli(name: str, roots) -> tuple[Recipe, ...]:
-    """The recipe per modulus: 3M for the hybrid's moduli without a square root of −1."""
+    """The recipe per modulus.
+
+    Parameters
+    ----------
+    name : str
+        A key of ``RECIPES``.
+    roots : sequence of int or None
+        Per modulus, its square root of −1, or None where it has none.
+
+    Returns
+    -------
+    tuple of Recipe
+        ``RECIPES[name]`` for each modulus, with 3M in place of a complex recipe
+        where the modulus has no square root of −1.
+    """
     recipe = RECIPES[name]
     return tuple(recipe if r is not None or recipe.planes == "real" else RECIPES["3m"] for r in roots)

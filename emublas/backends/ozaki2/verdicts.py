@@ -27,7 +27,22 @@ _queue: list = []
 
 
 def defer(counters, *, routine: str, total: int, info: dict, fallback: str) -> None:
-    """Queue the verdict of a call: ``counters`` is ``[(device, uint64 counter array)]``."""
+    """Queue the certificate verdict of a GPU call, read later without a synchronisation.
+
+    Parameters
+    ----------
+    counters : list of (int, cupy.ndarray)
+        ``(device, uint64 counter of uncertified entries)`` per GPU of the call.
+    routine : str
+        The routine's name, for the warning.
+    total : int
+        The number of entries the call computed.
+    info : dict
+        The call's last-run record; its ``uncertified`` entry is set when read
+        (None until then, or a note when the call was captured in a CUDA graph).
+    fallback : {"dot", "none"}
+        What happened to uncertified entries, for the warning.
+    """
     import cupy
 
     if counters and cupy.cuda.get_current_stream().is_capturing():
@@ -51,7 +66,13 @@ def defer(counters, *, routine: str, total: int, info: dict, fallback: str) -> N
 
 
 def check(wait: bool = False) -> None:
-    """Read the queued verdicts that are ready (all of them with ``wait``), record and warn."""
+    """Read the queued verdicts that are ready, record them and warn about uncertified entries.
+
+    Parameters
+    ----------
+    wait : bool, optional
+        Wait for every queued verdict instead of reading only the finished ones.
+    """
     if not _queue:
         return
     with _lock:
@@ -69,7 +90,13 @@ def check(wait: bool = False) -> None:
 
 
 def pending() -> int:
-    """The number of verdicts not read yet."""
+    """The number of verdicts not read yet.
+
+    Returns
+    -------
+    int
+        Queued verdicts.
+    """
     return len(_queue)
 
 

@@ -51,9 +51,22 @@ AUTO_MAX_LEVELS = 2
 
 
 def crossover(device: str, dtype) -> int | None:
-    """The CROSSOVER entry for ``device`` ("cpu" or "gpu") and ``dtype``: the
-    BLAS prefix's own entry ("s", "d", "c", "z") where measured apart, else the
-    kind's ("real", "complex")."""
+    """The smallest block edge worth another Strassen level, from the ``CROSSOVER`` table.
+
+    Parameters
+    ----------
+    device : {"cpu", "gpu"}
+        Where the call runs.
+    dtype : numpy.dtype
+        The routine's dtype (float32, float64, complex64 or complex128).
+
+    Returns
+    -------
+    int or None
+        The BLAS prefix's own entry (``"s"``, ``"d"``, ``"c"``, ``"z"``) where
+        measured apart, else the kind's (``"real"``, ``"complex"``); None: no
+        level ever pays off.
+    """
     prefix = {"f4": "s", "f8": "d", "c8": "c", "c16": "z"}[f"{dtype.kind}{dtype.itemsize}"]
     key = (device, prefix)
     if key in CROSSOVER:
@@ -94,7 +107,14 @@ class StrassenBackend(Backend):
         NATIVE.check(device)
 
     def last_run(self) -> dict | None:
-        """Levels used, output writes per level and natively recomputed rows of this thread's last call."""
+        """What this thread's last strassen call did.
+
+        Returns
+        -------
+        dict or None
+            Levels used, output writes per level and natively recomputed rows
+            (:func:`.driver.last_run`); None before the first call.
+        """
         return driver.last_run()
 
     def gemm(self, alpha, a, b, beta, c, trans_a, trans_b, *, levels="auto", **opts):
@@ -150,16 +170,37 @@ def _exponent(x: float) -> int:
 def may_overflow(
     alpha, amax: float, bmax: float, beta, cmax: float, k: int, levels: int, cplx: bool, safe_exp: int
 ) -> bool:
-    """Whether some intermediate of the recursion may reach ``2^safe_exp`` (a few binades
-    below the dtype's overflow threshold, so that rounding cannot carry it to Inf).
+    """Whether some intermediate of the recursion may reach ``2^safe_exp``.
 
-    Bounds, per level: the operand sums (s1..s4, t1..t4) grow the entry maximum at most 4x;
-    each chain sum and output update holds at most 9·k·max|a|·max|b| of its level, and a
-    sub-product's own intermediates add at most 4.5x that per level below, so every value is
-    under ``|beta|·max|c| + 16·5^levels·max(|alpha|, 1)·k·max|a|·max|b|`` (2x for complex
-    parts; the leaves' sums come before alpha).
-    The test uses 64^levels: generous, and still only data within about 2^-30 of the
-    overflow threshold take the checked path.
+    ``safe_exp`` lies a few binades below the dtype's overflow threshold, so that
+    rounding cannot carry a value to Inf.  Bounds, per level: the operand sums
+    (s1..s4, t1..t4) grow the entry maximum at most 4x; each chain sum and output
+    update holds at most 9·k·max|a|·max|b| of its level, and a sub-product's own
+    intermediates add at most 4.5x that per level below, so every value is under
+    ``|beta|·max|c| + 16·5^levels·max(|alpha|, 1)·k·max|a|·max|b|`` (2x for complex
+    parts; the leaves' sums come before alpha).  The test uses 64^levels:
+    generous, and still only data within about 2^-30 of the overflow threshold
+    take the checked path.
+
+    Parameters
+    ----------
+    alpha, beta : float or complex
+        The call's scalars.
+    amax, bmax, cmax : float
+        The largest magnitude in ``a``, ``b`` and ``c``.
+    k : int
+        The inner dimension.
+    levels : int
+        Strassen levels the call would use.
+    cplx : bool
+        Whether the data are complex.
+    safe_exp : int
+        The binary exponent no intermediate may reach.
+
+    Returns
+    -------
+    bool
+        True when the bound does not rule overflow out (the call takes the checked path).
     """
     ea, eb, eal = _exponent(amax), _exponent(bmax), _exponent(abs(alpha))
     grow = 2 * levels + 2  # 4^levels operand growth, and alpha applied to either operand

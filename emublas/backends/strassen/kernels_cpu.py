@@ -227,7 +227,24 @@ def sums(x: np.ndarray, side: int, conj: bool = False, threads: int | None = Non
 
 
 def update(c: np.ndarray, s: np.ndarray, beta: Any, threads: int | None = None) -> None:
-    """Chain write ``c = s + beta·c`` in place (c, s Fortran-ordered; c unread when beta is 0)."""
+    """Chain write ``c = s + beta·c`` in place.
+
+    Parameters
+    ----------
+    c : numpy.ndarray
+        Fortran-ordered output, updated in place; not read when ``beta`` is 0.
+    s : numpy.ndarray
+        Fortran-ordered, of ``c``'s shape and dtype.
+    beta : float or complex
+        The scale of ``c``.
+    threads : int, optional
+        Threads of the C kernel; None: the package default.
+
+    Raises
+    ------
+    ValueError
+        Operands that are not Fortran-ordered or differ in shape or dtype.
+    """
     code = _DTYPES[np.dtype(c.dtype)]
     if not (c.flags.f_contiguous and s.flags.f_contiguous) or s.dtype != c.dtype or s.shape != c.shape:
         raise ValueError("update needs Fortran-ordered c and s of one shape and dtype")

@@ -39,6 +39,11 @@ _errors: dict[tuple[int, str], str] = {}
 def source_path() -> str:
     """Path of ``strassen.cu`` (package data in a wheel, ``native/cuda`` in a checkout).
 
+    Returns
+    -------
+    str
+        The file's path.
+
     Raises
     ------
     FileNotFoundError
@@ -81,7 +86,13 @@ def ops() -> _CudaOps | None:
 
 
 def load_error() -> str | None:
-    """Why :func:`ops` returned None on the current device (None when it did not)."""
+    """Why :func:`ops` returned None on the current device.
+
+    Returns
+    -------
+    str or None
+        The compile or load error in words; None when it did not fail.
+    """
     try:
         return _errors.get(_device_key())
     except Exception as exc:  # noqa: BLE001 -- reported, not raised
