@@ -212,6 +212,51 @@ int emublas_oz_crt_finalize(int64_t m, int64_t n,
                             int out_dtype, void *out, int64_t rso, int64_t cso,
                             int uplo, emublas_oz_cert *cert, int nthreads);
 
+/*
+ * The int8 products and CRT accumulation of a run of moduli in one call
+ * (ozaki_product.c): what the Python driver's loop over moduli and k-chunks
+ * does with emublas_i8gemm and emublas_oz_crt_accumulate, in its order and
+ * with its arithmetic (bit-identical), on one thread team.
+ *
+ * The schedule (constant per recipe, moduli and k): modulus l of the run
+ * (l < nmod <= EMUBLAS_OZ_MAX_MODULI) has planes l*planes .. l*planes +
+ * planes-1 of each factor and products prod_off[l] .. prod_off[l+1]-1, each
+ * a pair prods[2q], prods[2q+1] of plane indices (relative to the modulus's
+ * first plane) of X and Y; at most EMUBLAS_OZ_RUN_MAX_PRODS per modulus.  Its
+ * terms term_off[l] .. term_off[l+1]-1 hold 7 integers each:
+ *   part (0 real, 1 imaginary), p1, t1, w1, p2 (-1: none), t2, w2,
+ * products p1, p2 of the modulus (relative to prod_off[l]), read transposed
+ * when t1 / t2 (rank-k updates; the output must then be square).
+ * For each modulus l, each k-chunk c (columns [c*k_chunk, min(kk,
+ * (c+1)*k_chunk)) of the planes), the products P_q = X_a Y_b^T (mx x my,
+ * int32) are formed, then each term in order is
+ *   emublas_oz_crt_accumulate(P_p1 (or P_p1^T), w1, P_p2 ..., w2, moduli[l],
+ *                             big_hi[l], big_lo[l], acc of part, first[part], uplo)
+ * with first[part] cleared after each term of that part (first is in/out).
+ * Plane p of X: element (i, q) at X[p*xps + i*xrs + q*xcs]; Y likewise.
+ * acc_re_* / acc_im_*: column-major, leading dimension mx (acc_im_* may be
+ * NULL when no term has part 1).  seconds (may be NULL): wall time of the
+ * calling thread in the products and in the accumulation, added to
+ * seconds[0] and seconds[1].  Returns EMUBLAS_OK, EMUBLAS_EINVAL for a bad
+ * schedule or argument, EMUBLAS_ENOMEM.
+ */
+#define EMUBLAS_OZ_RUN_MAX_PRODS 8
+
+typedef struct {
+    int nmod, planes;
+    int64_t kk, k_chunk, nchunks;
+    const int32_t *prod_off, *prods;
+    const int32_t *term_off, *terms;
+    const int32_t *moduli;
+    const double *big_hi, *big_lo;
+} emublas_oz_schedule;
+
+int emublas_oz_run_products(const emublas_oz_schedule *S, int64_t mx, int64_t my,
+                            const int8_t *X, int64_t xps, int64_t xrs, int64_t xcs,
+                            const int8_t *Y, int64_t yps, int64_t yrs, int64_t ycs,
+                            double *acc_re_hi, double *acc_re_lo, double *acc_im_hi, double *acc_im_lo,
+                            int32_t *first, int uplo, double *seconds, int nthreads);
+
 /* "avx512" or "generic": the implementation the emublas_oz_* kernels use. */
 const char *emublas_oz_kernel_name(void);
 

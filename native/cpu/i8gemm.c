@@ -155,20 +155,7 @@ static int64_t balanced_block(int64_t total, int64_t max, int64_t mult)
     return round_up((total + nblocks - 1) / nblocks, mult);
 }
 
-typedef struct {
-    const emublas__i8kernel *K;
-    int64_t m, n, k;
-    const int8_t *A;
-    int64_t rsa, csa;
-    const int8_t *B;
-    int64_t rsb, csb;
-    int32_t *C;
-    int64_t rsc, csc;
-    int accumulate;
-    int split_n;        /* threads split columns (else rows) of C */
-    unsigned char *work;
-    size_t work_stride; /* bytes of workspace per thread */
-} gemm_job;
+typedef emublas__gemm_job gemm_job;
 
 /* Per-thread workspace layout, every part 64-byte aligned. */
 typedef struct {
@@ -253,7 +240,7 @@ static void gemm_serial(const gemm_job *J, int64_t m, int64_t n,
     }
 }
 
-static void gemm_task(void *ctx, int tid, int nthreads)
+void emublas__i8gemm_task(void *ctx, int tid, int nthreads)
 {
     const gemm_job *J = ctx;
     const int64_t unit = J->split_n ? J->K->nr : J->K->mr;
@@ -297,7 +284,7 @@ static int choose_split(const emublas__i8kernel *K, int64_t m, int64_t n,
     return split_cost(n, m, k, K->nr, nt) <= split_cost(m, n, k, K->mr, nt);
 }
 
-static const emublas__i8kernel *select_kernel(int impl, int *err)
+const emublas__i8kernel *emublas__i8gemm_kernel(int impl, int *err)
 {
     const int vnni = (emublas_cpu_features() & EMUBLAS_CPU_AVX512_VNNI) != 0;
     *err = EMUBLAS_OK;
@@ -328,7 +315,7 @@ static const emublas__i8kernel *select_kernel(int impl, int *err)
 const char *emublas_i8gemm_kernel_name(int impl)
 {
     int err;
-    const emublas__i8kernel *K = select_kernel(impl, &err);
+    const emublas__i8kernel *K = emublas__i8gemm_kernel(impl, &err);
     return K ? K->name : NULL;
 }
 
@@ -339,7 +326,7 @@ int emublas_i8gemm(int impl, int64_t m, int64_t n, int64_t k,
                    int accumulate, int nthreads)
 {
     int err;
-    const emublas__i8kernel *K = select_kernel(impl, &err);
+    const emublas__i8kernel *K = emublas__i8gemm_kernel(impl, &err);
     if (!K)
         return err;
     if (m < 0 || n < 0 || k < 0)
@@ -356,6 +343,28 @@ int emublas_i8gemm(int impl, int64_t m, int64_t n, int64_t k,
         return EMUBLAS_OK;
     }
 
+    int nt = nthreads > 0 ? nthreads : emublas__online_cpus();
+    if (nt > EMUBLAS_MAX_THREADS)
+        nt = EMUBLAS_MAX_THREADS;
+    if ((double)m * (double)n * (double)k < K->par_min_macs)
+        nt = 1;
+    gemm_job J;
+    emublas__i8gemm_prepare(&J, K, m, n, k, A, rsa, csa, B, rsb, csb, C, rsc, csc, accumulate, nt);
+    const int64_t units = J.split_n ? (J.n + K->nr - 1) / K->nr : (J.m + K->mr - 1) / K->mr;
+    if (nt > units)
+        nt = (int)units;
+    J.work = aligned_alloc(64, J.work_stride * (size_t)nt);
+    if (!J.work)
+        return EMUBLAS_ENOMEM;
+    emublas__parallel(emublas__i8gemm_task, &J, nt);
+    free(J.work);
+    return EMUBLAS_OK;
+}
+
+void emublas__i8gemm_prepare(gemm_job *J, const emublas__i8kernel *K, int64_t m, int64_t n, int64_t k,
+                             const int8_t *A, int64_t rsa, int64_t csa, const int8_t *B, int64_t rsb,
+                             int64_t csb, int32_t *C, int64_t rsc, int64_t csc, int accumulate, int nthreads)
+{
     /* Kernels write rows of a tile with vector stores, so they want C's
      * contiguous dimension to be n.  For column-major C compute
      * C^T = B^T A^T instead: swap the operands and the strides. */
@@ -364,34 +373,17 @@ int emublas_i8gemm(int impl, int64_t m, int64_t n, int64_t k,
         transpose = 1;
     else if (csc == 1 && rsc == 1) /* a vector: any layout; make n long */
         transpose = m > n;
-    gemm_job J = {
+    *J = (gemm_job){
         .K = K, .k = k, .accumulate = accumulate != 0,
         .m = m, .n = n, .A = A, .rsa = rsa, .csa = csa,
         .B = B, .rsb = rsb, .csb = csb, .C = C, .rsc = rsc, .csc = csc,
     };
     if (transpose) {
-        J.m = n; J.n = m;
-        J.A = B; J.rsa = csb; J.csa = rsb;
-        J.B = A; J.rsb = csa; J.csb = rsa;
-        J.rsc = csc; J.csc = rsc;
+        J->m = n; J->n = m;
+        J->A = B; J->rsa = csb; J->csa = rsb;
+        J->B = A; J->rsb = csa; J->csb = rsa;
+        J->rsc = csc; J->csc = rsc;
     }
-
-    int nt = nthreads > 0 ? nthreads : emublas__online_cpus();
-    if (nt > EMUBLAS_MAX_THREADS)
-        nt = EMUBLAS_MAX_THREADS;
-    if ((double)J.m * (double)J.n * (double)k < K->par_min_macs)
-        nt = 1;
-    J.split_n = choose_split(K, J.m, J.n, k, nt);
-    const int64_t units = J.split_n ? (J.n + K->nr - 1) / K->nr : (J.m + K->mr - 1) / K->mr;
-    if (nt > units)
-        nt = (int)units;
-
-    const ws_layout w = workspace_layout(K, J.m, J.n, k);
-    J.work_stride = w.total;
-    J.work = aligned_alloc(64, w.total * (size_t)nt);
-    if (!J.work)
-        return EMUBLAS_ENOMEM;
-    emublas__parallel(gemm_task, &J, nt);
-    free(J.work);
-    return EMUBLAS_OK;
+    J->split_n = choose_split(K, J->m, J->n, k, nthreads);
+    J->work_stride = workspace_layout(K, J->m, J->n, k).total;
 }

@@ -56,6 +56,18 @@ EMUBLAS_HIDDEN int emublas__online_cpus(void);
 /* Largest thread count the pool will use. */
 #define EMUBLAS_MAX_THREADS 64
 
+/* A barrier for the nthreads threads of one parallel region (zero it before
+ * the region): each thread's writes before its wait are visible to all after
+ * it.  Waiters spin briefly, then sleep (a worker descheduled by another
+ * process must not make its partners burn their cores).  nthreads <= 1
+ * returns at once. */
+typedef struct {
+    int count;         /* threads arrived in this round */
+    unsigned int gen;  /* bumped when a round completes */
+} emublas__barrier;
+
+EMUBLAS_HIDDEN void emublas__barrier_wait(emublas__barrier *b, int nthreads);
+
 /* ---- int8 GEMM kernels ---------------------------------------------------- */
 
 /*
@@ -96,5 +108,39 @@ typedef struct emublas__i8kernel {
 #if EMUBLAS_X86
 EMUBLAS_HIDDEN extern const emublas__i8kernel emublas__i8kernel_vnni;
 #endif
+
+/* ---- int8 GEMM inside a caller's parallel region (i8gemm.c) ---------------- */
+
+/* One prepared product C = A*B (or C += A*B); emublas_i8gemm is prepare,
+ * workspace, then emublas__i8gemm_task on a parallel region. */
+typedef struct {
+    const emublas__i8kernel *K;
+    int64_t m, n, k;
+    const int8_t *A;
+    int64_t rsa, csa;
+    const int8_t *B;
+    int64_t rsb, csb;
+    int32_t *C;
+    int64_t rsc, csc;
+    int accumulate;
+    int split_n;        /* threads split columns (else rows) of C */
+    unsigned char *work;
+    size_t work_stride; /* bytes of workspace per thread */
+} emublas__gemm_job;
+
+/* The kernel impl selects (NULL and *err set when invalid or unsupported). */
+EMUBLAS_HIDDEN const emublas__i8kernel *emublas__i8gemm_kernel(int impl, int *err);
+
+/* Fills J for m, n, k > 0 split over nthreads threads (C^T = B^T A^T for a
+ * column-major C, as the kernels want C's rows contiguous) and sets
+ * J->work_stride to the workspace one thread needs; J->work is the
+ * caller's (J->work_stride bytes per thread, 64-byte aligned). */
+EMUBLAS_HIDDEN void emublas__i8gemm_prepare(emublas__gemm_job *J, const emublas__i8kernel *K, int64_t m,
+                                            int64_t n, int64_t k, const int8_t *A, int64_t rsa, int64_t csa,
+                                            const int8_t *B, int64_t rsb, int64_t csb, int32_t *C, int64_t rsc,
+                                            int64_t csc, int accumulate, int nthreads);
+
+/* Thread tid's share of a prepared product (an emublas_task_fn). */
+EMUBLAS_HIDDEN void emublas__i8gemm_task(void *ctx, int tid, int nthreads);
 
 #endif /* EMUBLAS_CPU_INTERNAL_H */

@@ -112,4 +112,26 @@ OZ_TARGET OZ_INLINE __m512d vred(__m512d t, __m512d m, __m512d inv, __m512d bias
 }
 #endif
 
+/* ---- CRT accumulate inside a caller's parallel region (ozaki_accumulate.c) -- */
+
+typedef struct {
+    int64_t m, n;
+    const int32_t *X1, *X2;
+    int64_t rs1, cs1, rs2, cs2;
+    double w1, w2;
+    ozmod M;
+    double bh, bl;
+    double *hi, *lo;
+    int first, uplo, simd, nt;
+} acc_job;
+
+/* J for emublas_oz_crt_accumulate's arguments (checked by the caller). */
+EMUBLAS_HIDDEN void oz_acc_prepare(acc_job *J, int64_t m, int64_t n, const int32_t *X1, int64_t rs1, int64_t cs1,
+                                   int32_t w1, const int32_t *X2, int64_t rs2, int64_t cs2, int32_t w2,
+                                   int32_t modulus, double big_hi, double big_lo, double *acc_hi, double *acc_lo,
+                                   int first, int uplo);
+
+/* Thread tid's columns (split_cols) of a prepared accumulation (an emublas_task_fn). */
+EMUBLAS_HIDDEN void oz_acc_task(void *ctx, int tid, int nt);
+
 #endif /* EMUBLAS_OZAKI_H */

@@ -10,17 +10,6 @@
 
 /* ---- CRT accumulate --------------------------------------------------------- */
 
-typedef struct {
-    int64_t m, n;
-    const int32_t *X1, *X2;
-    int64_t rs1, cs1, rs2, cs2;
-    double w1, w2;
-    ozmod M;
-    double bh, bl;
-    double *hi, *lo;
-    int first, uplo, simd, nt;
-} acc_job;
-
 /* One entry: the fixed operation order both paths follow. */
 OZ_INLINE void acc_entry(const acc_job *J, double x1, double x2, double *ph, double *pl, int first)
 {
@@ -205,7 +194,7 @@ OZ_TARGET static void acc_cols_simd(acc_job *J, int64_t j0, int64_t j1)
 }
 #endif
 
-static void acc_task(void *ctx, int tid, int nt)
+void oz_acc_task(void *ctx, int tid, int nt)
 {
     acc_job *J = ctx;
     int64_t j0, j1;
@@ -231,15 +220,23 @@ int emublas_oz_crt_accumulate(int64_t m, int64_t n, const int32_t *X1, int64_t r
         return EMUBLAS_OK;
     if (!X1 || !acc_hi || !acc_lo || !isfinite(big_hi) || !isfinite(big_lo))
         return EMUBLAS_EINVAL;
-    acc_job J = {
+    acc_job J;
+    oz_acc_prepare(&J, m, n, X1, rs1, cs1, w1, X2, rs2, cs2, w2, modulus, big_hi, big_lo, acc_hi, acc_lo, first, uplo);
+    int nt = oz_threads(nthreads, (double)m * (double)n * (uplo ? 0.5 : 1.0) * 16);
+    if (nt > n)
+        nt = (int)n;
+    emublas__parallel(oz_acc_task, &J, nt);
+    return EMUBLAS_OK;
+}
+
+void oz_acc_prepare(acc_job *J, int64_t m, int64_t n, const int32_t *X1, int64_t rs1, int64_t cs1, int32_t w1,
+                    const int32_t *X2, int64_t rs2, int64_t cs2, int32_t w2, int32_t modulus, double big_hi,
+                    double big_lo, double *acc_hi, double *acc_lo, int first, int uplo)
+{
+    *J = (acc_job){
         .m = m, .n = n, .X1 = X1, .X2 = X2, .rs1 = rs1, .cs1 = cs1, .rs2 = rs2, .cs2 = cs2,
         .w1 = (double)w1, .w2 = X2 ? (double)w2 : 0.0, .bh = big_hi, .bl = big_lo,
         .hi = acc_hi, .lo = acc_lo, .first = first != 0, .uplo = uplo, .simd = oz_simd(),
     };
-    ozmod_init(&J.M, modulus);
-    int nt = oz_threads(nthreads, (double)m * (double)n * (uplo ? 0.5 : 1.0) * 16);
-    if (nt > n)
-        nt = (int)n;
-    emublas__parallel(acc_task, &J, nt);
-    return EMUBLAS_OK;
+    ozmod_init(&J->M, modulus);
 }

@@ -38,6 +38,8 @@ static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER; /* one region at a 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;     /* guards the fields below */
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;       /* workers wait here */
 static pthread_cond_t done = PTHREAD_COND_INITIALIZER;       /* the caller waits here */
+static pthread_mutex_t barrier_lock = PTHREAD_MUTEX_INITIALIZER; /* emublas__barrier_wait's sleepers */
+static pthread_cond_t barrier_wake = PTHREAD_COND_INITIALIZER;
 static int nworkers;            /* started workers have ids 1 .. nworkers */
 static uint64_t generation;     /* bumped once per region */
 static uint64_t start_gen[EMUBLAS_MAX_THREADS];
@@ -88,6 +90,8 @@ static void atfork_child(void)
     lock = m0;
     wake = c0;
     done = c0;
+    barrier_lock = m0;
+    barrier_wake = c0;
     nworkers = 0;
     pending = 0;
 }
@@ -208,4 +212,44 @@ int emublas__online_cpus(void)
 #endif
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
+}
+
+/* ---- barrier ----------------------------------------------------------------
+ * Spin first: the partners of a region normally arrive within microseconds,
+ * and a futex round trip costs tens.  Then sleep on one condition variable
+ * for all barriers (one region runs at a time, so its sleepers are the only
+ * ones). */
+#define BARRIER_SPINS 4000
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+void emublas__barrier_wait(emublas__barrier *b, int nthreads)
+{
+    if (nthreads <= 1)
+        return;
+    const unsigned int gen = __atomic_load_n(&b->gen, __ATOMIC_ACQUIRE);
+    if (__atomic_add_fetch(&b->count, 1, __ATOMIC_ACQ_REL) == nthreads) {
+        /* last to arrive: reset, then open the round (no one can arrive for
+         * the next round before gen moves) */
+        __atomic_store_n(&b->count, 0, __ATOMIC_RELAXED);
+        pthread_mutex_lock(&barrier_lock);
+        __atomic_add_fetch(&b->gen, 1, __ATOMIC_RELEASE);
+        pthread_cond_broadcast(&barrier_wake);
+        pthread_mutex_unlock(&barrier_lock);
+        return;
+    }
+    for (int i = 0; i < BARRIER_SPINS; i++) {
+        if (__atomic_load_n(&b->gen, __ATOMIC_ACQUIRE) != gen)
+            return;
+        cpu_relax();
+    }
+    pthread_mutex_lock(&barrier_lock);
+    while (__atomic_load_n(&b->gen, __ATOMIC_ACQUIRE) == gen)
+        pthread_cond_wait(&barrier_wake, &barrier_lock);
+    pthread_mutex_unlock(&barrier_lock);
 }

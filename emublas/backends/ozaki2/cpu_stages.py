@@ -1,8 +1,11 @@
 """The Ozaki-II stages on numpy arrays (cffi C kernels): what :mod:`.pipeline` runs on the CPU.
 
-* :class:`CpuStages` -- one call: residue planes of a run of moduli, the int8
-  products of one modulus and k-chunk (``i8gemm``), each folded at once into
-  double-double accumulators (``oz_crt_accumulate``);
+* :class:`CpuStages` -- one call: residue planes of a run of moduli, then the
+  int8 products of every modulus and k-chunk of the run, each folded at once
+  into double-double accumulators, in one C call (:meth:`CpuStages.run_products`,
+  ``oz_run_products``: the driver's loop moved into C, with the arithmetic and
+  order of ``i8gemm`` + ``oz_crt_accumulate`` per modulus, which the per-modulus
+  :meth:`~CpuStages.products` and :meth:`~CpuStages.reduce` still do);
 * :func:`finalize` -- ``alpha·C + beta·c`` from the accumulators, certified entry
   by entry (``oz_crt_finalize``);
 * :data:`BLOCKS` -- the same stages cut for the Dask block tasks (:mod:`.blocks`):
@@ -119,6 +122,78 @@ class CpuStages:
     def reduce(self, state: dict, prods, jb: pipeline.Job, l: int, c: int) -> None:
         accumulate(state, prods, jb, l, self.uplo, self.threads)
         self._tick("crt")
+
+    def run_products(self, state: dict, planes, jb: pipeline.Job, start: int, stop: int) -> None:
+        """Products and reductions of moduli ``[start, stop)`` (one run) in one C call.
+
+        Parameters
+        ----------
+        state : dict
+            The accumulators of :func:`new_state`, updated in place (with their
+            ``first_re`` / ``first_im`` flags).
+        planes : tuple of numpy.ndarray
+            The run's residue planes of both factors (:meth:`planes`).
+        jb : pipeline.Job
+        start, stop : int
+            The run's moduli.
+
+        Notes
+        -----
+        The phase times come from the C loop: its products count as ``gemm``, the
+        rest of the call as ``crt``.
+        """
+        px, py = planes
+        first, (t_gemm, _) = kernels_crt.oz_run_products(
+            schedule(jb, start, stop),
+            px,
+            py,
+            state["re_hi"],
+            state["re_lo"],
+            im_hi=state.get("im_hi"),
+            im_lo=state.get("im_lo"),
+            first=(state["first_re"], state["first_im"]),
+            uplo=self.uplo,
+            threads=self.threads,
+        )
+        state["first_re"], state["first_im"] = first
+        if self.timer is not None:
+            t1 = time.perf_counter()
+            self.timer.phases["gemm"] = self.timer.phases.get("gemm", 0.0) + t_gemm
+            self.timer.phases["crt"] = self.timer.phases.get("crt", 0.0) + (t1 - self.t0 - t_gemm)
+            self.t0 = t1
+
+
+def schedule(jb: pipeline.Job, start: int, stop: int) -> kernels_crt.RunSchedule:
+    """The C loop's schedule of moduli ``[start, stop)`` of ``jb`` (one run: one plane kind).
+
+    Parameters
+    ----------
+    jb : pipeline.Job
+    start, stop : int
+
+    Returns
+    -------
+    kernels_crt.RunSchedule
+        Built once and kept in ``jb.memo`` under ``("cpu_schedule", start, stop)``:
+        it depends only on the job (recipes, moduli, k, chunk width), which is the
+        job's cache key, and on the run's bounds.
+    """
+    key = ("cpu_schedule", start, stop)
+    sched = jb.memo.get(key)
+    if sched is None:
+        recs = jb.recipes[start:stop]
+        sched = kernels_crt.RunSchedule(
+            PLANES_PER_MODULUS[recs[0].planes],
+            jb.kk,
+            jb.k_chunk,
+            [r.products for r in recs],
+            jb.terms[start:stop],
+            jb.moduli[start:stop],
+            jb.mset.big_hi[start:stop],
+            jb.mset.big_lo[start:stop],
+        )
+        jb.memo[key] = sched
+    return sched
 
 
 def finalize(state: dict, jb: pipeline.Job, x_shift, y_shift, out, alpha, beta, *, uplo=0, cert=None) -> None:

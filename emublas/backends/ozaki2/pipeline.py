@@ -15,6 +15,9 @@ by their row shifts) runs as
 What a device does at each step is its *stages* object (:mod:`.cpu_stages`,
 :mod:`.gpu_stages`); this module owns the order, which is what makes the
 results bit-identical between the CPU, the GPU, several GPUs and Dask blocks.
+A stages object with a ``run_products(state, planes, job, start, stop)`` method
+(the CPU's: one C call) runs steps 2 and 3 of a whole run of moduli itself, in
+the order above; :func:`run` calls it instead of the per-modulus loop.
 
 The :class:`Job` is everything about a call that depends only on its recipe,
 moduli and k: the per-term CRT factors, the term table of the GPU's final pass.
@@ -192,11 +195,15 @@ def run_plane(runs, l: int, kind: str, idx: int):
 def run(jb: Job, stages, state, *, lo: int = 0, hi: int | None = None, batch: int | None = None) -> None:
     """Moduli ``[lo, hi)`` of the product through ``stages`` into ``state``: residues per
     run of moduli, then per modulus and k-chunk the int8 products, reduced at once."""
+    fused = getattr(stages, "run_products", None)  # the whole run in one call, in this order
     for start, stop in runs(jb, lo, hi, batch):
         planes = stages.planes(jb, start, stop)
-        for l in range(start, stop):
-            for c in range(jb.nchunks):
-                stages.reduce(state, stages.products(planes, jb, l - start, l, c), jb, l, c)
+        if fused is not None:
+            fused(state, planes, jb, start, stop)
+        else:
+            for l in range(start, stop):
+                for c in range(jb.nchunks):
+                    stages.reduce(state, stages.products(planes, jb, l - start, l, c), jb, l, c)
         del planes
 
 

@@ -1,0 +1,195 @@
+/*
+ * ozaki_product.c -- the int8 products and CRT accumulation of a run of
+ * moduli in one call (emublas_oz_run_products, see emublas_cpu.h).
+ *
+ * The loop over moduli and k-chunks is the Python driver's, moved here so
+ * that a call pays one thread wake-up and no per-modulus Python work.  Each
+ * step runs the kernels of emublas_i8gemm and emublas_oz_crt_accumulate
+ * (their task functions, split over the team's threads), so the arithmetic
+ * is theirs: the products are exact and the accumulation is entry by entry
+ * in the driver's order (modulus, k-chunk, term), whatever the split.  The
+ * team meets at a barrier after the products of a step (the terms read them
+ * across columns) and after its terms (the next products overwrite them).
+ */
+#pragma GCC optimize("fp-contract=off") /* see ozaki.h */
+
+#include <time.h>
+
+#include "ozaki.h"
+
+typedef struct {
+    const emublas_oz_schedule *S;
+    const emublas__i8kernel *K;
+    int64_t mx, my, kc_max;
+    const int8_t *X, *Y;
+    int64_t xps, xrs, xcs, yps, yrs, ycs;
+    double *acc[4]; /* re hi, re lo, im hi, im lo */
+    int first[2];   /* in, then out (thread 0) */
+    int uplo;
+    int32_t *buf;   /* EMUBLAS_OZ_RUN_MAX_PRODS products, mx x my, column-major */
+    unsigned char *work;
+    size_t work_stride;
+    emublas__barrier bar;
+    double seconds[2];
+} run_job;
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void run_task(void *ctx, int tid, int nt)
+{
+    run_job *J = ctx;
+    const emublas_oz_schedule *S = J->S;
+    const int64_t mx = J->mx, my = J->my, mn = mx * my;
+    int first[2] = {J->first[0], J->first[1]};
+    double t0 = tid == 0 ? now() : 0.0, t1;
+    for (int l = 0; l < S->nmod; l++) {
+        const int32_t *pr = S->prods + 2 * S->prod_off[l];
+        const int np = S->prod_off[l + 1] - S->prod_off[l];
+        for (int64_t c = 0; c < S->nchunks; c++) {
+            const int64_t c0 = c * S->k_chunk;
+            const int64_t kc = (S->kk - c0 < S->k_chunk ? S->kk - c0 : S->k_chunk);
+            for (int q = 0; q < np; q++) {
+                int32_t *out = J->buf + q * mn;
+                if (kc <= 0) { /* no columns: the product is zero */
+                    int64_t j0, j1;
+                    split_cols(mx, my, 0, tid, nt, &j0, &j1);
+                    memset(out + j0 * mx, 0, sizeof(int32_t) * (size_t)(mx * (j1 - j0)));
+                    continue;
+                }
+                const int64_t a = (int64_t)l * S->planes + pr[2 * q], b = (int64_t)l * S->planes + pr[2 * q + 1];
+                emublas__gemm_job G;
+                emublas__i8gemm_prepare(&G, J->K, mx, my, kc, J->X + a * J->xps + c0 * J->xcs, J->xrs, J->xcs,
+                                        J->Y + b * J->yps + c0 * J->ycs, J->ycs, J->yrs, out, 1, mx, 0, nt);
+                G.work = J->work;
+                G.work_stride = J->work_stride;
+                emublas__i8gemm_task(&G, tid, nt);
+            }
+            emublas__barrier_wait(&J->bar, nt);
+            if (tid == 0) {
+                t1 = now();
+                J->seconds[0] += t1 - t0;
+                t0 = t1;
+            }
+            for (int t = S->term_off[l]; t < S->term_off[l + 1]; t++) {
+                const int32_t *T = S->terms + 7 * t;
+                const int part = T[0];
+                const int32_t *x1 = J->buf + T[1] * mn, *x2 = T[4] >= 0 ? J->buf + T[4] * mn : NULL;
+                acc_job A;
+                oz_acc_prepare(&A, mx, my, x1, T[2] ? mx : 1, T[2] ? 1 : mx, T[3], x2, T[5] ? mx : 1,
+                               T[5] ? 1 : mx, T[6], S->moduli[l], S->big_hi[l], S->big_lo[l], J->acc[2 * part],
+                               J->acc[2 * part + 1], first[part], J->uplo);
+                oz_acc_task(&A, tid, nt);
+                first[part] = 0;
+            }
+            emublas__barrier_wait(&J->bar, nt);
+            if (tid == 0) {
+                t1 = now();
+                J->seconds[1] += t1 - t0;
+                t0 = t1;
+            }
+        }
+    }
+    if (tid == 0) {
+        J->first[0] = first[0];
+        J->first[1] = first[1];
+    }
+}
+
+/* The schedule's consistency (everything the loop indexes by it). */
+static int schedule_ok(const emublas_oz_schedule *S, int has_im, int square)
+{
+    if (!S || S->nmod < 1 || S->nmod > EMUBLAS_OZ_MAX_MODULI || S->planes < 1 || S->kk < 0 || S->k_chunk < 1 ||
+        S->nchunks < 1 || S->nchunks < (S->kk + S->k_chunk - 1) / S->k_chunk || !S->prod_off || !S->prods ||
+        !S->term_off || !S->terms || !S->moduli || !S->big_hi || !S->big_lo)
+        return 0;
+    if (S->prod_off[0] != 0 || S->term_off[0] != 0)
+        return 0;
+    for (int l = 0; l < S->nmod; l++) {
+        const int np = S->prod_off[l + 1] - S->prod_off[l];
+        if (np < 1 || np > EMUBLAS_OZ_RUN_MAX_PRODS || S->term_off[l + 1] < S->term_off[l])
+            return 0;
+        if (S->moduli[l] < 2 || !isfinite(S->big_hi[l]) || !isfinite(S->big_lo[l]))
+            return 0;
+        for (int q = S->prod_off[l]; q < S->prod_off[l + 1]; q++)
+            for (int h = 0; h < 2; h++)
+                if (S->prods[2 * q + h] < 0 || S->prods[2 * q + h] >= S->planes)
+                    return 0;
+        for (int t = S->term_off[l]; t < S->term_off[l + 1]; t++) {
+            const int32_t *T = S->terms + 7 * t;
+            if (T[0] < 0 || T[0] > 1 || (T[0] == 1 && !has_im) || T[1] < 0 || T[1] >= np || T[4] < -1 ||
+                T[4] >= np || T[3] <= -65536 || T[3] >= 65536 || T[6] <= -65536 || T[6] >= 65536)
+                return 0;
+            if ((T[2] || (T[4] >= 0 && T[5])) && !square)
+                return 0;
+        }
+    }
+    return 1;
+}
+
+int emublas_oz_run_products(const emublas_oz_schedule *S, int64_t mx, int64_t my, const int8_t *X, int64_t xps,
+                            int64_t xrs, int64_t xcs, const int8_t *Y, int64_t yps, int64_t yrs, int64_t ycs,
+                            double *acc_re_hi, double *acc_re_lo, double *acc_im_hi, double *acc_im_lo,
+                            int32_t *first, int uplo, double *seconds, int nthreads)
+{
+    if (mx < 0 || my < 0 || uplo < 0 || uplo > 2 || !first)
+        return EMUBLAS_EINVAL;
+    if (mx == 0 || my == 0)
+        return EMUBLAS_OK;
+    const int has_im = acc_im_hi && acc_im_lo;
+    if (!X || !Y || !acc_re_hi || !acc_re_lo || !schedule_ok(S, has_im, mx == my))
+        return EMUBLAS_EINVAL;
+    int err;
+    const emublas__i8kernel *K = emublas__i8gemm_kernel(EMUBLAS_IMPL_AUTO, &err);
+    if (!K)
+        return err;
+    int np_max = 0;
+    double macs = 0;
+    for (int l = 0; l < S->nmod; l++) {
+        const int np = S->prod_off[l + 1] - S->prod_off[l];
+        np_max = np > np_max ? np : np_max;
+        macs += (double)np * (double)mx * (double)my * (double)S->kk;
+    }
+    /* one team for the whole loop: worth waking when the products together are
+     * (one product alone decides this in emublas_i8gemm) */
+    int nt = nthreads > 0 ? nthreads : emublas__online_cpus();
+    if (nt > EMUBLAS_MAX_THREADS)
+        nt = EMUBLAS_MAX_THREADS;
+    if (macs < K->par_min_macs)
+        nt = 1;
+    run_job J = {
+        .S = S, .K = K, .mx = mx, .my = my, .X = X, .Y = Y,
+        .xps = xps, .xrs = xrs, .xcs = xcs, .yps = yps, .yrs = yrs, .ycs = ycs,
+        .acc = {acc_re_hi, acc_re_lo, acc_im_hi, acc_im_lo},
+        .first = {first[0] != 0, first[1] != 0}, .uplo = uplo,
+    };
+    /* the workspace of the deepest chunk, the largest any step needs */
+    const int64_t kc_max = S->kk < S->k_chunk ? S->kk : S->k_chunk;
+    if (kc_max > 0) {
+        emublas__gemm_job G;
+        emublas__i8gemm_prepare(&G, K, mx, my, kc_max, X, xrs, xcs, Y, ycs, yrs, NULL, 1, mx, 0, nt);
+        J.work_stride = (G.work_stride + 63) / 64 * 64;
+        J.work = aligned_alloc(64, J.work_stride * (size_t)nt);
+        if (!J.work)
+            return EMUBLAS_ENOMEM;
+    }
+    J.buf = aligned_alloc(64, ((size_t)np_max * (size_t)(mx * my) * sizeof(int32_t) + 63) / 64 * 64);
+    if (!J.buf) {
+        free(J.work);
+        return EMUBLAS_ENOMEM;
+    }
+    emublas__parallel(run_task, &J, nt);
+    free(J.buf);
+    free(J.work);
+    first[0] = J.first[0];
+    first[1] = J.first[1];
+    if (seconds) {
+        seconds[0] += J.seconds[0];
+        seconds[1] += J.seconds[1];
+    }
+    return EMUBLAS_OK;
+}
