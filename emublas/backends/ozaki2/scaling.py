@@ -53,6 +53,13 @@ class Side:
     below (``auto`` mode's estimate, the Dask planner) copy them to the host on
     first use.
 
+    Parameters
+    ----------
+    x : numpy.ndarray or cupy.ndarray, shape (rows, k)
+        The factor (real or complex, any strides).
+    stats : array, optional
+        Its (3, rows) statistics when the caller has them; None: computed here.
+
     Attributes
     ----------
     x : ndarray, shape (rows, k)
@@ -85,16 +92,24 @@ class Side:
 
     @property
     def rows(self) -> int:
+        """The number of rows (scaled units) of the factor."""
         return self.stats.shape[1]
 
     def host(self) -> np.ndarray:
-        """The statistics on the host (a copy from the device, made once)."""
+        """The statistics on the host (a copy from the device, made once).
+
+        Returns
+        -------
+        numpy.ndarray
+            The (3, rows) float64 statistics: max|x|, Σ|x|², Σ|x| per row.
+        """
         if self._host is None:
             self._host = _host(self.stats)
         return self._host
 
     @property
     def clean(self):
+        """``x``, or on the CPU a copy with the NaN/Inf rows zeroed (made once, when first read)."""
         if self._clean is None:
             self._clean = self.x
             if not self.gpu and not self.finite.all():
@@ -132,9 +147,14 @@ class Side:
         return np.where(self.zero, -np.inf, v)
 
     def int8_bound(self):
-        """``ceil(127·|x|/2^ea)`` as int8: entrywise upper bounds with 7 bits, zero for rows
-        with NaN/Inf.  numpy: a (rows, k) array; cupy: padded k-contiguous planes for
-        cuBLAS (see :mod:`.kernels_gpu`)."""
+        """``ceil(127·|x|/2^ea)`` as int8: entrywise upper bounds with 7 bits, zero for rows with NaN/Inf.
+
+        Returns
+        -------
+        numpy.ndarray or cupy.ndarray
+            numpy: a (rows, k) int8 array; cupy: padded k-contiguous planes for
+            cuBLAS (see :mod:`.kernels_gpu`).
+        """
         if self.gpu:
             from . import kernels_gpu
 
@@ -142,7 +162,18 @@ class Side:
         return kernels_cpu.oz_bound_int8(self.clean, self.ea)
 
     def fetch_rows(self, rows):
-        """The given rows (host index array) of the factor, on its device."""
+        """Some rows of the factor, on its device.
+
+        Parameters
+        ----------
+        rows : numpy.ndarray of int
+            Row indices (on the host).
+
+        Returns
+        -------
+        numpy.ndarray or cupy.ndarray
+            ``x[rows]``, shape (len(rows), k).
+        """
         xp = namespace(x=self.x)
         return self.x[xp.asarray(rows)]
 
@@ -152,15 +183,41 @@ def _host(a) -> np.ndarray:
 
 
 def side(x) -> Side:
-    """The :class:`Side` of ``x`` (rows are the scaled units)."""
+    """The :class:`Side` of ``x`` (rows are the scaled units).
+
+    Parameters
+    ----------
+    x : numpy.ndarray or cupy.ndarray
+        A 2-D factor, rows × k.
+
+    Returns
+    -------
+    Side
+        Its row statistics (computed without waiting on the device).
+    """
     return Side(x)
 
 
 def bound_product(left: Side, right: Side, *, threads=None):
-    """``(wrow, wcol, W)``: the accurate mode's bound product ``W = ceil(127·Ā)·ceil(127·B̄)ᵀ``
-    (exact integers; k chunks summed in int64), its row and column maxima (int64) and W
-    itself saturated to int32 (a lower bound where it saturates: the certificate reads it),
-    on the factors' device; nothing waits for it."""
+    """The accurate mode's bound product ``W = ceil(127·Ā)·ceil(127·B̄)ᵀ``, on the factors' device.
+
+    The integers are exact (k chunks summed in int64); nothing waits for them.
+
+    Parameters
+    ----------
+    left, right : Side
+        The two factors (``right`` may be ``left`` for the rank-k routines).
+    threads : int, optional
+        Threads of the CPU's int8 products; None: the package default.
+
+    Returns
+    -------
+    wrow, wcol : array of int64
+        W's row and column maxima.
+    W : array of int32
+        W itself (Fortran-ordered on the CPU), saturated to int32: a lower bound
+        where it saturates, which the certificate reads.
+    """
     if left.gpu:
         return _bound_product_gpu(left, right)
     a = left.int8_bound()
@@ -226,9 +283,23 @@ def _bound_product_gpu(left: Side, right: Side):
 
 
 def growth(side: Side, wmax=None) -> np.ndarray:
-    """log2 of each row's growth factor g on the host: from the bound product's row maxima
-    (accurate) or the row's 2-norm (fast, Cauchy–Schwarz); −inf for zero rows.  The
-    formula of :func:`row_plan`, for ``auto`` mode's estimate."""
+    """log2 of each row's growth factor g, on the host: the formula of :func:`row_plan`.
+
+    For ``auto`` mode's estimate: from the bound product's row maxima
+    (accurate) or the row's 2-norm (fast, Cauchy–Schwarz).
+
+    Parameters
+    ----------
+    side : Side
+        The factor's statistics.
+    wmax : array, optional
+        The bound product's row maxima; None: the 2-norm bound.
+
+    Returns
+    -------
+    numpy.ndarray of float64
+        One value per row; −inf for zero rows.
+    """
     rowmax, sumsq, _ = side.host()
     return _growth(
         np.where(rowmax <= _BIG, rowmax, 0.0),
@@ -251,11 +322,20 @@ def _growth(rm, sumsq, wmax, ea, log2k):
 
 
 class RowPlan:
-    """The plan of each row of one factor (on the factor's device): ``shift`` (int32;
-    :data:`DEAD` for rows with NaN/Inf), and for the certificate ``err`` (float64: log2 of
-    the row's truncation error term in C' units plus the slack; +inf for NaN/Inf rows,
-    −inf for zero rows), ``wsum`` (float64: upper bound of the row's bound-plane sum) and
-    ``budget`` (int32: shift + ea)."""
+    """The plan of each row of one factor, on the factor's device.
+
+    Parameters
+    ----------
+    shift : array of int32
+        The row's scaling exponent; :data:`DEAD` for rows with NaN/Inf.
+    err : array of float64
+        For the certificate: log2 of the row's truncation error term in C' units
+        plus the slack; +inf for NaN/Inf rows, −inf for zero rows.
+    wsum : array of float64
+        Upper bound of the row's bound-plane sum.
+    budget : array of int32
+        ``shift + ea``: the bits the row keeps.
+    """
 
     __slots__ = ("shift", "err", "wsum", "budget")
 
@@ -264,11 +344,28 @@ class RowPlan:
 
 
 def row_plan(side: Side, L: float, slack: float, wmax=None) -> RowPlan:
-    """The :class:`RowPlan` of a factor for the product bound 2^L: ``u = floor((L − g)/2)``,
-    ``shift = u − ea`` with g from :func:`growth`'s formula.
+    """The :class:`RowPlan` of a factor for the product bound 2^L.
 
-    On cupy arrays the ``oz_plan`` kernel computes it on the device (no wait for the
-    host); on numpy the same formulas in the same order run here.
+    ``u = floor((L − g)/2)``, ``shift = u − ea``, with g from :func:`growth`'s
+    formula.  On cupy arrays the ``oz_plan`` kernel computes it on the device
+    (no wait for the host); on numpy the same formulas in the same order run here.
+
+    Parameters
+    ----------
+    side : Side
+        The factor's statistics.
+    L : float
+        log2 of the product bound the moduli can reconstruct.
+    slack : float
+        log2 slack added to each row's error term (:func:`.certify.slack`).
+    wmax : array, optional
+        The row maxima of the accurate mode's bound product (:func:`bound_product`);
+        None: fast mode's 2-norm bound.
+
+    Returns
+    -------
+    RowPlan
+        Shifts, error terms, bound-plane sums and budgets per row.
     """
     k = side.x.shape[1]
     log2k = math.log2(max(k, 1))
@@ -321,6 +418,26 @@ def needed_bits(
     columns with the widest spread of magnitudes), with ``Σ|A||B|`` computed
     in log2 so that no magnitude over- or underflows.  It only picks the
     count: every entry is certified afterwards (:mod:`.certify`).
+
+    Parameters
+    ----------
+    left, right : Side
+        The two factors.
+    g_rows, g_cols : numpy.ndarray of float64
+        :func:`growth` of each factor's rows.
+    precision : int
+        Significand bits of the routine's dtype (24 or 53).
+    terms : int, optional
+        Products summed into each entry (their errors add up).
+    samples : int, optional
+        Random entries checked, besides the widest-spread rows and columns.
+    rng_seed : int, optional
+        Seed of the sample (the choice is reproducible).
+
+    Returns
+    -------
+    float
+        The L needed over the sample; 0.0 for empty or all-zero inputs.
     """
     m, n = left.x.shape[0], right.x.shape[0]
     k = left.x.shape[1]
