@@ -25,6 +25,9 @@ def main() -> None:
     ap.add_argument("--moduli", type=int, default=16)
     ap.add_argument("--mode", default="accurate")
     ap.add_argument("--calls", type=int, default=1)
+    ap.add_argument(
+        "--no-warmup", action="store_true", help="one call per op, no warm-up (a profiler then sees only that call)"
+    )
     args = ap.parse_args()
 
     import cupy
@@ -41,6 +44,10 @@ def main() -> None:
         def call(f=f, a=a, b=b):
             return f(1.0, a, b, backend="ozaki2", moduli=args.moduli, mode=args.mode)
 
+        if args.no_warmup:
+            call()
+            cupy.cuda.Device().synchronize()
+            continue
         _, times = cuda_times(cupy, call, args.calls)
         print(f"{code}gemm n={n} moduli={args.moduli} {args.mode}: {Timing(times)}")
 

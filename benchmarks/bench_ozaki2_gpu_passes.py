@@ -5,8 +5,8 @@
 1. Measures the device's copy bandwidth: a device-to-device copy of ``--copy-gib``
    GiB (``dst[...] = src``), CUDA events, median of 10; bandwidth = bytes read +
    written over the time.
-2. Runs ``bench_ozaki2_gpu_kernels.py`` (one warm-up and one emulated call per op)
-   under Nsight Compute (``ncu``) for every kernel's duration and DRAM bytes read and
+2. Runs ``bench_ozaki2_gpu_kernels.py --no-warmup`` (one emulated call, one process
+   per op) under Nsight Compute (``ncu``) for every kernel's duration and DRAM bytes read and
    written (``gpu__time_duration.sum``, ``dram__bytes_read.sum``, ``dram__bytes_write.sum``:
    the bytes are the hardware's count, not an estimate from the shapes).
 3. Prints per op and kernel: launches per call, µs per launch, MB moved per launch, the
@@ -58,8 +58,8 @@ def _value(row: dict, key: str) -> str:
     raise KeyError(key)
 
 
-def profile(ncu: str, ops: list[str], n: int, moduli: int, mode: str) -> list[dict]:
-    """One row per kernel launch: name, seconds, bytes read, bytes written."""
+def profile(ncu: str, op: str, n: int, moduli: int, mode: str) -> list[dict]:
+    """One row per kernel launch of one call of ``op``: name, seconds, bytes read, bytes written."""
     cmd = [
         ncu,
         "--csv",
@@ -68,15 +68,14 @@ def profile(ncu: str, ops: list[str], n: int, moduli: int, mode: str) -> list[di
         sys.executable,
         os.path.join(HERE, "bench_ozaki2_gpu_kernels.py"),
         "--ops",
-        *ops,
+        op,
         "--n",
         str(n),
         "--moduli",
         str(moduli),
         "--mode",
         mode,
-        "--calls",
-        "1",
+        "--no-warmup",
     ]
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode:
@@ -103,12 +102,10 @@ def _group(name: str) -> str:
     return name.split("(")[0][:40]
 
 
-def summarize(launches: list[dict], ops: list[str], n: int, bandwidth: float) -> list[dict]:
-    """Per op (the launches split in halves: warm-up then the timed call, per op in order) and kernel group."""
-    per_op = len(launches) // (2 * len(ops))
+def summarize(per_op: dict[str, list[dict]], n: int, bandwidth: float) -> list[dict]:
+    """Per op and kernel group: launches, µs, MB, µs at the copy bandwidth, ratio (and Pop/s of the GEMMs)."""
     rows = []
-    for i, op in enumerate(ops):
-        call = launches[(2 * i + 1) * per_op : (2 * i + 2) * per_op]  # the timed call, after its warm-up
+    for op, call in per_op.items():
         groups: dict[str, list[dict]] = {}
         for ln in call:
             groups.setdefault(_group(ln["name"]), []).append(ln)
@@ -137,10 +134,8 @@ def main() -> None:
     args = ap.parse_args()
 
     bw = copy_bandwidth(args.copy_gib)
-    launches = profile(args.ncu, args.ops, args.n, args.moduli, args.mode)
-    if len(launches) % (2 * len(args.ops)):
-        print(f"warning: {len(launches)} launches do not split evenly into warm-up and call per op")
-    rows = summarize(launches, args.ops, args.n, bw)
+    launches = {op: profile(args.ncu, op, args.n, args.moduli, args.mode) for op in args.ops}
+    rows = summarize(launches, args.n, bw)
     print(f"copy bandwidth {bw / 1e12:.2f} TB/s (read + write); {args.mode}, {args.moduli} moduli, n = {args.n}")
     print(f"{'op':6s} {'kernel':28s} {'calls':>5s} {'us':>9s} {'MB':>9s} {'us@bw':>8s} {'ratio':>6s}")
     for r in rows:

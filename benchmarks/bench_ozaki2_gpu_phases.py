@@ -4,7 +4,10 @@ For each size and dtype: 10 back-to-back calls on the same cupy arrays (host
 wall time per call, and CUDA-event device time per call over all 10), then one
 profiled call (``routines.PROFILE_GPU``: CUDA events between the phases, which
 synchronises, so its total is a little longer), beside cuBLAS's time for the
-same product.  Inputs rand − 0.5 (complex: both parts), Fortran order.
+same product.  Inputs rand − 0.5 (complex: both parts), times exp(φ·randn) with
+``--phi`` (φ = 4 makes the certificate recompute many entries), Fortran order.
+``--products gemmex lt`` times each size once per int8 product path (cublasGemmEx,
+cuBLASLt with timed algorithm choice: ``kernels_gpu.PRODUCTS``), in the same run.
 
 Usage::
 
@@ -18,7 +21,7 @@ import json
 from functools import partial
 
 import emublas
-from emublas.backends.ozaki2 import routines
+from emublas.backends.ozaki2 import kernels_gpu, routines
 from emublas.timing import cuda_batch
 
 
@@ -34,6 +37,8 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
     ap.add_argument("--dtypes", nargs="+", choices=["d", "z"], default=["z", "d"])
     ap.add_argument("--moduli", type=int, default=16)
+    ap.add_argument("--products", nargs="+", choices=["gemmex", "lt"], default=[kernels_gpu.PRODUCTS])
+    ap.add_argument("--phi", type=float, default=0.0)
     ap.add_argument("--json")
     args = ap.parse_args()
 
@@ -43,42 +48,56 @@ def main() -> None:
     rows = []
     for n in args.sizes:
         for code in args.dtypes:
-            a, b = rng.random((n, n)) - 0.5, rng.random((n, n)) - 0.5
+
+            def draw():
+                x = rng.random((n, n)) - 0.5
+                return x * cupy.exp(args.phi * rng.standard_normal((n, n))) if args.phi else x
+
+            a, b = draw(), draw()
             if code == "z":
-                a, b = a + 1j * (rng.random((n, n)) - 0.5), b + 1j * (rng.random((n, n)) - 0.5)
+                a, b = a + 1j * draw(), b + 1j * draw()
             a, b = cupy.asfortranarray(a), cupy.asfortranarray(b)
             f = getattr(emublas, code + "gemm")
-            host, dev = _per_call(partial(f, 1.0, a, b, backend="ozaki2", moduli=args.moduli))
             _, native = _per_call(partial(f, 1.0, a, b, backend="native"))
-            routines.PROFILE_GPU = True
-            try:
-                f(1.0, a, b, backend="ozaki2", moduli=args.moduli)
-                cupy.cuda.Device().synchronize()
-                phases = dict(routines.last_run()["phases"])
-            finally:
-                routines.PROFILE_GPU = False
-            rows.append(
-                {
-                    "op": code + "gemm",
-                    "n": n,
-                    "moduli": args.moduli,
-                    "host_s": host,
-                    "device_s": dev,
-                    "native_s": native,
-                    "vs_native": native / dev,
-                    "phases": phases,
-                }
-            )
+            for path in args.products:
+                kernels_gpu.PRODUCTS = path
+                host, dev = _per_call(partial(f, 1.0, a, b, backend="ozaki2", moduli=args.moduli))
+                routines.PROFILE_GPU = True
+                try:
+                    f(1.0, a, b, backend="ozaki2", moduli=args.moduli)
+                    cupy.cuda.Device().synchronize()
+                    phases = dict(routines.last_run()["phases"])
+                finally:
+                    routines.PROFILE_GPU = False
+                rows.append(
+                    {
+                        "op": code + "gemm",
+                        "n": n,
+                        "moduli": args.moduli,
+                        "phi": args.phi,
+                        "products": path,
+                        "host_s": host,
+                        "device_s": dev,
+                        "native_s": native,
+                        "vs_native": native / dev,
+                        "phases": phases,
+                    }
+                )
+            del a, b
+            cupy.get_default_memory_pool().free_all_blocks()
     print(
-        f"ozaki2 on {cupy.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {args.moduli} moduli, per call (ms):"
+        f"ozaki2 on {cupy.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {args.moduli} moduli,"
+        f" phi = {args.phi}, per call (ms):"
     )
-    print("| op | n | host | device | cuBLAS | × cuBLAS | scaling | residues | int8 GEMMs | CRT | GEMM share |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| op | n | products | host | device | cuBLAS | × cuBLAS | scaling | residues | int8 GEMMs | CRT | GEMM share |"
+    )
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         p = r["phases"]
         total = sum(p.get(k, 0.0) for k in ("scaling", "residues", "gemm", "crt"))
         print(
-            f"| {r['op']} | {r['n']} | {1e3 * r['host_s']:.2f} | {1e3 * r['device_s']:.2f} |"
+            f"| {r['op']} | {r['n']} | {r['products']} | {1e3 * r['host_s']:.2f} | {1e3 * r['device_s']:.2f} |"
             f" {1e3 * r['native_s']:.2f} | {r['vs_native']:.2f} |"
             + "".join(f" {1e3 * p.get(k, 0.0):.2f} |" for k in ("scaling", "residues", "gemm", "crt"))
             + f" {p.get('gemm', 0.0) / total:.0%} |"

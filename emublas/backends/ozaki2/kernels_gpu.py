@@ -12,6 +12,7 @@ cuBLAS's int8 tensor-core GEMM); products are column-major int32.
 
 from __future__ import annotations
 
+import os
 import threading
 from functools import lru_cache
 
@@ -245,27 +246,45 @@ def residues(kind: str, x, shift_d, moduli, roots, conj: bool, out=None):
     return out
 
 
+#: Which cuBLAS path computes the int8 products: "gemmex" (cublasGemmEx, cuBLAS's own
+#: heuristic) or "lt" (cuBLASLt with the algorithm chosen by timing on the first call of
+#: each shape, see :mod:`emublas._kernels.cublaslt`).  From EMUBLAS_OZAKI2_PRODUCTS.
+PRODUCTS = os.environ.get("EMUBLAS_OZAKI2_PRODUCTS", "gemmex").strip().lower() or "gemmex"
+if PRODUCTS not in ("gemmex", "lt"):
+    raise ValueError(f"EMUBLAS_OZAKI2_PRODUCTS must be 'gemmex' or 'lt', got {PRODUCTS!r}")
+
+
 def gemm_tn(a_ptr: int, b_ptr: int, m: int, n: int, k: int, lda: int, ldb: int, c, ldc: int, c_offset: int = 0) -> None:
-    """``C = Aᵀ·B`` on cuBLAS int8 tensor cores: A is k×m (lda), B k×n (ldb), int8,
-    C m×n int32 column-major (ldc), on cupy's handle and current stream."""
+    """``C = Aᵀ·B`` on cuBLAS int8 tensor cores, on cupy's current stream.
+
+    Parameters
+    ----------
+    a_ptr, b_ptr : int
+        Device addresses of A (k × m, leading dimension ``lda``) and B (k × n, ``ldb``),
+        int8 column-major.
+    m, n, k : int
+        The product's shape.
+    lda, ldb : int
+        Leading dimensions of A and B (elements).
+    c : cupy.ndarray
+        int32 output holding C (m × n column-major, leading dimension ``ldc``) from
+        element ``c_offset`` on.
+    ldc, c_offset : int
+        C's leading dimension and its first element within ``c``.
+    """
     import cupy
 
+    c_ptr = c.data.ptr + 4 * c_offset
+    stream = cupy.cuda.get_current_stream().ptr
+    if PRODUCTS == "lt":
+        from ..._kernels import cublaslt
+
+        cublaslt.matmul_i8_tn(m, n, k, a_ptr, lda, b_ptr, ldb, c_ptr, ldc, stream=stream, algo="best")
+        return
     from ..._kernels import cublas_ext
 
     cublas_ext.gemm_i8(
-        cupy.cuda.device.get_cublas_handle(),
-        cupy.cuda.get_current_stream().ptr,
-        _OP_T,
-        _OP_N,
-        m,
-        n,
-        k,
-        a_ptr,
-        lda,
-        b_ptr,
-        ldb,
-        c.data.ptr + 4 * c_offset,
-        ldc,
+        cupy.cuda.device.get_cublas_handle(), stream, _OP_T, _OP_N, m, n, k, a_ptr, lda, b_ptr, ldb, c_ptr, ldc
     )
 
 
