@@ -42,8 +42,14 @@ DEFAULT_BACKEND = "native"
 class Selection:
     """A backend name, its options, and where the choice came from.
 
-    ``source`` is one of ``"call"``, ``"use"``, ``"set_backend"``,
-    ``"environment"`` or ``"default"``.
+    Attributes
+    ----------
+    backend : str
+        The backend's name.
+    options : mapping
+        Its options, by keyword.
+    source : {"call", "use", "set_backend", "environment", "default"}
+        What made the choice.
     """
 
     backend: str

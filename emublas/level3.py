@@ -470,8 +470,23 @@ del _p
 
 
 def scipy_dims(name: str, args: tuple, kwargs: dict):
-    """``(m, n, k, dtype)`` of a scipy ``{symm,hemm,trmm,trsm}`` call, or None where the
-    arguments are ones scipy should handle itself (bad codes or shapes, non-2-D operands)."""
+    """The sizes of a scipy ``{symm,hemm,trmm,trsm}`` call, for the interpose shim's size policy.
+
+    Parameters
+    ----------
+    name : str
+        The prefixed routine, e.g. ``"dtrsm"``.
+    args : tuple
+        The call's positional arguments.
+    kwargs : dict
+        Its keyword arguments.
+
+    Returns
+    -------
+    tuple or None
+        ``(m, n, k, dtype)``; None where the arguments are ones scipy should
+        handle itself (bad codes or shapes, non-2-D operands, emublas-only keywords).
+    """
     import inspect
 
     try:

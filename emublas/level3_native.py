@@ -26,6 +26,15 @@ def _scipy_routine(name: str):
 
 
 def store(out, result) -> None:
+    """Copy an f2py result into ``out`` unless f2py already wrote ``out`` itself.
+
+    Parameters
+    ----------
+    out : numpy.ndarray
+        The destination.
+    result : numpy.ndarray
+        What the scipy routine returned (a copy when it could not work on ``out``).
+    """
     if result is not out:  # f2py copied a non-Fortran view
         out[...] = result
 
@@ -138,7 +147,23 @@ def _cublas(kind: str, prefix: str, *, side, lower, a, b, alpha, trans=0, diag=0
 
 
 def native_tri(kind: str, prefix: str, alpha, a, b, side, lower, trans, diag) -> None:
-    """Native trmm/trsm of ``b`` in place (``a`` is the k×k triangle, any strides)."""
+    """Native trmm/trsm of ``b`` in place: scipy's routine on numpy, cuBLAS on cupy.
+
+    Parameters
+    ----------
+    kind : {"trmm", "trsm"}
+        The routine.
+    prefix : {"s", "d", "c", "z"}
+        Its precision prefix.
+    alpha : float or complex
+        The scalar.
+    a : array
+        The k × k triangle, any strides.
+    b : array
+        The Fortran-ordered m × n right-hand side, overwritten with the result.
+    side, lower, trans, diag : int
+        The BLAS codes (scipy's meaning).
+    """
     if is_cupy(b):
         _cublas(kind, prefix, side=side, lower=lower, a=a, b=b, alpha=alpha, trans=trans, diag=diag)
         return
@@ -147,6 +172,25 @@ def native_tri(kind: str, prefix: str, alpha, a, b, side, lower, trans, diag) ->
 
 
 def native_symm(kind: str, prefix: str, alpha, a, b, beta, c, side, lower) -> None:
+    """Native symm/hemm into ``c`` in place: scipy's routine on numpy, cuBLAS on cupy.
+
+    Parameters
+    ----------
+    kind : {"symm", "hemm"}
+        The routine.
+    prefix : {"s", "d", "c", "z"}
+        Its precision prefix.
+    alpha, beta : float or complex
+        The scalars.
+    a : array
+        The square symmetric (Hermitian) operand; only the triangle ``lower`` selects is read.
+    b : array
+        The m × n operand.
+    c : array
+        The Fortran-ordered m × n output, updated in place.
+    side, lower : int
+        The BLAS codes (scipy's meaning).
+    """
     if is_cupy(c):
         _cublas(kind, prefix, side=side, lower=lower, a=a, b=b, alpha=alpha, beta=beta, c=c)
         return

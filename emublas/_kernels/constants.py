@@ -46,6 +46,16 @@ _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, as
 def header_path(name: str = HEADER) -> str:
     """Path of the shared header ``name`` (installed copy first, then the source tree).
 
+    Parameters
+    ----------
+    name : str, optional
+        The header's file name; the shared constants' header by default.
+
+    Returns
+    -------
+    str
+        The path of the first copy found.
+
     Raises
     ------
     FileNotFoundError

@@ -32,7 +32,23 @@ _cache: dict[tuple[str, int, tuple[str, ...]], Any] = {}
 
 
 def source_path(name: str) -> str:
-    """Path of the CUDA source ``name`` (e.g. ``"ozaki2.cu"``)."""
+    """Path of the CUDA source ``name`` (package data in a wheel, ``native/cuda`` in a checkout).
+
+    Parameters
+    ----------
+    name : str
+        The file name, e.g. ``"ozaki2.cu"``.
+
+    Returns
+    -------
+    str
+        The path of the first copy found.
+
+    Raises
+    ------
+    FileNotFoundError
+        When neither place holds it.
+    """
     for folder in _CANDIDATES:
         path = os.path.join(folder, name)
         if os.path.exists(path):
@@ -41,7 +57,20 @@ def source_path(name: str) -> str:
 
 
 def source_text(name: str) -> str:
-    """The text of ``native/cuda/<name>`` with its ``../include/`` headers pasted in."""
+    """The text of ``native/cuda/<name>`` with its ``../include/`` headers pasted in.
+
+    NVRTC compiles from a string, so the shared headers are inlined here.
+
+    Parameters
+    ----------
+    name : str
+        The CUDA source's file name.
+
+    Returns
+    -------
+    str
+        The source, ready for ``cupy.RawModule``.
+    """
     with open(source_path(name)) as fh:
         code = fh.read()
 
@@ -57,7 +86,20 @@ def module(name: str, options: tuple[str, ...] = ()) -> Any:
 
     ``-std=c++17`` is always passed, ``options`` adds to it.  cupy itself
     names the device's architecture (machine code for ``sm_XY`` of the current
-    device, compiled by NVRTC), so no ``-arch`` is given here.
+    device, compiled by NVRTC), so no ``-arch`` is given here.  Compiled once
+    per source, device and options.
+
+    Parameters
+    ----------
+    name : str
+        The CUDA source's file name.
+    options : tuple of str, optional
+        More NVRTC options (``-D`` defines, for example).
+
+    Returns
+    -------
+    cupy.RawModule
+        The compiled module (cached).
     """
     import cupy
 
