@@ -104,7 +104,18 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``emublas`` command."""
+    """Entry point of the ``emublas`` command.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        The arguments after the program name; None: ``sys.argv[1:]``.
+
+    Returns
+    -------
+    int
+        The exit status.
+    """
     from ._version import __version__
 
     parser = argparse.ArgumentParser(prog="emublas", description="BLAS-3 emulation layer")

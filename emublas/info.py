@@ -13,7 +13,13 @@ __all__ = ["info", "format_info", "cpu_model", "gpu_devices"]
 
 
 def cpu_model() -> str:
-    """CPU model name (from /proc/cpuinfo where there is one)."""
+    """The CPU's model name.
+
+    Returns
+    -------
+    str
+        From /proc/cpuinfo where there is one, else what :mod:`platform` says.
+    """
     try:
         with open("/proc/cpuinfo") as fh:
             for line in fh:
@@ -38,7 +44,15 @@ def _extension() -> dict[str, Any]:
 
 
 def gpu_devices() -> dict[str, Any]:
-    """cupy's version and the GPUs it sees (id, name, compute capability), or why there are none."""
+    """cupy's version and the GPUs it sees, or why there are none.
+
+    Returns
+    -------
+    dict
+        ``cupy`` (version or None), ``devices`` (a list of dicts: id, name,
+        compute_capability as ``"major.minor"``, memory_gib) and, where cupy or
+        the driver fails, ``detail`` (why, in one line).
+    """
     try:
         import cupy
     except Exception as exc:
@@ -132,7 +146,19 @@ def _shown(value: Any) -> str:
 
 
 def format_info(report: dict[str, Any] | None = None) -> str:
-    """``info()`` as readable text (what ``emublas info`` prints)."""
+    """``info()`` as readable text (what ``emublas info`` prints).
+
+    Parameters
+    ----------
+    report : dict, optional
+        A report from :func:`info`; None: a new one.
+
+    Returns
+    -------
+    str
+        Several lines: versions, CPU and C extension, GPUs, backends and their
+        readiness, the active selection.
+    """
     r = info() if report is None else report
     ext = r["cpu"]["extension"]
     lines = [

@@ -210,7 +210,15 @@ _hook = AfterImport(("cupy",), _on_cupy, "emublas-interpose-cupy")
 
 
 def replacements() -> list[tuple[Any, str, Any]]:
-    """Swaps for an already imported cupy; otherwise arm the import hook."""
+    """Swaps for an already imported cupy; otherwise arm the import hook that makes them on import.
+
+    Returns
+    -------
+    list of (object, str, object)
+        ``(owner, attribute, replacement)`` for ``cupy.matmul``, ``cupy.dot``,
+        ``cupy.cublas.gemm``/``syrk`` and the ndarray methods that can be patched;
+        empty when cupy is not imported yet.
+    """
     cupy = sys.modules.get("cupy")
     if cupy is not None:
         return _cupy_swaps(cupy)

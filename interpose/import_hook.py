@@ -20,6 +20,15 @@ class AfterImport:
     ``.pth`` file may run twice).  A hook asked again while it is asking the
     other finders answers None, so that two such hooks (an older copy of the
     ``.pth`` file in a parent environment, say) do not ask each other forever.
+
+    Parameters
+    ----------
+    triggers : iterable of str
+        Full module names whose import fires the hook.
+    callback : callable
+        Called with the module object once it has executed.
+    name : str
+        The hook's name.
     """
 
     def __init__(self, triggers, callback, name):
@@ -29,6 +38,20 @@ class AfterImport:
         self.searching = False  # the import lock of the module keeps this per import
 
     def find_spec(self, fullname, path, target=None):
+        """The spec of a trigger module, with its loader's ``exec_module`` wrapped to run the callback.
+
+        Parameters
+        ----------
+        fullname : str
+            The module being imported.
+        path, target
+            As the import system passes them to ``find_spec``.
+
+        Returns
+        -------
+        importlib.machinery.ModuleSpec or None
+            None for other modules (and while this hook asks the other finders).
+        """
         if fullname not in self.triggers or self.searching:
             return None
         self.searching = True

@@ -67,6 +67,11 @@ class QuantizationWarning(UserWarning):
 def min_dim() -> int:
     """The current size threshold (``EMUBLAS_MIN_DIM``, default 64; empty means unset).
 
+    Returns
+    -------
+    int
+        Calls with a dimension below it go to the original routine.
+
     Raises
     ------
     ValueError
@@ -80,6 +85,11 @@ def min_dim() -> int:
 def verbose() -> bool:
     """Whether ``EMUBLAS_VERBOSE`` asks for one line per intercepted call on stderr.
 
+    Returns
+    -------
+    bool
+        The variable's value.
+
     Raises
     ------
     ValueError
@@ -91,7 +101,22 @@ def verbose() -> bool:
 
 
 def selection(device: str = "cpu") -> tuple[str, dict, bool]:
-    """Backend name, options and whether it can run on ``device``, for this call (thread-aware)."""
+    """The backend selected for this call (thread-aware) and whether it can run on ``device``.
+
+    Parameters
+    ----------
+    device : {"cpu", "gpu"}, optional
+        The device of the intercepted call.
+
+    Returns
+    -------
+    name : str
+        The backend's name.
+    options : dict
+        Its options, resolved.
+    usable : bool
+        Whether it is ready on ``device``.
+    """
     from emublas import config
 
     backend, opts = config.resolve(None, None)
@@ -99,7 +124,18 @@ def selection(device: str = "cpu") -> tuple[str, dict, bool]:
 
 
 def explicit_options(backend: str) -> dict:
-    """The options given with the process-wide selection, if ``backend`` is the one selected."""
+    """The options given with the process-wide selection, if ``backend`` is the one selected.
+
+    Parameters
+    ----------
+    backend : str
+        A backend name.
+
+    Returns
+    -------
+    dict
+        Those options; empty for another backend.
+    """
     from emublas import config
 
     chosen = config.get_backend()
@@ -107,9 +143,21 @@ def explicit_options(backend: str) -> dict:
 
 
 def fallthrough_reason(backend: str, usable: bool, dims: tuple | None) -> str:
-    """Why a call goes to the original (``""``: it is emulated).
+    """Why a call goes to the original routine.
 
-    ``dims`` is ``(m, n, k, ...)``, or None where the arguments are left to the original.
+    Parameters
+    ----------
+    backend : str
+        The selected backend's name.
+    usable : bool
+        Whether it can run on the call's device.
+    dims : tuple or None
+        ``(m, n, k, ...)`` of the call, or None where the arguments are left to the original.
+
+    Returns
+    -------
+    str
+        The reason, as the verbose line shows it; ``""`` when the call is emulated.
     """
     if backend == "native":
         return "backend native"
@@ -123,7 +171,20 @@ def fallthrough_reason(backend: str, usable: bool, dims: tuple | None) -> str:
 
 
 def shim_options(backend: str, selection_options) -> dict[str, Any]:
-    """Call keywords the shim adds: :data:`SHIM_DEFAULTS` not set by the environment or selection."""
+    """Call keywords the shim adds: :data:`SHIM_DEFAULTS` not set by the environment or selection.
+
+    Parameters
+    ----------
+    backend : str
+        The selected backend's name.
+    selection_options : mapping
+        The options the selection gives.
+
+    Returns
+    -------
+    dict
+        The defaults to add, by keyword.
+    """
     from emublas import backends
 
     extra = {}
@@ -136,10 +197,20 @@ def shim_options(backend: str, selection_options) -> dict[str, Any]:
 
 
 def warn_quantized(backend: str, opts: dict, dtype) -> None:
-    """Once per bit count: a backend that rounds the program's floats (boolpack) is not an exact product.
+    """Once per bit count: warn that a backend that rounds the program's floats (boolpack) is not an exact product.
 
     Called by the routine that replaced the program's function, so that the warning
-    points at the program's call.
+    points at the program's call.  Nothing for backends that do not quantize, or
+    for integer data.
+
+    Parameters
+    ----------
+    backend : str
+        The backend's name.
+    opts : dict
+        The call's options (``bits`` is read).
+    dtype : numpy.dtype
+        The call's dtype.
     """
     from emublas import backends
 
@@ -164,7 +235,21 @@ def warn_quantized(backend: str, opts: dict, dtype) -> None:
 
 
 def used_options(backend: str, options: dict) -> dict:
-    """The options as the last call used them: ozaki2's moduli count instead of ``default``."""
+    """The options as the last call used them, for the verbose line.
+
+    Parameters
+    ----------
+    backend : str
+        The backend's name.
+    options : dict
+        The call's options.
+
+    Returns
+    -------
+    dict
+        The options with None shown as ``"current"``; for ozaki2 the moduli
+        count used instead of ``default``; for auto what it chose and from which table.
+    """
     shown = {k: ("current" if v is None else v) for k, v in options.items()}
     if backend == "auto":  # what auto chose, and the cost table it chose from
         try:
@@ -191,7 +276,27 @@ def used_options(backend: str, options: dict) -> dict:
 def record(
     routine: str, shape: tuple, dtype, emulated: bool, why: str, seconds: float, backend: str, options: dict
 ) -> None:
-    """Count one intercepted call and, under ``EMUBLAS_VERBOSE``, print its line."""
+    """Count one intercepted call and, under ``EMUBLAS_VERBOSE``, print its line on stderr.
+
+    Parameters
+    ----------
+    routine : str
+        The scipy or cupy routine's name.
+    shape : tuple
+        The call's dimensions (empty where not checked).
+    dtype : numpy.dtype
+        The call's dtype.
+    emulated : bool
+        Whether emublas ran it.
+    why : str
+        Why not, when it went to the original.
+    seconds : float
+        The call's wall time.
+    backend : str
+        The selected backend's name.
+    options : dict
+        The call's options.
+    """
     with _lock:
         _counts[f"{routine}:{'emulated' if emulated else 'native'}"] += 1
     if verbose():
@@ -202,7 +307,13 @@ def record(
 
 
 def stats() -> dict[str, int]:
-    """Counters of intercepted calls: ``"<routine>:emulated"`` and ``"<routine>:native"``."""
+    """Counters of intercepted calls.
+
+    Returns
+    -------
+    dict of str to int
+        ``"<routine>:emulated"`` and ``"<routine>:native"`` counts (a copy).
+    """
     with _lock:
         return dict(_counts)
 

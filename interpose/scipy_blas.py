@@ -51,7 +51,22 @@ _SIGNATURES = _make_signatures()
 
 
 def call_dims(name: str, args: tuple, kwargs: dict):
-    """(m, n, k, dtype) of a scipy BLAS call, or None where scipy should handle it itself."""
+    """The sizes of a scipy BLAS call, for the shim's size policy.
+
+    Parameters
+    ----------
+    name : str
+        The prefixed scipy routine, e.g. ``"dgemm"``.
+    args : tuple
+        The call's positional arguments.
+    kwargs : dict
+        Its keyword arguments.
+
+    Returns
+    -------
+    tuple or None
+        ``(m, n, k, dtype)``; None where scipy should handle the call itself.
+    """
     from emublas import blas as front
 
     if name[1:] in ("symm", "hemm", "trmm", "trsm"):
@@ -103,7 +118,22 @@ def call_dims(name: str, args: tuple, kwargs: dict):
 
 
 def replacement(name: str, original: Callable) -> Callable:
-    """The function that stands in for scipy's ``name`` (``original``)."""
+    """The function that stands in for scipy's ``name``.
+
+    Parameters
+    ----------
+    name : str
+        The prefixed routine.
+    original : callable
+        scipy's function, called for the calls the policy leaves to it.
+
+    Returns
+    -------
+    callable
+        A wrapper with ``original``'s name and docstring that runs the emublas
+        routine when the policy allows, records the call, and otherwise calls
+        ``original``.
+    """
     from emublas import blas as front
 
     routine = front.ROUTINES[name]
@@ -148,8 +178,14 @@ def replacement(name: str, original: Callable) -> Callable:
 
 
 def replacements() -> list[tuple[Any, str, Any]]:
-    """``(module, name, replacement)`` for every routine of :data:`SCIPY_NAMES` that
-    ``scipy.linalg.blas`` and ``scipy.linalg._fblas`` hold (one replacement per name)."""
+    """One replacement per routine of :data:`SCIPY_NAMES`, for each module that holds it.
+
+    Returns
+    -------
+    list of (module, str, callable)
+        ``(module, name, replacement)`` for ``scipy.linalg.blas`` and
+        ``scipy.linalg._fblas``.
+    """
     import scipy.linalg._fblas as fblas
     import scipy.linalg.blas as blas
 

@@ -18,7 +18,13 @@ OFF = ("", "0", "false", "no", "off")
 
 
 def hook_code() -> str:
-    """The code the ``.pth`` line runs: ``import_hook.py`` without its docstring, then ``arm_startup()``."""
+    """The code the ``.pth`` line runs: ``import_hook.py`` without its docstring, then ``arm_startup()``.
+
+    Returns
+    -------
+    str
+        Python source, executed with ``exec`` at interpreter start.
+    """
     with open(os.path.join(HERE, "import_hook.py")) as fh:
         source = fh.read()
     first = ast.parse(source).body[0]
@@ -29,7 +35,13 @@ def hook_code() -> str:
 
 
 def pth_text() -> str:
-    """The two lines of ``emublas-interpose.pth``."""
+    """The two lines of ``emublas-interpose.pth``.
+
+    Returns
+    -------
+    str
+        A comment line, then the ``import`` line ``site.py`` executes.
+    """
     return (
         "# emublas: with EMUBLAS_INTERPOSE set (not empty, 0, false, no, off) the emublas.interpose shim is"
         " installed when the program imports scipy.linalg.blas or cupy; otherwise nothing is imported.\n"

@@ -19,7 +19,17 @@ _originals: dict[tuple[Any, str], Any] = {}
 
 
 def swap(module: Any, attr: str, new: Any) -> None:
-    """Set ``module.attr = new``, remembering the first original seen for :func:`restore_all`."""
+    """Set ``module.attr = new``, remembering the first original seen for :func:`restore_all`.
+
+    Parameters
+    ----------
+    module : object
+        The module (or class) that holds the attribute.
+    attr : str
+        The attribute's name.
+    new : object
+        Its replacement.
+    """
     with lock:
         key = (module, attr)
         if key not in _originals:
@@ -28,8 +38,13 @@ def swap(module: Any, attr: str, new: Any) -> None:
 
 
 def swap_while_installed(make_swaps: Callable[[], Iterable[tuple[Any, str, Any]]]) -> None:
-    """:func:`swap` each triple ``make_swaps()`` gives, unless the shim was uninstalled
-    meanwhile (then ``make_swaps`` is not called)."""
+    """:func:`swap` each triple ``make_swaps()`` gives, unless the shim was uninstalled meanwhile.
+
+    Parameters
+    ----------
+    make_swaps : callable
+        Returns ``(module, attr, new)`` triples; not called when the shim is not installed.
+    """
     with lock:
         if not _originals:
             return
@@ -38,7 +53,13 @@ def swap_while_installed(make_swaps: Callable[[], Iterable[tuple[Any, str, Any]]
 
 
 def installed() -> bool:
-    """Whether the shim is active."""
+    """Whether the shim is active.
+
+    Returns
+    -------
+    bool
+        True while some swap is in place.
+    """
     with lock:
         return bool(_originals)
 
