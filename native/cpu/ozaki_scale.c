@@ -10,11 +10,23 @@
  * contiguous either way.  A row holding NaN or Inf gets a non-finite rowmax; sums
  * that overflow or underflow are left to the caller to redo with scaling
  * (they are only inf/0 for rows of extreme magnitude).
+ *
+ * Where the CPU has AVX-512 both passes run on 8 rows at a time (one lane per
+ * row, columns in order, the operations of the scalar code one for one), so
+ * they give the same bits as the scalar loops.  No contraction (see below):
+ * the sums of squares must be a product then a sum, as in the scalar code.
  */
+#pragma GCC optimize("fp-contract=off")
+
 #include <math.h>
 #include <stdlib.h>
 
 #include "internal.h"
+
+#if EMUBLAS_X86
+#include <immintrin.h>
+#define SC_TARGET __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw")))
+#endif
 
 typedef struct {
     int dtype; /* 0 float32, 1 float64 */
@@ -53,11 +65,23 @@ static void rows_of(int64_t rows, int tid, int nt, int64_t *i0, int64_t *i1)
     *i1 = rows * (tid + 1) / nt;
 }
 
+#if EMUBLAS_X86
+SC_TARGET static void stats_simd(scale_job *J, int64_t i0, int64_t i1);
+SC_TARGET static void bound_simd(scale_job *J, int64_t i0, int64_t i1);
+static int sc_simd(void);
+#endif
+
 static void stats_task(void *ctx, int tid, int nt)
 {
     scale_job *J = ctx;
     int64_t i0, i1;
     rows_of(J->rows, tid, nt, &i0, &i1);
+#if EMUBLAS_X86
+    if (sc_simd()) {
+        stats_simd(J, i0, i1);
+        return;
+    }
+#endif
     for (int64_t i = i0; i < i1 && !J->carry; i++) { /* both branches start from these */
         J->rowmax[i] = 0.0;
         J->sumsq[i] = 0.0;
@@ -100,11 +124,134 @@ static inline int8_t bound_of(double v, double f, int32_t ea)
     return (int8_t)(v > 0 ? fmax(ceil(w), 1.0) : ceil(w));
 }
 
+#if EMUBLAS_X86
+static int sc_simd(void)
+{
+    return (emublas__cpu_features() & EMUBLAS__CPU_AVX512_FVLDQBW) && !emublas_oz_force_generic(-1);
+}
+
+/* Elements (i0 + q, j) for lanes q of k, as doubles (exactly, for float32). */
+SC_TARGET static inline __m512d sc_load(const scale_job *J, const char *X, int64_t i0, int64_t j, __m512i idx,
+                                        __mmask8 k)
+{
+    const int64_t off = i0 * J->rsx + j * J->csx;
+    if (J->dtype == 1) {
+        const double *p = (const double *)X + off;
+        return J->rsx == 1 ? _mm512_maskz_loadu_pd(k, p) : _mm512_mask_i64gather_pd(_mm512_setzero_pd(), k, idx, p, 8);
+    }
+    const float *p = (const float *)X + off;
+    return _mm512_cvtps_pd(J->rsx == 1 ? _mm256_maskz_loadu_ps(k, p)
+                                       : _mm512_mask_i64gather_ps(_mm256_setzero_ps(), k, idx, p, 4));
+}
+
+/* mag() on lanes k of rows i0.. of column j. */
+SC_TARGET static inline __m512d sc_mag(const scale_job *J, int64_t i0, int64_t j, __m512i idx, __mmask8 k)
+{
+    __m512d re = sc_load(J, J->xr, i0, j, idx, k);
+    if (!J->xi)
+        return _mm512_abs_pd(re);
+    __m512d im = sc_load(J, J->xi, i0, j, idx, k);
+    __m512d s = _mm512_add_pd(_mm512_mul_pd(re, re), _mm512_mul_pd(im, im));
+    __m512d v = _mm512_sqrt_pd(s);
+    const __mmask8 ok = _mm512_cmp_pd_mask(s, _mm512_set1_pd(0x1p-1000), _CMP_GT_OQ) &
+                        _mm512_cmp_pd_mask(s, _mm512_set1_pd(0x1p1000), _CMP_LT_OQ);
+    if ((ok & k) != k) { /* lanes out of sqrt's safe range: hypot, as mag() */
+        double r[8], q[8], out[8];
+        _mm512_storeu_pd(r, re);
+        _mm512_storeu_pd(q, im);
+        _mm512_storeu_pd(out, v);
+        for (int l = 0; l < 8; l++)
+            if (((k & ~ok) >> l) & 1)
+                out[l] = hypot(r[l], q[l]);
+        v = _mm512_loadu_pd(out);
+    }
+    return v;
+}
+
+SC_TARGET static void stats_simd(scale_job *J, int64_t i0, int64_t i1)
+{
+    const int by_cols = J->rsx == 1 || J->rsx < J->csx; /* the scalar code's two NaN/Inf conventions */
+    const __m512i idx = _mm512_mullo_epi64(_mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi64(J->rsx));
+    const __m512d big = _mm512_set1_pd(1.7976931348623157e308);
+    for (int64_t i = i0; i < i1; i += 8) {
+        const int n = i1 - i < 8 ? (int)(i1 - i) : 8;
+        const __mmask8 k = (__mmask8)((1u << n) - 1);
+        __m512d mx = _mm512_setzero_pd(), s2 = mx, s1 = mx;
+        if (J->carry) {
+            mx = _mm512_maskz_loadu_pd(k, J->rowmax + i);
+            s2 = _mm512_maskz_loadu_pd(k, J->sumsq + i);
+            s1 = _mm512_maskz_loadu_pd(k, J->l1 + i);
+        }
+        __mmask8 bad = _mm512_cmp_pd_mask(mx, big, _CMP_NLE_UQ);
+        for (int64_t j = 0; j < J->cols; j++) {
+            __m512d v = sc_mag(J, i, j, idx, k);
+            if (by_cols)
+                mx = _mm512_mask_mov_pd(
+                    mx, _mm512_cmp_pd_mask(v, mx, _CMP_GT_OQ) | _mm512_cmp_pd_mask(v, v, _CMP_UNORD_Q), v);
+            else {
+                bad |= _mm512_cmp_pd_mask(v, big, _CMP_NLE_UQ);
+                mx = _mm512_mask_mov_pd(mx, _mm512_cmp_pd_mask(v, mx, _CMP_GT_OQ), v);
+            }
+            s2 = _mm512_add_pd(s2, _mm512_mul_pd(v, v));
+            s1 = _mm512_add_pd(s1, v);
+        }
+        if (!by_cols)
+            mx = _mm512_mask_mov_pd(mx, bad, _mm512_set1_pd(NAN));
+        _mm512_mask_storeu_pd(J->rowmax + i, k, mx);
+        _mm512_mask_storeu_pd(J->sumsq + i, k, s2);
+        _mm512_mask_storeu_pd(J->l1 + i, k, s1);
+    }
+}
+
+/* bound_of on 8 lanes (rows with ea >= -1000: w = v*f). */
+SC_TARGET static void bound_simd(scale_job *J, int64_t i0, int64_t i1)
+{
+    const __m512i idx = _mm512_mullo_epi64(_mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi64(J->rsx));
+    const __m512d one = _mm512_set1_pd(1.0), zero = _mm512_setzero_pd();
+    for (int64_t i = i0; i < i1; i += 8) {
+        const int n = i1 - i < 8 ? (int)(i1 - i) : 8;
+        const __mmask8 k = (__mmask8)((1u << n) - 1);
+        double f[8] = {0};
+        int tiny = 0;
+        for (int q = 0; q < n; q++) {
+            tiny |= J->ea[i + q] < -1000;
+            f[q] = ldexp(127.0, -J->ea[i + q]);
+        }
+        if (tiny) { /* subnormal rows: the scalar two-step scaling */
+            for (int64_t r = i; r < i + n; r++) {
+                const double fr = J->ea[r] < -1000 ? 0.0 : ldexp(127.0, -J->ea[r]);
+                for (int64_t j = 0; j < J->cols; j++)
+                    J->out[r * J->rso + j * J->cso] = bound_of(mag(J, r * J->rsx + j * J->csx), fr, J->ea[r]);
+            }
+            continue;
+        }
+        const __m512d fv = _mm512_loadu_pd(f);
+        for (int64_t j = 0; j < J->cols; j++) {
+            __m512d v = sc_mag(J, i, j, idx, k);
+            __m512d c = _mm512_roundscale_pd(_mm512_mul_pd(v, fv), _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC);
+            /* fmax(c, 1) for v > 0 (max_pd gives its second operand for a NaN, as fmax) */
+            c = _mm512_mask_max_pd(c, _mm512_cmp_pd_mask(v, zero, _CMP_GT_OQ), c, one);
+            int32_t r[8];
+            _mm256_storeu_si256((__m256i *)r, _mm512_cvttpd_epi32(c));
+            int8_t *o = J->out + i * J->rso + j * J->cso;
+            for (int q = 0; q < n; q++)
+                o[q * J->rso] = (int8_t)r[q];
+        }
+    }
+}
+#endif
+
 static void bound_task(void *ctx, int tid, int nt)
 {
     scale_job *J = ctx;
     int64_t i0, i1;
     rows_of(J->rows, tid, nt, &i0, &i1);
+#if EMUBLAS_X86
+    if (sc_simd()) {
+        bound_simd(J, i0, i1);
+        return;
+    }
+#endif
     if (J->rsx == 1 || J->rsx < J->csx) {
         double *f = malloc((size_t)(i1 > i0 ? i1 - i0 : 1) * sizeof(double));
         if (!f) { /* no scratch: the row loop below needs none */
