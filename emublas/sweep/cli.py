@@ -19,7 +19,20 @@ __all__ = ["add_arguments", "command", "replot"]
 
 
 def replot(results: str, out: str | None = None) -> int:
-    """Draw the plots of a finished sweep from its ``results.json`` (``emublas plot``); 0 when drawn."""
+    """Draw the plots of a finished sweep from its ``results.json`` (``emublas plot``).
+
+    Parameters
+    ----------
+    results : str
+        The path of ``results.json``.
+    out : str, optional
+        The folder for ``plots/``; None: the one holding ``results``.
+
+    Returns
+    -------
+    int
+        0 when some plot was drawn, else 1.
+    """
     with open(results) as fh:
         doc = json.load(fh)
     rows = [json_row(r) for r in doc.get("rows", [])]
@@ -30,6 +43,13 @@ def replot(results: str, out: str | None = None) -> int:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Add the options of ``emublas sweep`` to a parser.
+
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+        The ``sweep`` sub-command's parser.
+    """
     p.add_argument("--ops", default=None, help="comma list of gemm,syrk,herk,syr2k,her2k (default gemm)")
     p.add_argument("--dtypes", default=None, help="comma list of s,d,c,z (default d)")
     p.add_argument("--sizes", default=None, help="square sizes, comma list (default 256)")
@@ -61,6 +81,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace, argv=None) -> int:
+    """Run ``emublas sweep``: plan, measure (resuming from what the output folder holds), print the table and plot.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed options of :func:`add_arguments`.
+    argv : list of str, optional
+        The command line, recorded in results.json.
+
+    Returns
+    -------
+    int
+        The exit status: 0, or 130 when interrupted (finished rows are kept).
+
+    Raises
+    ------
+    ValueError
+        An option value the plan does not accept (the message names it).
+    """
     names = args.backends if args.backends is None or isinstance(args.backends, str) else ",".join(args.backends)
     the_plan = plan(
         ops=args.ops,

@@ -15,7 +15,25 @@ CANCEL_DELTA = {"d": 2.0**-20, "z": 2.0**-20, "s": 2.0**-8, "c": 2.0**-8}
 
 
 def parse_family(name: str) -> tuple[str, float | None]:
-    """``("phi", φ)``, ``("uniform", None)``, ... ; ValueError naming the valid families."""
+    """Parse an input family's name.
+
+    Parameters
+    ----------
+    name : str
+        ``phi<φ>`` (e.g. ``phi0.5``), ``uniform``, ``integer`` or ``cancel``, case-insensitive.
+
+    Returns
+    -------
+    kind : str
+        ``"phi"``, ``"uniform"``, ``"integer"`` or ``"cancel"``.
+    phi : float or None
+        φ for the ``phi`` family, else None.
+
+    Raises
+    ------
+    ValueError
+        Naming the valid families.
+    """
     text = str(name).strip().lower()
     if text in ("uniform", "integer", "cancel"):
         return text, None
@@ -26,6 +44,20 @@ def parse_family(name: str) -> tuple[str, float | None]:
 
 
 def group_rng(seed: int, group_key: str) -> np.random.Generator:
+    """The random generator of one group of configurations, the same on every run.
+
+    Parameters
+    ----------
+    seed : int
+        The sweep's ``--seed``.
+    group_key : str
+        The group's key (routine, dtype, shape, family).
+
+    Returns
+    -------
+    numpy.random.Generator
+        Seeded with the seed and the key's CRC-32.
+    """
     return np.random.default_rng([seed, zlib.crc32(group_key.encode())])
 
 
@@ -40,11 +72,31 @@ def _real_family(rng, kind: str, phi, shape) -> np.ndarray:
 
 
 def make_inputs(op: str, dtype: str, shape, family: str, rng) -> tuple[np.ndarray, np.ndarray | None]:
-    """Host inputs ``(a, b)`` of the routine's dtype for one group (b None for syrk/herk).
+    """Host inputs of the routine's dtype for one group.
 
     Families: ``phi<φ>``: (rand−0.5)·exp(φ·randn) (φ sets the exponent spread);
     ``uniform``: rand−0.5; ``integer``: integers in [−8, 8]; ``cancel``: see
     :func:`_cancel_inputs`.  Complex data have independent real and imaginary parts.
+
+    Parameters
+    ----------
+    op : {"gemm", "syrk", "herk", "syr2k", "her2k"}
+        The routine.
+    dtype : {"s", "d", "c", "z"}
+        The BLAS prefix of its dtype.
+    shape : tuple of int
+        ``(m, n, k)``.
+    family : str
+        The input family, as :func:`parse_family` reads it.
+    rng : numpy.random.Generator
+        The group's generator (:func:`group_rng`).
+
+    Returns
+    -------
+    a : numpy.ndarray
+        Fortran-ordered: m × k for gemm, n × k for the rank-k routines.
+    b : numpy.ndarray or None
+        k × n for gemm, n × k for syr2k/her2k; None for syrk/herk.
     """
     m, n, k = shape
     kind, phi = parse_family(family)
@@ -113,7 +165,24 @@ def _cancel_inputs(op, shapes, cplx, delta, rng):
 
 
 def sample_entries(op: str, shape, samples: int, rng) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct entry indices; from the lower triangle (the referenced one) for rank-k routines."""
+    """Distinct entry indices to check against the exact reference.
+
+    Parameters
+    ----------
+    op : str
+        The routine; the rank-k ones sample the lower triangle (the one referenced).
+    shape : tuple of int
+        ``(m, n, k)``.
+    samples : int
+        How many entries, at most (all of them when fewer exist).
+    rng : numpy.random.Generator
+        The generator to draw with.
+
+    Returns
+    -------
+    i, j : numpy.ndarray of int64
+        Row and column indices.
+    """
     m, n, _ = shape
     if op == "gemm":
         flat = rng.choice(m * n, size=min(samples, m * n), replace=False)

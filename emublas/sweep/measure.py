@@ -31,7 +31,25 @@ OPENBLAS_SPIN_S = 0.3
 
 
 def nominal_flops(op: str, dtype: str, shape) -> float:
-    """gemm ``2mnk``, syrk/herk ``n²k`` (half of the gemm), syr2k/her2k ``2n²k``; ×4 for complex."""
+    """The nominal floating-point operation count of one call.
+
+    gemm ``2mnk``, syrk/herk ``n²k`` (half of the gemm), syr2k/her2k ``2n²k``;
+    ×4 for complex.
+
+    Parameters
+    ----------
+    op : {"gemm", "syrk", "herk", "syr2k", "her2k"}
+        The routine.
+    dtype : {"s", "d", "c", "z"}
+        The BLAS prefix of its dtype.
+    shape : tuple of int
+        ``(m, n, k)``.
+
+    Returns
+    -------
+    float
+        Operations (real multiplications and additions).
+    """
     m, n, k = shape
     base = {
         "gemm": 2.0 * m * n * k,
@@ -44,7 +62,25 @@ def nominal_flops(op: str, dtype: str, shape) -> float:
 
 
 def error_stats(values: np.ndarray, ref: np.ndarray, dtype: str) -> dict[str, float]:
-    """Max/median elementwise and normwise relative error over the samples, and bits."""
+    """Relative errors of the sampled entries against the exact reference.
+
+    Parameters
+    ----------
+    values : numpy.ndarray
+        The computed entries at the sampled positions.
+    ref : numpy.ndarray
+        The exact values there, rounded to complex128 or float64.
+    dtype : {"s", "d", "c", "z"}
+        The BLAS prefix of the routine's dtype (caps ``bits`` at 24 or 53).
+
+    Returns
+    -------
+    dict of str to float
+        ``max_rel_err`` and ``median_rel_err`` (elementwise; inf where a zero
+        reference got a nonzero value, NaN where the result is NaN),
+        ``norm_rel_err`` (‖diff‖₂/‖ref‖₂ over the samples) and ``bits``
+        (−log2 of the largest elementwise error, within 0 .. the precision).
+    """
     values = np.asarray(values).astype(np.complex128 if dtype in "cz" else np.float64)
     diff = np.abs(values - ref)
     mag = np.abs(ref)
@@ -196,8 +232,33 @@ def run_sweep(
     """Run every configuration not already in ``out_dir/results.csv``; return all rows.
 
     Rows are appended to the CSV as they finish; results.json is rewritten at
-    the end and also when interrupted.  ``progress``: a stream for the progress
-    line (default: sys.stderr at call time), or None.
+    the end and also when interrupted.
+
+    Parameters
+    ----------
+    the_plan : Plan
+        The configurations to run (:func:`~emublas.sweep.plan.plan`).
+    out_dir : str
+        The output folder, created if missing; what it holds already is kept.
+    reps : int, optional
+        Timed repetitions after one warm-up (the median is reported).
+    argv : list of str, optional
+        The command line, recorded in results.json.
+    progress : file or None, optional
+        A stream for the progress line (default: sys.stderr at call time), or None.
+    retry_failed : bool, optional
+        Run again the configurations recorded as failed.
+
+    Returns
+    -------
+    list of dict
+        Every row of the folder, old and new: one per configuration, with its
+        status, timings and errors.
+
+    Raises
+    ------
+    ValueError
+        ``reps`` below 1.
     """
     if progress == "stderr":
         progress = sys.stderr

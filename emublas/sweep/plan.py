@@ -91,7 +91,24 @@ def _expand_values(text: str) -> list[str]:
 
 
 def parse_grid_specs(specs: Iterable[str]) -> dict[str, dict[str, list[str]]]:
-    """``["ozaki2:moduli=8,12;mode=accurate", ...]`` -> {backend: {knob: [raw values]}} (not validated)."""
+    """Split ``--grid`` specs into raw values (not validated).
+
+    Parameters
+    ----------
+    specs : iterable of str
+        ``"BACKEND:KNOB=V1,V2;KNOB=V"``, e.g. ``"ozaki2:moduli=8,12;mode=accurate"``;
+        values may be ranges ``LO..HI[:STEP]``.
+
+    Returns
+    -------
+    dict
+        ``{backend: {knob: [raw values]}}``, names lower-cased.
+
+    Raises
+    ------
+    ValueError
+        A spec without ``BACKEND:``, a part without ``=``, or a knob without values.
+    """
     grids: dict[str, dict[str, list[str]]] = {}
     for spec in specs:
         if ":" not in spec:
@@ -124,10 +141,20 @@ def _declared_grid(be, quick: bool, rank_k: bool = False) -> dict[str, list]:
 
 
 def declared_grids(quick: bool = False) -> dict[str, dict[str, list]]:
-    """Every registered backend's declared grid ({backend: {knob: values}}), derived from the registry.
+    """Every registered backend's declared grid, derived from the registry.
 
     Backends that declare no grid are left out (a full sweep runs them at
     their option defaults; ``--quick`` leaves them out).
+
+    Parameters
+    ----------
+    quick : bool, optional
+        The quick sweep's grids instead of the full ones.
+
+    Returns
+    -------
+    dict
+        ``{backend: {knob: [parsed values]}}``.
     """
     from .. import backends as registry
 
@@ -140,9 +167,26 @@ def declared_grids(quick: bool = False) -> dict[str, dict[str, list]]:
 
 
 def validate_grid(be, grid: dict[str, list], where: str) -> dict[str, list]:
-    """Parse every value with the backend's Option parser; knobs not given stay at their defaults.
+    """Parse every value of a knob grid with the backend's option parser.
 
-    Returns {knob: [parsed values]} in the backend's option order.
+    Parameters
+    ----------
+    be : Backend
+        The backend the grid is for.
+    grid : dict of str to list
+        ``{knob: [raw values]}``; knobs not given stay at their defaults.
+    where : str
+        Where the grid came from, for error messages (e.g. ``"--grid"``).
+
+    Returns
+    -------
+    dict of str to list
+        ``{knob: [parsed values]}`` in the backend's option order, duplicates dropped.
+
+    Raises
+    ------
+    ValueError
+        An unknown knob or a bad value, naming the backend and the valid ones.
     """
     for key in grid:
         if key not in be.options:
@@ -177,12 +221,34 @@ def _knob_product(grid: dict[str, list]) -> list[dict[str, Any]]:
 
 
 def knobs_text(knobs: dict[str, Any]) -> str:
-    """How a configuration's knobs are stored (``moduli=8;mode=accurate``)."""
+    """How a configuration's knobs are stored.
+
+    Parameters
+    ----------
+    knobs : dict
+        ``{option: value}``.
+
+    Returns
+    -------
+    str
+        ``moduli=8;mode=accurate``.
+    """
     return ";".join(f"{k}={v}" for k, v in knobs.items())
 
 
 def knobs_shown(text: str | None) -> str:
-    """Stored knobs as a person reads them: ``moduli=8, mode=accurate``."""
+    """Stored knobs as a person reads them.
+
+    Parameters
+    ----------
+    text : str or None
+        As :func:`knobs_text` writes them.
+
+    Returns
+    -------
+    str
+        ``moduli=8, mode=accurate``; empty for none.
+    """
     return ", ".join(kv for kv in (text or "").split(";") if kv)
 
 
@@ -193,6 +259,30 @@ def knobs_shown(text: str | None) -> str:
 
 @dataclass(frozen=True)
 class Config:
+    """One configuration of a sweep: a routine, shape and input family on one backend with fixed knobs.
+
+    Attributes
+    ----------
+    op : {"gemm", "syrk", "herk", "syr2k", "her2k"}
+        The routine without prefix.
+    dtype : {"s", "d", "c", "z"}
+        The BLAS prefix of its dtype.
+    shape : tuple of int
+        ``(m, n, k)``.
+    family : str
+        The input family (:func:`~emublas.sweep.inputs.parse_family`).
+    backend : str
+        The backend's name.
+    knobs : tuple of (str, object)
+        ``(option, value)`` pairs in the backend's option order.
+    device : {"cpu", "gpu"}
+        Where it runs.
+    seed : int
+        The sweep's seed (inputs are the same for every backend of a group).
+    samples : int
+        Entries checked against the exact reference.
+    """
+
     op: str
     dtype: str
     shape: tuple[int, int, int]
@@ -206,20 +296,24 @@ class Config:
     @property
     def routine(self) -> str:
         # as emublas.herk/her2k do: a Hermitian update of real data is the symmetric one
+        """The prefixed routine; a Hermitian update of real data is the symmetric one, as in ``emublas.herk``."""
         if self.op in ("herk", "her2k") and self.dtype in "sd":
             return self.dtype + self.op.replace("he", "sy")
         return self.dtype + self.op
 
     @property
     def knob_dict(self) -> dict[str, Any]:
+        """The knobs as a dict, in option order."""
         return dict(self.knobs)
 
     @property
     def group(self) -> tuple:
+        """What configurations sharing inputs and a native baseline have in common."""
         return (self.op, self.dtype, self.shape, self.family, self.device, self.seed, self.samples)
 
     @property
     def key(self) -> str:
+        """The configuration's unique key in results.csv (what a resumed sweep skips)."""
         m, n, k = self.shape
         return "|".join(
             [
@@ -235,6 +329,13 @@ class Config:
         )
 
     def label(self) -> str:
+        """The configuration in one line, for progress and errors.
+
+        Returns
+        -------
+        str
+            Routine, size, family, backend and knobs.
+        """
         m, n, k = self.shape
         size = f"n={n}" if m == n == k else f"{m}x{n}x{k}"
         kn = " ".join(f"{a}={b}" for a, b in self.knobs)
@@ -243,6 +344,16 @@ class Config:
 
 @dataclass
 class Plan:
+    """What a sweep runs.
+
+    Attributes
+    ----------
+    configs : list of Config
+        Every configuration, in run order.
+    notes : list of str
+        Remarks for the user (backends left out and why, grids adjusted).
+    """
+
     configs: list[Config]
     notes: list[str] = field(default_factory=list)
 
@@ -268,7 +379,44 @@ def plan(
     samples=64,
     quick=False,
 ) -> Plan:
-    """Validate everything and list the configurations; raises ValueError before any work."""
+    """Validate every option and list the configurations; raises ValueError before any work.
+
+    Parameters
+    ----------
+    ops : str, optional
+        Comma list of gemm, syrk, herk, syr2k, her2k (default gemm).
+    dtypes : str, optional
+        Comma list of s, d, c, z (default d).
+    sizes : str, optional
+        Square sizes, comma list (default 256).
+    mnk : str, optional
+        Shapes ``MxNxK``, comma list (rank-k routines need M == N).
+    backends : str or sequence of str, optional
+        Backend names; default native and every backend usable on ``device``.
+    grid : sequence of str, optional
+        ``--grid`` specs (:func:`parse_grid_specs`); a backend without one
+        takes its declared grid.
+    families : str, optional
+        Comma list of input families (default phi0.5).
+    device : {"cpu", "gpu"}, optional
+        Where to run.
+    seed : int, optional
+        Seed of the inputs.
+    samples : int, optional
+        Entries checked per configuration (at least 1).
+    quick : bool, optional
+        The built-in small grid; excludes ops, dtypes, sizes, mnk, families and grid.
+
+    Returns
+    -------
+    Plan
+        The configurations and notes.
+
+    Raises
+    ------
+    ValueError
+        For any bad or clashing value, naming the option and the valid values.
+    """
     from .. import backends as registry
 
     if device not in ("cpu", "gpu"):

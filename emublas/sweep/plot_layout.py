@@ -10,14 +10,34 @@ LABEL_SIZE = 7
 
 
 def plain_log_axis(axis, ticker) -> None:
+    """Ticks of a log axis at 1, 2 and 5 times the powers of ten, written as plain numbers.
+
+    Parameters
+    ----------
+    axis : matplotlib.axis.Axis
+        The x or y axis.
+    ticker : module
+        ``matplotlib.ticker`` (imported by the caller: matplotlib is optional).
+    """
     axis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
     axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
     axis.set_minor_formatter(ticker.NullFormatter())
 
 
 def finish_layout(fig, handles, labels, title: str) -> None:
-    """Title on top, one legend in a column of its own right of every panel, panels laid out
-    in what is left (the figure widens by the legend's width so panels keep their size)."""
+    """Title on top, one legend in a column of its own right of every panel, panels laid out in what is left.
+
+    The figure widens by the legend's width, so that the panels keep their size.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure.
+    handles, labels : list
+        The legend's entries.
+    title : str
+        The figure's title.
+    """
     fig.suptitle(title, fontsize=11)
     legend = fig.legend(
         handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False, borderaxespad=0.0
@@ -64,14 +84,38 @@ def place_labels(
     pad_px: float = 2.0,
     prefer_right: bool = False,
 ) -> list:
-    """Write each ``(x, y, text, colour)`` next to its data point where it overlaps no other
-    label (with ``pad_px`` to spare), no plotted point (those of ``items`` and ``points``:
-    ``(x, y)`` or ``(x, y, radius_px)`` for larger marks) and stays inside the axes.
+    """Label data points where the labels overlap nothing.
 
-    Candidates are tried nearest first around the point (right of it first with
-    ``prefer_right``); a label too far from its point to read as its own gets a thin leader
-    line.  When no place is free, the least-overlapping one is taken.  Returns the text
-    artists.
+    Each ``(x, y, text, colour)`` is written next to its point where it overlaps
+    no other label (with ``pad_px`` to spare), no plotted point (those of
+    ``items`` and ``points``) and stays inside the axes.  Candidates are tried
+    nearest first around the point (right of it first with ``prefer_right``); a
+    label too far from its point to read as its own gets a thin leader line.
+    When no place is free, the least-overlapping one is taken.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The axes, with its limits final.
+    items : list of (float, float, str, str)
+        ``(x, y, text, colour)`` in data coordinates.
+    renderer : matplotlib renderer
+        The figure's renderer (text extents are measured with it).
+    points : sequence of tuple, optional
+        More points to keep clear: ``(x, y)`` or ``(x, y, radius_px)`` for larger marks.
+    fontsize : float, optional
+        The labels' font size in points.
+    marker_px : float, optional
+        The radius kept clear around each point, in pixels.
+    pad_px : float, optional
+        Space kept between labels, in pixels.
+    prefer_right : bool, optional
+        Try places right of the point first.
+
+    Returns
+    -------
+    list of matplotlib.text.Text
+        The text artists, in the order of ``items``.
     """
     from matplotlib.transforms import Bbox
 
@@ -129,11 +173,29 @@ def place_labels(
 
 
 def freeze_limits(ax) -> None:
+    """Keep the axes' current limits when more is drawn (labels, leader lines).
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The axes.
+    """
     ax.set_xlim(ax.get_xlim())
     ax.set_ylim(ax.get_ylim())
 
 
 def pad_log_x(ax, right: float = 1.6, left: float = 1.25) -> None:
+    """Widen a log x axis, to leave room for labels at the first and last points.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The axes.
+    right : float, optional
+        Factor the upper limit is multiplied by.
+    left : float, optional
+        Factor the lower limit is divided by.
+    """
     lo, hi = ax.get_xlim()
     ax.set_xlim(lo / left, hi * right)
 
@@ -144,8 +206,25 @@ def pad_log_x(ax, right: float = 1.6, left: float = 1.25) -> None:
 
 
 def merge_close(items, px, radius: float):
-    """Points of one backend drawn on top of each other share one label ("18,20,22"): clusters
-    of points closer than ``radius`` pixels (chained), labelled in the order of ``items``."""
+    """One label for the points of one backend drawn on top of each other (``"18,20,22"``).
+
+    Points closer than ``radius`` pixels form clusters (chained); each cluster's
+    label lists the texts in the order of ``items``.
+
+    Parameters
+    ----------
+    items : list of (float, float, str, str)
+        ``(x, y, text, colour)`` in data coordinates.
+    px : list of (float, float)
+        The same points in pixels.
+    radius : float
+        The distance, in pixels, below which points merge.
+
+    Returns
+    -------
+    list of (float, float, str, str)
+        One item per cluster, anchored at its rightmost-topmost point.
+    """
     parent = list(range(len(items)))
 
     def root(i):

@@ -57,8 +57,21 @@ ERR_FLOOR = 1e-19  # where an error of exactly 0 is drawn on log axes
 
 
 def backend_style(name: str, names: list[str] | tuple[str, ...] = ()) -> tuple[str, str]:
-    """(colour, marker) of backend ``name``; unknown ones cycle through the spare styles by
-    their position among the unknown ``names``."""
+    """The colour and marker of a backend.
+
+    Parameters
+    ----------
+    name : str
+        The backend's name.
+    names : sequence of str, optional
+        Every backend of the figure: unknown ones cycle through the spare styles
+        by their position among the unknown names.
+
+    Returns
+    -------
+    tuple of (str, str)
+        ``(colour, marker)`` for matplotlib.
+    """
     if name in BACKEND_STYLES:
         return BACKEND_STYLES[name]
     extra = sorted(n for n in set(names) | {name} if n not in BACKEND_STYLES)
@@ -66,7 +79,18 @@ def backend_style(name: str, names: list[str] | tuple[str, ...] = ()) -> tuple[s
 
 
 def family_styles(families) -> dict[str, tuple[str, str]]:
-    """(colour, marker) per input family, in sorted order, the same in every figure of a sweep."""
+    """The colour and marker of each input family, the same in every figure of a sweep.
+
+    Parameters
+    ----------
+    families : iterable of str
+        The families present.
+
+    Returns
+    -------
+    dict of str to (str, str)
+        ``{family: (colour, marker)}``, assigned in sorted order.
+    """
     return {f: _FAMILY_STYLES[i % len(_FAMILY_STYLES)] for i, f in enumerate(sorted(set(families)))}
 
 
@@ -152,9 +176,21 @@ def _pareto(points: list[tuple[float, float]]) -> list[int]:
 
 
 def plot_results(rows: list[dict[str, Any]], out_dir: str, stream=None) -> list[str]:
-    """Draw the three plot kinds as PNG and SVG into ``out_dir/plots``; returns the PNG paths.
+    """Draw the three plot kinds as PNG and SVG into ``out_dir/plots``.
 
-    Without matplotlib, says so on ``stream`` and returns [].
+    Parameters
+    ----------
+    rows : list of dict
+        The sweep's rows; those with status ok and a time are drawn.
+    out_dir : str
+        The sweep's folder (``plots/`` is created in it).
+    stream : file, optional
+        Where to say that matplotlib is missing (default: sys.stderr).
+
+    Returns
+    -------
+    list of str
+        The PNG paths; empty without matplotlib or without a row to draw.
     """
     try:
         import matplotlib

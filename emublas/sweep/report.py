@@ -22,7 +22,18 @@ NOISY_SPREAD = 1.5
 
 
 def noisy(row: dict[str, Any]) -> bool:
-    """Whether the spread of this row's or native's timings makes its speedup meaningless."""
+    """Whether the spread of this row's or native's timings makes its speedup meaningless.
+
+    Parameters
+    ----------
+    row : dict
+        A sweep row (``time_min_s``, ``time_max_s`` and the ``native_`` ones).
+
+    Returns
+    -------
+    bool
+        True when max exceeds ``NOISY_SPREAD`` times min for either.
+    """
     for pre in ("", "native_"):
         lo, hi = row.get(pre + "time_min_s"), row.get(pre + "time_max_s")
         if lo and hi and hi > NOISY_SPREAD * lo:
@@ -31,7 +42,18 @@ def noisy(row: dict[str, Any]) -> bool:
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
-    """The sweep's table: one row per configuration, with a legend saying what each column is."""
+    """The sweep's table: one row per configuration, with a legend saying what each column is.
+
+    Parameters
+    ----------
+    rows : list of dict
+        The sweep's rows.
+
+    Returns
+    -------
+    str
+        The table, header and legend included.
+    """
     head = (
         f"{'routine':7s} {'n':>11s} {'family':8s} {'backend':8s} {'knobs':26s} {'median ms':>9s}"
         f" {'min..max ms':>17s} {'speedup':>8s} {'max rel':>9s} {'norm rel':>9s} {'native max':>10s}"

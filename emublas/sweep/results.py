@@ -89,7 +89,18 @@ def _typed(row: dict[str, str]) -> dict[str, Any]:
 
 
 def load_rows(csv_path: str) -> list[dict[str, Any]]:
-    """Valid rows of an existing results.csv (a torn last line is dropped)."""
+    """Valid rows of an existing results.csv (a torn last line is dropped).
+
+    Parameters
+    ----------
+    csv_path : str
+        The file; a missing one has no rows.
+
+    Returns
+    -------
+    list of dict
+        The rows with their values typed (numbers, None for empty cells).
+    """
     if not os.path.exists(csv_path):
         return []
     rows = []
@@ -114,7 +125,15 @@ def _csv_value(v):
 
 
 def write_csv(path: str, rows: list[dict[str, Any]]) -> None:
-    """Write ``rows`` as results.csv (through a temporary file: never a half-written file)."""
+    """Write ``rows`` as results.csv (through a temporary file: never a half-written file).
+
+    Parameters
+    ----------
+    path : str
+        The CSV file.
+    rows : list of dict
+        The rows; columns are :data:`COLUMNS`.
+    """
     tmp = path + ".tmp"
     with open(tmp, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=COLUMNS)
@@ -125,7 +144,15 @@ def write_csv(path: str, rows: list[dict[str, Any]]) -> None:
 
 
 def append_csv(path: str, row: dict[str, Any]) -> None:
-    """Append one finished row and sync it to disk (an interrupted sweep keeps it)."""
+    """Append one finished row and sync it to disk (an interrupted sweep keeps it).
+
+    Parameters
+    ----------
+    path : str
+        The CSV file, with its header already written.
+    row : dict
+        The row.
+    """
     with open(path, "a", newline="") as fh:
         csv.DictWriter(fh, fieldnames=COLUMNS).writerow({c: _csv_value(row.get(c)) for c in COLUMNS})
         fh.flush()
@@ -139,7 +166,17 @@ def _json_safe(v):
 
 
 def write_json(path: str, metadata: dict, rows: list[dict[str, Any]]) -> None:
-    """Write results.json: the metadata, the columns and the rows (inf as "inf", NaN as null)."""
+    """Write results.json: the metadata, the columns and the rows (inf as ``"inf"``, NaN as null).
+
+    Parameters
+    ----------
+    path : str
+        The JSON file (written through a temporary file).
+    metadata : dict
+        From :func:`metadata`.
+    rows : list of dict
+        The rows; each gains ``knob_values``, its knobs as a dict.
+    """
     tmp = path + ".tmp"
     doc = {"metadata": metadata, "columns": COLUMNS, "rows": [{k: _json_safe(v) for k, v in r.items()} for r in rows]}
     for r in doc["rows"]:
@@ -150,7 +187,22 @@ def write_json(path: str, metadata: dict, rows: list[dict[str, Any]]) -> None:
 
 
 def metadata(argv: list[str] | None, device: str) -> dict[str, Any]:
-    """The machine and the software a sweep ran on, and its command line."""
+    """The machine and the software a sweep ran on, and its command line.
+
+    Parameters
+    ----------
+    argv : list of str or None
+        The command line; None: ``sys.argv``.
+    device : {"cpu", "gpu"}
+        The sweep's device.
+
+    Returns
+    -------
+    dict
+        Command, start time, CPU and core count, device, GPUs, Python, numpy,
+        scipy and emublas versions, and the BLAS libraries (threadpoolctl's
+        report, else numpy's build configuration).
+    """
     import platform
 
     import scipy
@@ -187,5 +239,16 @@ def metadata(argv: list[str] | None, device: str) -> dict[str, Any]:
 
 
 def json_row(row: dict[str, Any]) -> dict[str, Any]:
-    """A row of results.json with its infinities back (JSON has none: they are written as "inf")."""
+    """A row of results.json with its infinities back (JSON has none: they are written as ``"inf"``).
+
+    Parameters
+    ----------
+    row : dict
+        A row as read from the JSON file.
+
+    Returns
+    -------
+    dict
+        The row with ``"inf"``/``"-inf"`` as floats.
+    """
     return {k: (math.inf if v == "inf" else -math.inf if v == "-inf" else v) for k, v in row.items()}
