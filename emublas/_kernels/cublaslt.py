@@ -357,6 +357,7 @@ def clear_caches() -> None:
                 for lay in (a, b, c):
                     _raise(api.MatrixLayoutDestroy(lay), "cublasLtMatrixLayoutDestroy")
         _descs.clear()
+        _ready.clear()
         _proposals.clear()
         _best.clear()
         _timings.clear()
@@ -545,6 +546,11 @@ def _capturing(stream: int) -> bool:
 
 _ONE = ctypes.c_int32(1)
 _ZERO = ctypes.c_int32(0)
+_ONE_P, _ZERO_P = ctypes.addressof(_ONE), ctypes.addressof(_ZERO)
+#: matmul_i8_tn's prepared calls: (device, stream, shape, low pointer bits) -> (algo argument,
+#: (handle, descriptors, algorithm, workspace)); bounded, dropped by clear_caches()
+_ready: dict[tuple, tuple] = {}
+_READY_MAX = 4096
 
 
 def _matmul(dev: int, s: Shape, algo: Algo, a_ptr: int, b_ptr: int, c_ptr: int, stream: int) -> None:
@@ -751,6 +757,34 @@ def matmul_i8_tn(
 
     dev = _device()
     st = cupy.cuda.get_current_stream().ptr if stream is None else int(stream)
+    # repeated calls (the moduli of a call, the calls of a program) skip validation and lookups:
+    # the key holds the low pointer bits, which decide the alignment part of the shape key
+    fast = (dev, st, m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c, a_ptr & 255, b_ptr & 255, c_ptr & 255)
+    ready = _ready.get(fast) if isinstance(algo, str) or algo is None else None
+    if ready is not None and algo == ready[0]:
+        h, desc, la, lb, lc, chosen, ws, ws_bytes = ready[1]
+        _raise(
+            _api().Matmul(
+                h,
+                desc,
+                _ONE_P,
+                a_ptr,
+                la,
+                b_ptr,
+                lb,
+                _ZERO_P,
+                c_ptr,
+                lc,
+                c_ptr,
+                lc,
+                ctypes.byref(chosen),
+                ws,
+                ws_bytes,
+                st,
+            ),
+            "cublasLtMatmul",
+        )
+        return
     s = shape(m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c, a_ptr, b_ptr, c_ptr)
     if algo is None:
         chosen = _heuristics(dev, s, 16)[0].algo
@@ -766,3 +800,7 @@ def matmul_i8_tn(
     else:
         raise ValueError(f"algo must be None, 'best', a Heuristic or an Algo, got {algo!r}")
     _matmul(dev, s, chosen, a_ptr, b_ptr, c_ptr, st)
+    if (algo is None or (dev, s) in _best) and len(_ready) < _READY_MAX:  # not a capture-time stand-in
+        desc, la, lb, lc = _descriptors(s)
+        ws, ws_bytes = workspace(dev, st)
+        _ready[fast] = (algo, (handle(dev), desc, la, lb, lc, chosen, ws, ws_bytes))
