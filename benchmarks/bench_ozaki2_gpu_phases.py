@@ -37,7 +37,7 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
     ap.add_argument("--dtypes", nargs="+", choices=["d", "z"], default=["z", "d"])
     ap.add_argument("--moduli", type=int, default=16)
-    ap.add_argument("--products", nargs="+", choices=["gemmex", "lt"], default=[kernels_gpu.PRODUCTS])
+    ap.add_argument("--products", nargs="+", choices=["gemmex", "lt", "auto"], default=[kernels_gpu.PRODUCTS])
     ap.add_argument("--phi", type=float, default=0.0)
     ap.add_argument("--json")
     args = ap.parse_args()

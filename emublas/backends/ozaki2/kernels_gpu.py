@@ -12,13 +12,13 @@ cuBLAS's int8 tensor-core GEMM); products are column-major int32.
 
 from __future__ import annotations
 
-import os
 import threading
 from functools import lru_cache
 
 import numpy as np
 
 from ..._kernels import constants, cuda_source
+from ..base import choice, env_value
 
 __all__ = [
     "PAD",
@@ -247,11 +247,13 @@ def residues(kind: str, x, shift_d, moduli, roots, conj: bool, out=None):
 
 
 #: Which cuBLAS path computes the int8 products: "gemmex" (cublasGemmEx, cuBLAS's own
-#: heuristic) or "lt" (cuBLASLt with the algorithm chosen by timing on the first call of
-#: each shape, see :mod:`emublas._kernels.cublaslt`).  From EMUBLAS_OZAKI2_PRODUCTS.
-PRODUCTS = os.environ.get("EMUBLAS_OZAKI2_PRODUCTS", "gemmex").strip().lower() or "gemmex"
-if PRODUCTS not in ("gemmex", "lt"):
-    raise ValueError(f"EMUBLAS_OZAKI2_PRODUCTS must be 'gemmex' or 'lt', got {PRODUCTS!r}")
+#: heuristic), "lt" (cuBLASLt with the algorithm chosen by timing on the first call of each
+#: shape, see :mod:`emublas._kernels.cublaslt`) or "auto" (the default: lt from
+#: LT_MIN_VOLUME = m·n·k on, where it measured 1.4-4.9% faster per product on the H200;
+#: gemmex below, where the two take the same device time and gemmEx's call is cheaper on
+#: the host).  From EMUBLAS_OZAKI2_PRODUCTS.
+PRODUCTS = env_value("EMUBLAS_OZAKI2_PRODUCTS", choice("gemmex", "lt", "auto"), "auto")
+LT_MIN_VOLUME = 2**37
 
 
 def gemm_tn(a_ptr: int, b_ptr: int, m: int, n: int, k: int, lda: int, ldb: int, c, ldc: int, c_offset: int = 0) -> None:
@@ -276,7 +278,7 @@ def gemm_tn(a_ptr: int, b_ptr: int, m: int, n: int, k: int, lda: int, ldb: int, 
 
     c_ptr = c.data.ptr + 4 * c_offset
     stream = cupy.cuda.get_current_stream().ptr
-    if PRODUCTS == "lt":
+    if PRODUCTS == "lt" or (PRODUCTS == "auto" and m * n * k >= LT_MIN_VOLUME):
         from ..._kernels import cublaslt
 
         cublaslt.matmul_i8_tn(m, n, k, a_ptr, lda, b_ptr, ldb, c_ptr, ldc, stream=stream, algo="best")
