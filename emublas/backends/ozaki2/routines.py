@@ -32,7 +32,23 @@ _last = threading.local()
 
 
 def last_run() -> dict | None:
-    """What the last ozaki2 call of this thread did: moduli, mode, bits, phase times."""
+    """What the last ozaki2 call of this thread did: moduli, mode, bits, phase times.
+
+    Returns
+    -------
+    dict or None
+        The record of this thread's last call: ``routine``, ``moduli`` (count),
+        ``mode``, ``auto_chose``, ``bits`` (of the moduli's product),
+        ``needed_bits`` (auto mode only, else None), ``phases`` (seconds per
+        phase), ``fallback``, ``uncertified`` (entries the certificate did not
+        cover) and, on cupy arrays, ``gpu_plan``.  None before the thread's
+        first call.
+
+    Notes
+    -----
+    On cupy arrays ``uncertified`` is None until the device counter has been
+    read, which happens without waiting for the device (:mod:`.verdicts`).
+    """
     return getattr(_last, "info", None)
 
 
@@ -356,7 +372,36 @@ def gemm(
     devices=None,
     split="auto",
 ) -> None:
-    """``c = alpha·op(a)·op(b) + beta·c`` with Ozaki-II (c Fortran-ordered, updated in place)."""
+    """``c = alpha·op(a)·op(b) + beta·c`` with Ozaki-II (c Fortran-ordered, updated in place).
+
+    Parameters
+    ----------
+    alpha, beta : float or complex
+        The scalars, as Python numbers.
+    a, b : numpy.ndarray or cupy.ndarray
+        2-D operands of ``c``'s dtype (float32, float64, complex64, complex128),
+        on the same device as ``c``; any strides.
+    c : numpy.ndarray or cupy.ndarray
+        The m × n Fortran-ordered output, overwritten with the result.
+    trans_a, trans_b : int
+        0 (N), 1 (T) or 2 (C, conjugate transpose) for ``op(a)``, ``op(b)``.
+    moduli : int or "default"
+        Number of moduli (the cap in ``auto`` mode); "default": :data:`DEFAULT_MODULI`.
+    mode : {"fast", "accurate", "auto"}
+        The scaling bound (see :data:`MODES`).
+    fallback : {"dot", "none"}
+        Entries the accuracy certificate does not cover: recomputed as float64
+        dot products, or left as computed (a warning counts them either way).
+    devices : None, "all" or list of int
+        GPUs sharing a cupy call (None: the arrays' own device); ignored for numpy.
+    split : {"auto", "moduli", "tiles"}
+        How several GPUs share the call.
+
+    Notes
+    -----
+    On cupy arrays the work is queued on the current stream and this returns
+    without waiting for the device; the accuracy warning comes later.
+    """
     x = a if trans_a == 0 else a.T
     y = b.T if trans_b == 0 else b
     conj_x, conj_y = trans_a == 2, trans_b == 2
@@ -401,7 +446,42 @@ def rank_k(
     split="auto",
 ):
     """syrk/herk/syr2k/her2k with their own Ozaki-II paths; NotImplemented where the
-    front should derive the routine from gemm (more moduli than the 2M list has)."""
+    front should derive the routine from gemm (more moduli than the 2M list has).
+
+    Parameters
+    ----------
+    kind : {"syrk", "herk", "syr2k", "her2k"}
+        The routine.
+    alpha, beta : float or complex
+        The scalars, as Python numbers (real where BLAS takes a real one).
+    a : numpy.ndarray or cupy.ndarray
+        2-D operand of ``c``'s dtype, on ``c``'s device; any strides.
+    b : numpy.ndarray or cupy.ndarray or None
+        The second operand of syr2k/her2k, shaped like ``a``; None for syrk/herk.
+    c : numpy.ndarray or cupy.ndarray
+        The n × n Fortran-ordered output; only its ``lower`` (or upper)
+        triangle is read and written.
+    trans : int
+        0: ``op(a) = a``; 1: ``a``'s transpose; 2: its conjugate transpose
+        for herk/her2k (a plain transpose for syrk/syr2k).
+    lower : bool
+        Which triangle of ``c`` to update.
+    moduli, mode, fallback, devices, split
+        As in :func:`gemm`.
+
+    Returns
+    -------
+    None or NotImplemented
+        None once ``c`` holds the result; NotImplemented (``c`` untouched) when
+        ``moduli`` exceeds what this routine's own path supports.
+
+    Notes
+    -----
+    Real syrk runs on the 2M moduli with the columns of ``a`` split into a
+    complex pair (an odd k is padded with a zero column); syr2k/her2k may scale
+    ``b`` by a power of two (taken back exactly at the end) so that both factors
+    can share one row shift without ``b`` losing its bits.
+    """
     cplx = c.dtype.kind == "c"
     herm = kind in ("herk", "her2k")
     x = a if trans == 0 else a.T
