@@ -55,12 +55,9 @@ def call_dims(name: str, args: tuple, kwargs: dict):
 
     Parameters
     ----------
-    name : str
-        The prefixed scipy routine, e.g. ``"dgemm"``.
-    args : tuple
-        The call's positional arguments.
-    kwargs : dict
-        Its keyword arguments.
+    name, args, kwargs
+        The prefixed scipy routine (any of :data:`SCIPY_NAMES`) and the call's
+        arguments, as :func:`emublas.level3.scipy_dims` takes them.
 
     Returns
     -------

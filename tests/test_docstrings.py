@@ -140,15 +140,20 @@ def _returns_value(func) -> bool:
     return False
 
 
-def _function_gaps(name: str, func, doc: str | None, *, method: bool) -> list[str]:
+def _read(name: str, doc: str | None):
+    """``(parsed docstring or None, gaps so far)``: a docstring that parses and has a summary."""
     if not doc:
-        return [f"{name}: no docstring"]
+        return None, [f"{name}: no docstring"]
     parsed = _sections(doc)
     if isinstance(parsed, str):
-        return [f"{name}: {parsed}"]
-    gaps = []
-    if not "".join(parsed["Summary"]).strip():
-        gaps.append(f"{name}: no summary line")
+        return None, [f"{name}: {parsed}"]
+    return parsed, ([] if "".join(parsed["Summary"]).strip() else [f"{name}: no summary line"])
+
+
+def _function_gaps(name: str, func, doc: str | None, *, method: bool) -> list[str]:
+    parsed, gaps = _read(name, doc)
+    if parsed is None:
+        return gaps
     if _parameters(func, method=method) and not parsed["Parameters"]:
         gaps.append(f"{name}: no Parameters section")
     if _returns_value(func) and not (parsed["Returns"] or parsed["Yields"]):
@@ -157,15 +162,9 @@ def _function_gaps(name: str, func, doc: str | None, *, method: bool) -> list[st
 
 
 def _class_gaps(name: str, cls) -> list[str]:
-    doc = _own_docstring(cls)
-    if not doc:
-        return [f"{name}: no docstring"]
-    parsed = _sections(doc)
-    if isinstance(parsed, str):
-        return [f"{name}: {parsed}"]
-    gaps = []
-    if not "".join(parsed["Summary"]).strip():
-        gaps.append(f"{name}: no summary line")
+    parsed, gaps = _read(name, _own_docstring(cls))
+    if parsed is None:
+        return gaps
     init = vars(cls).get("__init__")
     if inspect.isfunction(init) and _parameters(init, method=True):
         init_doc = _sections(inspect.cleandoc(init.__doc__ or ""))

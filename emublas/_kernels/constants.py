@@ -54,12 +54,12 @@ def header_path(name: str = HEADER) -> str:
     Returns
     -------
     str
-        The path of the first copy found.
+        The header's path.
 
     Raises
     ------
     FileNotFoundError
-        When neither place holds it.
+        Neither the installed copy nor the source tree's ``native/include`` exists.
     """
     for folder in _FOLDERS:
         path = os.path.join(folder, name)

@@ -349,19 +349,20 @@ class Backend:
         raise NotImplementedError
 
     def syrk(self, alpha, a, beta, c, trans, lower, **opts):
-        """Symmetric rank-k update ``c = alpha·op(a)·op(a)ᵀ + beta·c`` of ``c``'s ``lower`` triangle.
+        """Symmetric rank-k update ``c = alpha·a·aᵀ + beta·c`` (or ``aᵀ·a``) of ``c``'s ``lower`` triangle.
 
         Parameters
         ----------
         alpha, beta : float or complex
             The scalars of the update (float where BLAS takes a real one).
         a : array
-            2-D operand of the routine's dtype, numpy or cupy, any strides.
+            2-D operand of the routine's dtype, numpy or cupy, any strides:
+            n × k for ``trans == 0``, k × n otherwise.
         c : array
             The n × n Fortran-ordered output, updated in place in its ``lower``
             triangle only.
         trans : int
-            0: ``a·op(a)``; 1 (symmetric) or 2 (Hermitian): the transposed form.
+            0: ``a·aᵀ``; 1: ``aᵀ·a`` (2, conjugate transpose, for the Hermitian kinds).
         lower : bool
             Which triangle of ``c`` is referenced and written.
         **opts
@@ -376,83 +377,49 @@ class Backend:
         return NotImplemented
 
     def herk(self, alpha, a, beta, c, trans, lower, **opts):
-        """Hermitian rank-k update ``c = alpha·op(a)·op(a)ᴴ + beta·c`` of ``c``'s ``lower`` triangle.
+        """Hermitian rank-k update ``c = alpha·a·aᴴ + beta·c`` (or ``aᴴ·a``) of ``c``'s ``lower`` triangle.
 
         Parameters
         ----------
-        alpha, beta : float or complex
-            The scalars of the update (float where BLAS takes a real one).
-        a : array
-            2-D operand of the routine's dtype, numpy or cupy, any strides.
-        c : array
-            The n × n Fortran-ordered output, updated in place in its ``lower``
-            triangle only.
-        trans : int
-            0: ``a·op(a)``; 1 (symmetric) or 2 (Hermitian): the transposed form.
-        lower : bool
-            Which triangle of ``c`` is referenced and written.
-        **opts
-            This backend's options, already parsed.
+        alpha, a, beta, c, trans, lower, **opts
+            As in :meth:`syrk`, with ``alpha`` and ``beta`` real and trans 2 for ``aᴴ·a``.
 
         Returns
         -------
         None or NotImplemented
-            None when ``c`` holds the result; NotImplemented (the default) lets
-            the front derive the routine from :meth:`gemm`.
+            As in :meth:`syrk`.
         """
         return NotImplemented
 
     def syr2k(self, alpha, a, b, beta, c, trans, lower, **opts):
-        """Symmetric rank-2k update of ``c``'s ``lower`` triangle.
+        """Symmetric rank-2k update ``c = alpha·(a·bᵀ + b·aᵀ) + beta·c`` of ``c``'s ``lower`` triangle.
 
         Parameters
         ----------
-        alpha, beta : float or complex
-            The scalars of the update (float where BLAS takes a real one).
-        a, b : array
-            2-D operands of the routine's dtype, numpy or cupy, any strides.
-        c : array
-            The n × n Fortran-ordered output, updated in place in its ``lower``
-            triangle only.
-        trans : int
-            0: ``a·op(b) + b·op(a)``; 1 (symmetric) or 2 (Hermitian): the transposed form.
-        lower : bool
-            Which triangle of ``c`` is referenced and written.
-        **opts
-            This backend's options, already parsed.
+        alpha, a, beta, c, trans, lower, **opts
+            As in :meth:`syrk` (trans 1: ``aᵀ·b + bᵀ·a``).
+        b : array
+            The second operand, of ``a``'s shape and dtype.
 
         Returns
         -------
         None or NotImplemented
-            None when ``c`` holds the result; NotImplemented (the default) lets
-            the front derive the routine from :meth:`gemm`.
+            As in :meth:`syrk`.
         """
         return NotImplemented
 
     def her2k(self, alpha, a, b, beta, c, trans, lower, **opts):
-        """Hermitian rank-2k update of ``c``'s ``lower`` triangle.
+        """Hermitian rank-2k update ``c = alpha·a·bᴴ + conj(alpha)·b·aᴴ + beta·c`` of ``c``'s ``lower`` triangle.
 
         Parameters
         ----------
-        alpha, beta : float or complex
-            The scalars of the update (float where BLAS takes a real one).
-        a, b : array
-            2-D operands of the routine's dtype, numpy or cupy, any strides.
-        c : array
-            The n × n Fortran-ordered output, updated in place in its ``lower``
-            triangle only.
-        trans : int
-            0: ``a·op(b) + b·op(a)``; 1 (symmetric) or 2 (Hermitian): the transposed form.
-        lower : bool
-            Which triangle of ``c`` is referenced and written.
-        **opts
-            This backend's options, already parsed.
+        alpha, a, b, beta, c, trans, lower, **opts
+            As in :meth:`syr2k`, with ``beta`` real and trans 2 for ``aᴴ·b + bᴴ·a``.
 
         Returns
         -------
         None or NotImplemented
-            None when ``c`` holds the result; NotImplemented (the default) lets
-            the front derive the routine from :meth:`gemm`.
+            As in :meth:`syrk`.
         """
         return NotImplemented
 

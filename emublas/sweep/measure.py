@@ -38,12 +38,9 @@ def nominal_flops(op: str, dtype: str, shape) -> float:
 
     Parameters
     ----------
-    op : {"gemm", "syrk", "herk", "syr2k", "her2k"}
-        The routine.
-    dtype : {"s", "d", "c", "z"}
-        The BLAS prefix of its dtype.
-    shape : tuple of int
-        ``(m, n, k)``.
+    op, dtype, shape
+        The routine, the BLAS prefix of its dtype and ``(m, n, k)``, as in
+        :func:`~emublas.sweep.inputs.make_inputs`.
 
     Returns
     -------
