@@ -241,6 +241,51 @@ def run(
     the per-entry accuracy certificate (:mod:`.certify`), checked in the final
     pass.  Returns the certificate's device counters (one per device that
     finalized output), for the caller to read when they are ready.
+
+    Parameters
+    ----------
+    jb : pipeline.Job
+        The schedule: recipes, moduli and k of the product.
+    x, y : cupy.ndarray
+        The "rows × k" factors (m × k and n × k, float32/float64/complex, any
+        strides), unscaled, on ``out``'s device; ``y`` may be ``x`` itself (rank-k).
+    x_shift, y_shift : numpy.ndarray or cupy.ndarray
+        Per-row power-of-two shifts of ``x`` and ``y`` (int32 values;
+        ``scaling.DEAD`` marks rows with NaN/Inf).
+    out : cupy.ndarray
+        The m × n Fortran-ordered output, updated in place; its device is "home".
+    alpha, beta : float or complex
+        The scalars of ``out = alpha·C + beta·out``.
+    conj_x, conj_y : bool
+        Whether each factor is conjugated.
+    uplo : int
+        0: the whole output; 1: only its upper triangle; 2: only its lower one.
+    timer : pipeline.Timer
+        Receives the plan (``gpu_plan``) and, with ``gpu_profile``, per-phase times.
+    budget : int
+        Bytes of workspace allowed per device.
+    devices : list of int, optional
+        GPU ids to share the call (home is always one of them); None: home only.
+    split : {"auto", "moduli", "tiles"}
+        How several devices share the work.
+    cert : dict, optional
+        The certificate's arrays (:func:`.certify.certificate`, on home), or None.
+    final_y_shift : numpy.ndarray or cupy.ndarray, optional
+        The column shifts of the final unscaling when they differ from
+        ``y_shift`` (syr2k/her2k's balancing); None: ``y_shift``.
+
+    Returns
+    -------
+    list of (int, cupy.ndarray)
+        ``(device, one-element uint64 counter of uncertified entries)`` per
+        device that finalized output; empty without ``cert``.
+
+    Notes
+    -----
+    Queued on each device's current stream; only profiling (``timer.gpu_profile``)
+    waits for the device.  Raises :class:`MemoryError` when even the smallest
+    workspace plan exceeds ``budget``, :class:`ValueError` when k needs more
+    CRT terms than the final pass holds (``kernels_gpu.MAX_TERMS``).
     """
     import cupy
 
