@@ -41,13 +41,40 @@ __all__ = ["Job", "job", "runs", "run", "reduce_group", "k_pieces", "run_plane",
 
 @dataclass
 class Timer:
-    """Seconds spent per phase (reported by ``emublas.ozaki2.last_run()``)."""
+    """Seconds spent per phase (reported by ``emublas.ozaki2.last_run()``).
+
+    Attributes
+    ----------
+    phases : dict of str to float
+        Seconds per phase: ``residues``, ``gemm``, ``crt`` and whatever else
+        :meth:`add` is given (``scaling``).
+    gpu_profile : bool
+        Whether the GPU stages time their phases with CUDA events (reading
+        them waits for the device, so off by default).
+    gpu_plan : dict or None
+        The GPU engine's plan of the call (column block, moduli per pass,
+        devices, split); None on the CPU.
+    """
 
     phases: dict = field(default_factory=lambda: {"residues": 0.0, "gemm": 0.0, "crt": 0.0})
     gpu_profile: bool = False
     gpu_plan: dict | None = None
 
     def add(self, phase: str, t0: float) -> float:
+        """Add the time since ``t0`` to ``phase``.
+
+        Parameters
+        ----------
+        phase : str
+            The phase's name (a new one starts at zero).
+        t0 : float
+            The phase's start, from :func:`time.perf_counter`.
+
+        Returns
+        -------
+        float
+            Now (``time.perf_counter()``), the start of the next phase.
+        """
         t1 = time.perf_counter()
         self.phases[phase] = self.phases.get(phase, 0.0) + (t1 - t0)
         return t1
@@ -60,7 +87,48 @@ class Job:
     ``terms[l]``: per recipe term of modulus l, ``(part, p1, t1, w1, p2, t2, w2)``
     with the CRT factors ``w`` already reduced modulo the modulus (``p2`` None for
     one-product terms).  ``part``, ``bhi``, ``blo``, ``slot``: the term table of
-    the GPU's final pass (see :meth:`term_table`).
+    the GPU's final pass.  Made by :func:`job`, not directly.
+
+    Attributes
+    ----------
+    recipes : tuple of Recipe
+        The recipe of each modulus (all of one family).
+    moduli : tuple of int
+        The moduli, in CRT order.
+    roots : tuple of int
+        Per modulus a square root of −1 modulo it (2M moduli), or 0 where it has none.
+    mset : ModulusSet
+        The moduli's CRT constants.
+    k : int
+        Columns of the factors.
+    kk : int
+        Columns of the residue planes: ``k``, or ``k // 2`` for the split kinds.
+    nchunks : int
+        k-chunks per modulus (at least 1).
+    k_chunk : int
+        Columns per k-chunk (``scaling.K_CHUNK`` when the job was made), so
+        that a chunk's int32 sums stay exact.
+    terms : tuple of tuple
+        Per modulus, its recipe terms ``(part, p1, t1, w1, p2, t2, w2)``: which
+        products (``p``), read transposed or not (``t``), times which CRT
+        factors (``w``, reduced modulo the modulus) make the term.
+    part : tuple of int
+        Per CRT term slot (modulus, k-chunk, recipe term): 0 real part, 1 imaginary.
+    bhi, blo : tuple of float
+        Per term slot, the double-double CRT weight of its modulus.
+    slot : tuple of int
+        First term slot of each modulus, plus the total at the end.
+    nprod : int
+        The most int8 products any modulus's recipe forms.
+    planes_per_modulus : int
+        The most residue planes per factor any modulus's recipe needs.
+    transposed : bool
+        Whether some term reads a product transposed (rank-k recipes).
+    complex_out : bool
+        Whether the output is complex.
+    memo : dict
+        Per-job cache of derived device constants (keyed by device), not
+        compared, hashed or pickled.
     """
 
     recipes: tuple[Recipe, ...]
@@ -88,14 +156,29 @@ class Job:
 
     @property
     def nmod(self) -> int:
+        """The number of moduli."""
         return len(self.moduli)
 
     @property
     def nterms(self) -> int:
+        """The number of CRT term slots over all moduli and k-chunks."""
         return len(self.part)
 
     def chunk(self, c: int, width: int | None = None) -> tuple[int, int]:
-        """Columns ``[c0, c1)`` of k-chunk ``c`` within planes of ``width`` columns (default kk)."""
+        """Columns ``[c0, c1)`` of k-chunk ``c`` within planes of ``width`` columns (default kk).
+
+        Parameters
+        ----------
+        c : int
+            The k-chunk, ``0 <= c < nchunks``.
+        width : int, optional
+            Columns of the planes (padded planes are wider than ``kk``); None: ``kk``.
+
+        Returns
+        -------
+        tuple of int
+            ``(c0, c1)``, ``c1`` clipped to ``width``.
+        """
         width = self.kk if width is None else width
         c0 = c * self.k_chunk
         return c0, min(width, c0 + self.k_chunk)
@@ -103,7 +186,25 @@ class Job:
 
 def job(recipes: Sequence[Recipe], moduli: Sequence[int], roots: Sequence, k: int) -> Job:
     """The (cached) :class:`Job` of ``recipes`` (one per modulus) over ``moduli`` for
-    factors of ``k`` columns."""
+    factors of ``k`` columns.
+
+    Parameters
+    ----------
+    recipes : sequence of Recipe
+        One recipe per modulus (:mod:`.recipes`).
+    moduli : sequence of int
+        The moduli.
+    roots : sequence of int or None
+        Per modulus its square root of −1 (2M moduli); None or 0 where it has none.
+    k : int
+        Columns of the factors (before a split kind halves them).
+
+    Returns
+    -------
+    Job
+        The schedule, shared by every call with the same arguments and k-chunk
+        (its ``memo`` keeps the device constants between calls).
+    """
     return _job(
         tuple(recipes), tuple(int(m) for m in moduli), tuple(int(r or 0) for r in roots), int(k), scaling.K_CHUNK
     )
@@ -157,7 +258,22 @@ def _job(recipes, moduli, roots, k, k_chunk) -> Job:
 
 def runs(jb: Job, lo: int = 0, hi: int | None = None, batch: int | None = None):
     """``(start, stop)``: consecutive moduli of ``[lo, hi)`` sharing one plane kind, at most
-    ``batch`` of them (one residue pass each)."""
+    ``batch`` of them (one residue pass each).
+
+    Parameters
+    ----------
+    jb : Job
+        The schedule.
+    lo, hi : int
+        The moduli to cover (``hi`` None: all of them from ``lo`` on).
+    batch : int, optional
+        The most moduli per run (a GPU's memory budget); None: no limit.
+
+    Yields
+    ------
+    tuple of int
+        ``(start, stop)`` of each run, in order, covering ``[lo, hi)``.
+    """
     hi = jb.nmod if hi is None else hi
     batch = batch or jb.nmod
     start = lo
@@ -172,7 +288,21 @@ def runs(jb: Job, lo: int = 0, hi: int | None = None, batch: int | None = None):
 
 def k_pieces(k0: int, width: int) -> list[tuple[int, int, int]]:
     """``(c, start, stop)``: the local columns of a k-block at global offset ``k0`` that
-    fall into the driver's k-chunk ``c`` (the Dask blocks sum their products per chunk)."""
+    fall into the driver's k-chunk ``c`` (the Dask blocks sum their products per chunk).
+
+    Parameters
+    ----------
+    k0 : int
+        Global index of the block's first column.
+    width : int
+        Columns of the block.
+
+    Returns
+    -------
+    list of tuple of int
+        ``(c, start, stop)`` per k-chunk the block meets, with ``[start, stop)``
+        local to the block; empty for an empty block.
+    """
     if width == 0:
         return []
     K = scaling.K_CHUNK
@@ -184,7 +314,30 @@ def k_pieces(k0: int, width: int) -> list[tuple[int, int, int]]:
 
 
 def run_plane(runs, l: int, kind: str, idx: int):
-    """Plane ``idx`` of modulus l in a block's residue runs ``[(start, stop, planes)]``."""
+    """Plane ``idx`` of modulus l in a block's residue runs ``[(start, stop, planes)]``.
+
+    Parameters
+    ----------
+    runs : iterable of (int, int, array)
+        Residue runs: moduli ``[start, stop)`` and their planes stacked on axis 0
+        (numpy or cupy, ``PLANES_PER_MODULUS[kind]`` per modulus).
+    l : int
+        The modulus.
+    kind : str
+        Its plane kind (the recipe's ``planes``).
+    idx : int
+        The plane within the modulus.
+
+    Returns
+    -------
+    array
+        The 2-D plane, a view into its run's array.
+
+    Raises
+    ------
+    IndexError
+        When no run holds modulus ``l``.
+    """
     per = PLANES_PER_MODULUS[kind]
     for start, stop, arr in runs:
         if start <= l < stop:
@@ -194,7 +347,25 @@ def run_plane(runs, l: int, kind: str, idx: int):
 
 def run(jb: Job, stages, state, *, lo: int = 0, hi: int | None = None, batch: int | None = None) -> None:
     """Moduli ``[lo, hi)`` of the product through ``stages`` into ``state``: residues per
-    run of moduli, then per modulus and k-chunk the int8 products, reduced at once."""
+    run of moduli, then per modulus and k-chunk the int8 products, reduced at once.
+
+    Parameters
+    ----------
+    jb : Job
+        The schedule.
+    stages : object
+        The device's stages: ``planes(jb, start, stop)``, ``products(planes, jb,
+        j, l, c)`` and ``reduce(state, products, jb, l, c)``, or
+        ``run_products(state, planes, jb, start, stop)`` in place of the last two
+        (``j = l - start``: the modulus's place in its run's planes).
+    state : object
+        What the reductions write into (CPU: double-double accumulators; GPU:
+        int8 term planes), updated in place.
+    lo, hi : int
+        The moduli to run (``hi`` None: all from ``lo`` on).
+    batch : int, optional
+        The most moduli per residue pass; None: no limit.
+    """
     fused = getattr(stages, "run_products", None)  # the whole run in one call, in this order
     for start, stop in runs(jb, lo, hi, batch):
         planes = stages.planes(jb, start, stop)
@@ -209,7 +380,21 @@ def run(jb: Job, stages, state, *, lo: int = 0, hi: int | None = None, batch: in
 
 def reduce_group(jb: Job, stages, state, products, lo: int, hi: int) -> None:
     """Reduce moduli ``[lo, hi)`` whose products were formed elsewhere (a Dask block:
-    ``products[c][l - lo]``, summed over its k-blocks) in the driver's order."""
+    ``products[c][l - lo]``, summed over its k-blocks) in the driver's order.
+
+    Parameters
+    ----------
+    jb : Job
+        The schedule.
+    stages : object
+        Anything with the ``reduce(state, products, jb, l, c)`` stage.
+    state : object
+        What the reductions write into, updated in place.
+    products : sequence
+        ``products[c][l - lo]``: the int32 products of modulus l in k-chunk c.
+    lo, hi : int
+        The moduli to reduce.
+    """
     for l in range(lo, hi):
         for c in range(jb.nchunks):
             stages.reduce(state, products[c][l - lo], jb, l, c)
