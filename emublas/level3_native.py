@@ -178,10 +178,8 @@ def native_symm(kind: str, prefix: str, alpha, a, b, beta, c, side, lower) -> No
     ----------
     kind : {"symm", "hemm"}
         The routine.
-    prefix : {"s", "d", "c", "z"}
-        Its precision prefix.
-    alpha, beta : float or complex
-        The scalars.
+    prefix, alpha, beta
+        The precision prefix and the scalars, as in :func:`native_tri` (``beta`` scales ``c``).
     a : array
         The square symmetric (Hermitian) operand; only the triangle ``lower`` selects is read.
     b : array
