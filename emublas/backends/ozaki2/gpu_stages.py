@@ -31,7 +31,14 @@ __all__ = ["GpuStages", "Events", "workspace_plan", "job_constants", "spec", "fi
 
 
 class Events:
-    """Phase times from CUDA events (only when profiling: reading them synchronises)."""
+    """Phase times from CUDA events (only when profiling: reading them synchronises).
+
+    Parameters
+    ----------
+    timer : pipeline.Timer, optional
+        Where :meth:`finish` adds the times; events are recorded only when it
+        is given and its ``gpu_profile`` is set (otherwise every call is a no-op).
+    """
 
     def __init__(self, timer=None):
         self.timer = timer
@@ -39,6 +46,14 @@ class Events:
         self.marks: list = []
 
     def mark(self, phase):
+        """Record an event on the current stream: the work queued since the last mark is ``phase``'s.
+
+        Parameters
+        ----------
+        phase : str
+            The phase the interval ending here is charged to (``residues``,
+            ``gemm``, ``crt``).
+        """
         if self.on:
             import cupy
 
@@ -47,6 +62,12 @@ class Events:
             self.marks.append((phase, ev))
 
     def finish(self):
+        """Wait for the last mark and add the intervals between marks to the timer's phases.
+
+        Notes
+        -----
+        This synchronises with the device, hence only when profiling.
+        """
         if not self.on or not self.marks:
             return
         import cupy
@@ -88,7 +109,25 @@ def workspace_plan(m, n, kk, nterms, nprod, pl, nmod, transposed, same, budget) 
 def spec(jb: pipeline.Job, l: int, swap: bool):
     """``(spec, transposed)``: the oz_terms spec of modulus l (6 ints per term) on the current
     device (cached), and whether a term reads a product transposed.  With ``swap`` a
-    transposed read is a second product computed transposed (a column-blocked rank-k call)."""
+    transposed read is a second product computed transposed (a column-blocked rank-k call).
+
+    Parameters
+    ----------
+    jb : pipeline.Job
+        The schedule.
+    l : int
+        The modulus.
+    swap : bool
+        Whether transposed reads come from the second set of products
+        (indices ``nprod`` on) rather than transposing the first.
+
+    Returns
+    -------
+    tuple of (cupy.ndarray, bool)
+        The int32 spec, ``(src1, tr1, w1, src2, tr2, w2)`` per recipe term
+        (``src2 = -1`` for one-product terms), and whether any term still reads
+        a product transposed (then ``oz_terms`` runs its tiled kernel).
+    """
     import cupy
 
     key = ("spec", l, swap, cupy.cuda.Device().id)
@@ -108,7 +147,19 @@ def spec(jb: pipeline.Job, l: int, swap: bool):
 
 
 def job_constants(jb: pipeline.Job):
-    """The final pass's term table (part, CRT weight hi/lo) on the current device, cached per job."""
+    """The final pass's term table (part, CRT weight hi/lo) on the current device, cached per job.
+
+    Parameters
+    ----------
+    jb : pipeline.Job
+        The schedule whose ``part``, ``bhi`` and ``blo`` are uploaded.
+
+    Returns
+    -------
+    tuple of cupy.ndarray
+        ``(part, bhi, blo)``, one entry per term slot: int8 (0 real, 1
+        imaginary) and the float64 high and low words of the CRT weight.
+    """
     import cupy
 
     key = ("table", cupy.cuda.Device().id)
@@ -129,6 +180,34 @@ class GpuStages:
     planes (the driver's state) are written from term slot ``slot0`` of the job on.  A column-blocked
     rank-k call (``swap``) computes the transposed products a term reads as products of
     their own (the block holds only its columns).
+
+    Parameters
+    ----------
+    on : object
+        The inputs on this device (``gpu_engine``'s per-device copy: ``x``,
+        ``y`` cupy factors and their int32 device shifts ``xs``, ``ys``).
+    r0, r1 : int
+        The block's output rows ``[r0, r1)``.
+    j0, j1 : int
+        The block's output columns ``[j0, j1)``.
+    blocked : bool
+        Whether the output is split into column blocks (then the right factor's
+        residues are those of the block's columns only).
+    transposed : bool
+        Whether the job has terms that read a product transposed (rank-k).
+    same : bool
+        Whether both factors are one array with one shift and conjugation
+        (its residues are then computed once).
+    conj_x, conj_y : bool
+        Whether each factor is conjugated.
+    uplo : int
+        0: the whole output; 1 or 2: only its upper or lower triangle (rank-k),
+        for the kernels that skip the other one.
+    slot0 : int
+        The job's term slot that the state's first plane holds (a device with a
+        share of the moduli holds only their terms).
+    events : Events, optional
+        Phase marks (None: no profiling).
     """
 
     def __init__(self, on, r0, r1, j0, j1, *, blocked, transposed, same, conj_x, conj_y, uplo, slot0=0, events=None):
@@ -140,6 +219,24 @@ class GpuStages:
         self.P: list | None = None
 
     def planes(self, jb: pipeline.Job, start: int, stop: int):
+        """Residue planes of the block's rows of both factors for moduli ``[start, stop)``.
+
+        Parameters
+        ----------
+        jb : pipeline.Job
+            The schedule.
+        start, stop : int
+            A run of moduli sharing one plane kind (:func:`pipeline.runs`).
+
+        Returns
+        -------
+        tuple
+            ``(px, py, px_b, py_r)``: int8 cupy planes ``(PL·(stop - start),
+            rows_pad, kk_pad)`` of ``x``'s rows ``[r0, r1)`` and ``y``'s rows
+            ``[j0, j1)`` (``py`` is ``px`` for one factor, unblocked); with
+            ``swap`` also ``x``'s rows ``[j0, j1)`` and ``y``'s rows ``[r0, r1)``,
+            else None.
+        """
         kind = jb.recipes[start].planes
         ms, rs = jb.moduli[start:stop], jb.roots[start:stop]
         on, r0, r1, j0, j1 = self.on, self.r0, self.r1, self.j0, self.j1
@@ -157,6 +254,28 @@ class GpuStages:
         return px, py, px_b, py_r
 
     def products(self, planes, jb: pipeline.Job, j: int, l: int, c: int):
+        """The recipe's int8 products of modulus l over k-chunk c (cuBLAS, int32 results).
+
+        Parameters
+        ----------
+        planes : tuple
+            What :meth:`planes` returned for the run holding modulus l.
+        jb : pipeline.Job
+            The schedule.
+        j : int
+            The modulus's place within that run (``l - start``).
+        l : int
+            The modulus.
+        c : int
+            The k-chunk.
+
+        Returns
+        -------
+        list of cupy.ndarray
+            int32 ``(cols_pad, rows_pad)`` arrays (column-major block products),
+            ``nprod`` of them (twice that with ``swap``: the transposed ones
+            after).  The buffers are the stage's own, overwritten by the next call.
+        """
         px, py, px_b, py_r = planes
         if self.P is None:
             import cupy
@@ -194,6 +313,22 @@ class GpuStages:
         return self.P
 
     def reduce(self, T, prods, jb: pipeline.Job, l: int, c: int) -> None:
+        """Turn modulus l's products of k-chunk c into its int8 CRT term planes in ``T``.
+
+        Parameters
+        ----------
+        T : cupy.ndarray
+            The block's term planes, int8 ``(terms, cols, rows_pad)``, from term
+            slot ``slot0`` on; written in place.
+        prods : list of cupy.ndarray
+            What :meth:`products` returned.
+        jb : pipeline.Job
+            The schedule.
+        l : int
+            The modulus.
+        c : int
+            The k-chunk.
+        """
         spec_d, tr = spec(jb, l, self.swap)
         nt = len(jb.terms[l])
         mr, nbk = self.r1 - self.r0, self.j1 - self.j0
@@ -218,7 +353,31 @@ class GpuStages:
 
 
 def final(jb: pipeline.Job, on, T, r0, r1, j0, j1, alpha, beta, out, uplo, out_j0=0, cert=None) -> None:
-    """The one CRT pass over a block's term planes: ``out = alpha·C + beta·out``, certified."""
+    """The one CRT pass over a block's term planes: ``out = alpha·C + beta·out``, certified.
+
+    Parameters
+    ----------
+    jb : pipeline.Job
+        The schedule.
+    on : object
+        The inputs on this device (its int32 device shifts ``xs`` of the rows
+        and ``yf`` of the columns unscale the result).
+    T : cupy.ndarray
+        The block's int8 term planes ``(jb.nterms, j1 - j0, rows_pad)``.
+    r0, r1, j0, j1 : int
+        The block: output rows ``[r0, r1)``, columns ``[j0, j1)``.
+    alpha, beta : float or complex
+        The scalars.
+    out : cupy.ndarray
+        The output (Fortran order), updated in place within the block.
+    uplo : int
+        0: the whole block; 1 or 2: only the entries in the upper or lower triangle.
+    out_j0 : int
+        The global column that ``out``'s first column holds (a device-local
+        column block); 0 when ``out`` is the whole output.
+    cert : dict, optional
+        The certificate's arrays on this device, or None.
+    """
     rp = kg.pad(r1 - r0)
     part, bhi, blo = job_constants(jb)
     kg.crt_final(
