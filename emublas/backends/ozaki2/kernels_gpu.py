@@ -48,7 +48,18 @@ _OP_N, _OP_T = 0, 1  # cublasOperation_t
 
 
 def pad(n: int) -> int:
-    """``n`` rounded up to a multiple of :data:`PAD` (at least PAD)."""
+    """``n`` rounded up to a multiple of :data:`PAD` (at least PAD).
+
+    Parameters
+    ----------
+    n : int
+        A row or column count (0 gives PAD).
+
+    Returns
+    -------
+    int
+        The padded count.
+    """
     return max(PAD, -(-n // PAD) * PAD)
 
 
@@ -73,7 +84,19 @@ def _by_rows(rs: int, cs: int) -> bool:
 
 def row_stats(x):
     """Per-row max |x| (NaN for rows with NaN/Inf), sum |x|², sum |x| as float64 device arrays
-    ``(3, rows)``, queued on the current stream (nothing waits for the device)."""
+    ``(3, rows)``, queued on the current stream (nothing waits for the device).
+
+    Parameters
+    ----------
+    x : cupy.ndarray
+        2-D factor, float32/float64/complex64/complex128, any strides.
+
+    Returns
+    -------
+    cupy.ndarray
+        float64 ``(3, rows)``: per row max |x|, sum |x|² and sum |x| (|x| the
+        modulus of a complex entry); all zero for a zero-column ``x``.
+    """
     import cupy
 
     rows, cols = x.shape
@@ -91,7 +114,18 @@ def row_stats(x):
 
 
 def row_stats_host(x) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`row_stats` brought to the host (this waits for the device)."""
+    """:func:`row_stats` brought to the host (this waits for the device).
+
+    Parameters
+    ----------
+    x : cupy.ndarray
+        2-D factor, float32/float64/complex64/complex128, any strides.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(rowmax, sumsq, l1)``, float64, one entry per row.
+    """
     host = row_stats(x).get()
     return host[0], host[1], host[2]
 
@@ -102,7 +136,21 @@ def _grid(rows_pad: int, cols_pad: int) -> tuple[int, int]:
 
 def bound_planes(x, rowmax_d):
     """``ceil(127·|x|·2^-ea[row])`` as padded k-contiguous int8 ``(rows_pad, cols_pad)``, with ea
-    the frexp exponent of ``rowmax_d`` (a float64 device vector); rows with NaN/Inf are zero."""
+    the frexp exponent of ``rowmax_d`` (a float64 device vector); rows with NaN/Inf are zero.
+
+    Parameters
+    ----------
+    x : cupy.ndarray
+        2-D factor, float32/float64/complex64/complex128, any strides.
+    rowmax_d : cupy.ndarray
+        Per row max |x| (:func:`row_stats`' first row; NaN marks a non-finite row).
+
+    Returns
+    -------
+    cupy.ndarray
+        int8 ``(pad(rows), pad(cols))``, k contiguous, zero-padded: the
+        factor's plane for the accurate mode's bound product.
+    """
     import cupy
 
     rows, cols = x.shape
@@ -117,7 +165,35 @@ def bound_planes(x, rowmax_d):
 
 
 def row_plan(stats_d, wmax_d, L: float, log2_127sq: float, safety: float, log2k: float, k: int, slack: float):
-    """``(shift, err, wsum, budget)``: the plan of every row on the device (``oz_plan``)."""
+    """``(shift, err, wsum, budget)``: the plan of every row on the device (``oz_plan``).
+
+    The same formulas, in the same order, as :func:`.scaling.row_plan` on the host.
+
+    Parameters
+    ----------
+    stats_d : cupy.ndarray
+        float64 ``(3, rows)`` from :func:`row_stats`.
+    wmax_d : cupy.ndarray or None
+        Per row max of the bound product (int64 values), accurate mode; None:
+        the fast mode's 2-norm bound.
+    L : float
+        log2 of the product bound the moduli can reconstruct.
+    log2_127sq : float
+        ``log2(127²)``: the bound planes' scale, taken back from ``wmax_d``.
+    safety : float
+        log2 margin against rounding in the norms.
+    log2k, k : float
+        log2 of k and k, the factor's columns.
+    slack : float
+        log2 slack added to each row's error term (the certificate's).
+
+    Returns
+    -------
+    tuple of cupy.ndarray
+        Per row: the int32 shift (``scaling.DEAD`` for NaN/Inf rows), the
+        float64 log2 error term, the float64 bound-plane sum and the int32 budget
+        (bits the row keeps).
+    """
     import cupy
 
     rows = stats_d.shape[1]
@@ -174,7 +250,21 @@ def _mod_constants_on(device: int, moduli: tuple[int, ...], roots: tuple[int, ..
 
 def device_constants(key, make):
     """A small device array built by ``make()`` once per ``key`` (an H2D copy from
-    pageable memory waits for the stream, so constants are uploaded once)."""
+    pageable memory waits for the stream, so constants are uploaded once).
+
+    Parameters
+    ----------
+    key : hashable
+        What the array depends on (the current device is added to it).
+    make : callable
+        Builds the array on the current device when it is not cached.
+
+    Returns
+    -------
+    cupy.ndarray
+        The cached array of ``key`` on the current device (shared: do not
+        write to it).
+    """
     import cupy
 
     key = (cupy.cuda.Device().id, key)  # one copy per device
@@ -201,6 +291,29 @@ def residues(kind: str, x, shift_d, moduli, roots, conj: bool, out=None):
     ``kind``: ``real`` (real x), ``2m``/``3m`` (complex x), ``split`` (real x:
     its column halves as real and imaginary parts), ``split2m`` (complex x,
     column halves).  ``shift_d``: int32 device array, one shift per row.
+
+    Parameters
+    ----------
+    kind : {"real", "2m", "3m", "split", "split2m"}
+        The plane kind (:data:`PLANES` planes per modulus).
+    x : cupy.ndarray
+        The factor, rows × k, float32/float64 (complex for 2m/3m/split2m), any strides.
+    shift_d : cupy.ndarray
+        int32, one power-of-two shift per row (``scaling.DEAD``: a zero row).
+    moduli : sequence of int
+        The moduli of this pass (at most ``MAX_MODULI``).
+    roots : sequence of int or None
+        Per modulus its square root of −1 (2M kinds); None or 0 otherwise.
+    conj : bool
+        Whether to take the residues of ``conj(x)``.
+    out : cupy.ndarray, optional
+        int8 array of the result's shape to write into; None: a new one.
+
+    Returns
+    -------
+    cupy.ndarray
+        int8 ``(PL·len(moduli), pad(rows), pad(cols))``, k contiguous; modulus
+        l's planes are ``PL·l`` to ``PL·l + PL - 1``.
     """
     import cupy
 
@@ -317,6 +430,35 @@ def terms(
 
     Without transposed sources the vectorised kernel runs (whole padded
     columns; ``ldp`` and ``ldt`` multiples of 4), else the tiled one.
+
+    Parameters
+    ----------
+    products : list of cupy.ndarray
+        The modulus's int32 products (at most 4), column-major with leading
+        dimension ``ldp``.
+    ldp : int
+        Their leading dimension (the block's padded rows).
+    rows, cols : int
+        The block's rows and columns.
+    r0, j0 : int
+        The block's first output row and column (the tiled kernel's triangle test).
+    spec_d : cupy.ndarray
+        int32 term spec, 6 per term (:func:`.gpu_stages.spec`).
+    nterms : int
+        Terms of the modulus's recipe.
+    m : int
+        The modulus.
+    out : cupy.ndarray
+        int8 term planes, written from plane ``plane_offset`` on.
+    plane_offset, plane_stride : int
+        The first plane written and elements per plane.
+    ldt : int
+        Leading dimension of a term plane.
+    uplo : int
+        0: the whole block; 1, 2: the tiled kernel skips the tiles wholly
+        outside the upper or lower triangle.
+    transposed : bool
+        Whether some term reads a product transposed (the tiled kernel).
     """
     ptrs = [p.data.ptr for p in products] + [0] * (4 - len(products))
     inv = 1.0 / m
@@ -489,6 +631,42 @@ def crt_final(
     ``out`` holds the output's columns from ``out_j0`` on (a device-local
     column block); indices passed to the kernel stay global.  ``cert``: the
     per-entry certificate on this device (:func:`cert_args`), or None.
+
+    Parameters
+    ----------
+    term_planes : cupy.ndarray
+        int8 CRT term planes of the block, ``nterms`` of them.
+    nterms : int
+        Term planes to sum (at most :data:`MAX_TERMS`).
+    plane_stride, ldt : int
+        Elements per term plane and its leading dimension (a multiple of 4).
+    part_d, bhi_d, blo_d : cupy.ndarray
+        Per term: int8 part (0 real, 1 imaginary) and the float64 high and low
+        words of its CRT weight (:func:`.gpu_stages.job_constants`).
+    P_hi, P_lo : float
+        The moduli's product as a double-double (for the symmetric reduction).
+    row_shift_d, col_shift_d : cupy.ndarray
+        int32 shifts of the output's rows and columns, undone in the result.
+    rows, cols : int
+        The block's rows and columns.
+    r0, j0 : int
+        The block's first output row and column (global).
+    alpha, beta : float or complex
+        The scalars (``beta == 0``: ``out`` is not read).
+    out : cupy.ndarray
+        float32/float64/complex64/complex128 output, updated in place.
+    uplo : int
+        0: every entry; 1 or 2: only the upper or lower triangle.
+    out_j0 : int
+        The global column of ``out``'s first column.
+    cert : dict, optional
+        The certificate's device arrays, or None: no certificate, no fix pass.
+
+    Notes
+    -----
+    With ``cert``, a second kernel recomputes the flagged 32 × 32 tiles' entries
+    (uncertified, or in NaN/Inf rows) as float64 dot products; unflagged tiles
+    return at once.
     """
     if nterms > MAX_TERMS:
         raise ValueError(f"ozaki2 on the GPU: {nterms} CRT terms exceed {MAX_TERMS} (k too long)")
@@ -574,7 +752,20 @@ def crt_final(
 
 
 def int_residues(x, moduli: tuple[int, ...]):
-    """Symmetric residues of an int64 cupy matrix for each modulus: int8 ``(nmod, rows_pad, cols_pad)``."""
+    """Symmetric residues of an int64 cupy matrix for each modulus: int8 ``(nmod, rows_pad, cols_pad)``.
+
+    Parameters
+    ----------
+    x : cupy.ndarray
+        int64 matrix, rows × k, any strides.
+    moduli : tuple of int
+        The moduli.
+
+    Returns
+    -------
+    cupy.ndarray
+        int8 ``(len(moduli), pad(rows), pad(k))``, k contiguous, zero-padded.
+    """
     import cupy
 
     rows, cols = x.shape
@@ -607,7 +798,20 @@ def int_residues(x, moduli: tuple[int, ...]):
 
 
 def int_accumulate(prod, acc, m: int, first: bool) -> None:
-    """``acc = (acc + prod) mod m``, symmetric (int32 arrays of one size)."""
+    """``acc = (acc + prod) mod m``, symmetric (int32 arrays of one size).
+
+    Parameters
+    ----------
+    prod : cupy.ndarray
+        int32 product of one k-chunk.
+    acc : cupy.ndarray
+        int32 accumulator, updated in place.
+    m : int
+        The modulus.
+    first : bool
+        Whether this is the first chunk: then ``acc = prod mod m`` (``acc``'s
+        old contents are not read).
+    """
     n = prod.size
     _fn("oz_int_accumulate")(
         ((n + 255) // 256,),
@@ -627,7 +831,25 @@ def int_accumulate(prod, acc, m: int, first: bool) -> None:
 def int_garner(res, moduli: tuple[int, ...], rows: int, cols: int):
     """Garner reconstruction of (nmod, cols, ld) int32 residue planes (column-major m×n with
     leading dimension ld) into an int64 (rows, cols) array, plus a suspect mask and count
-    (entries whose value may not fit int64, for an exact check on the host)."""
+    (entries whose value may not fit int64, for an exact check on the host).
+
+    Parameters
+    ----------
+    res : cupy.ndarray
+        int32 symmetric residues ``(nmod, cols, ld)``, one plane per modulus
+        (a slice of larger planes keeps their strides); at most 24 moduli.
+    moduli : tuple of int
+        The moduli, in the planes' order.
+    rows, cols : int
+        The result's shape (``rows <= ld``).
+
+    Returns
+    -------
+    tuple of cupy.ndarray
+        ``(value, suspect, count)``: int64 ``(rows, cols)`` Fortran-ordered
+        values (wrapping where they overflow), a uint8 mask of the entries
+        whose approximation reached 2^62, and a one-element int32 count of them.
+    """
     import cupy
 
     nmod = res.shape[0]
