@@ -211,3 +211,42 @@ def test_scale_simd_matches_scalar():
             want = _scalar(kernels_cpu.oz_bound_int8, clean, ea, threads=threads)
             np.testing.assert_array_equal(got, want)
             assert (got[live] >= 0).all() and (got[np.abs(clean) > 0] >= 1).all()
+
+
+@pytest.mark.parametrize("uplo", [0, 1, 2])
+@pytest.mark.parametrize("first", [(True, True), (False, False)])
+def test_run_products_groups(uplo, first):
+    """Terms of several moduli folded in one pass over the accumulators (``group``):
+    the bits of one modulus at a time, for remainders, triangles and carried sums."""
+    from emublas.backends.ozaki2.moduli import TWO_M_MODULI, ModulusSet
+
+    rng = np.random.default_rng(5)
+    mods = list(TWO_M_MODULI[:5])
+    mset = ModulusSet.from_moduli(mods)
+    rows = 45
+    x = rng.integers(-60, 61, (2 * len(mods), rows, 70)).astype(np.int8)
+    y = rng.integers(-60, 61, (2 * len(mods), rows, 70)).astype(np.int8)
+    terms = [
+        [
+            ("re", 0, False, int(rng.integers(-99, 99)), 1, False, int(rng.integers(-99, 99))),
+            ("im", 1, False, 3, None, False, 0),
+        ]
+        for _ in mods
+    ]
+    s = kernels_crt.RunSchedule(2, 70, 1000, [[(0, 0), (1, 1)]] * 5, terms, mods, mset.big_hi, mset.big_lo)
+    start = [np.asfortranarray(rng.standard_normal((rows, rows)) * 1e6) for _ in range(4)]
+    results = []
+    for group in (1, 2, 5, 8):
+        acc = [a.copy(order="F") for a in start]
+        flags, _ = kernels_crt.oz_run_products(
+            s, x, y, acc[0], acc[1], im_hi=acc[2], im_lo=acc[3], first=first, uplo=uplo, group=group, threads=2
+        )
+        assert flags == (False, False)
+        results.append(acc)
+    for acc in results[1:]:
+        for got, want in zip(acc, results[0]):
+            np.testing.assert_array_equal(got, want)
+    if uplo:  # the other triangle untouched
+        off = np.tril(np.ones((rows, rows), bool), -1) if uplo == 1 else np.triu(np.ones((rows, rows), bool), 1)
+        np.testing.assert_array_equal(results[-1][0][off], start[0][off])
+    assert not np.array_equal(results[-1][0], start[0])

@@ -235,10 +235,14 @@ int emublas_oz_crt_finalize(int64_t m, int64_t n,
  * with first[part] cleared after each term of that part (first is in/out).
  * Plane p of X: element (i, q) at X[p*xps + i*xrs + q*xcs]; Y likewise.
  * acc_re_* / acc_im_*: column-major, leading dimension mx (acc_im_* may be
- * NULL when no term has part 1).  seconds (may be NULL): wall time of the
- * calling thread in the products and in the accumulation, added to
- * seconds[0] and seconds[1].  Returns EMUBLAS_OK, EMUBLAS_EINVAL for a bad
- * schedule or argument, EMUBLAS_ENOMEM.
+ * NULL when no term has part 1).  group (>= 1): moduli whose products may be
+ * held at once (group * max products per modulus * mx * my int32 of
+ * scratch), their terms then folded in one pass over the accumulators (same
+ * order per entry, same bits; used with one k-chunk, no transposed terms and
+ * AVX-512, else 1).  seconds (may be NULL): wall time of the calling thread
+ * in the products and in the accumulation, added to seconds[0] and
+ * seconds[1].  Returns EMUBLAS_OK, EMUBLAS_EINVAL for a bad schedule or
+ * argument, EMUBLAS_ENOMEM.
  */
 #define EMUBLAS_OZ_RUN_MAX_PRODS 8
 
@@ -255,7 +259,7 @@ int emublas_oz_run_products(const emublas_oz_schedule *S, int64_t mx, int64_t my
                             const int8_t *X, int64_t xps, int64_t xrs, int64_t xcs,
                             const int8_t *Y, int64_t yps, int64_t yrs, int64_t ycs,
                             double *acc_re_hi, double *acc_re_lo, double *acc_im_hi, double *acc_im_lo,
-                            int32_t *first, int uplo, double *seconds, int nthreads);
+                            int32_t *first, int uplo, int group, double *seconds, int nthreads);
 
 /* "avx512" or "generic": the implementation the emublas_oz_* kernels use. */
 const char *emublas_oz_kernel_name(void);

@@ -134,4 +134,25 @@ EMUBLAS_HIDDEN void oz_acc_prepare(acc_job *J, int64_t m, int64_t n, const int32
 /* Thread tid's columns (split_cols) of a prepared accumulation (an emublas_task_fn). */
 EMUBLAS_HIDDEN void oz_acc_task(void *ctx, int tid, int nt);
 
+/* One term of oz_acc_terms_task: x1, x2 (x2 may be NULL) column-major with
+ * leading dimension m, not transposed; w2 is 0 without x2. */
+typedef struct {
+    const int32_t *x1, *x2;
+    double w1, w2;
+    ozmod M;
+    double bh, bl;
+    int part;  /* accumulators acc[2*part], acc[2*part + 1] */
+    int first; /* start them (zero instead of their value) */
+} acc_term;
+
+#define OZ_MAX_FUSED_TERMS 32
+
+/* Thread tid's columns of several terms (of several moduli) in one pass over
+ * the entries: for each entry the terms in order, each with the operations
+ * of oz_acc_task, so the results equal running them one after the other;
+ * the accumulators are read and written once.  Returns 0 (and does
+ * nothing) where that path does not exist (no AVX-512, too many terms). */
+EMUBLAS_HIDDEN int oz_acc_terms_task(int64_t m, int64_t n, int uplo, const acc_term *T, int nterm,
+                                     double *const acc[4], int tid, int nt);
+
 #endif /* EMUBLAS_OZAKI_H */

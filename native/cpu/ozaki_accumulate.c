@@ -194,6 +194,77 @@ OZ_TARGET static void acc_cols_simd(acc_job *J, int64_t j0, int64_t j1)
 }
 #endif
 
+#if EMUBLAS_X86
+/* oz_acc_terms_task on 8 entries at a time: the accumulators of each part
+ * stay in registers over all the terms, which go through acc8's operations
+ * in order. */
+OZ_TARGET static void acc_terms_simd(int64_t m, int uplo, const acc_term *T, int nterm, double *const acc[4],
+                                     int64_t j0, int64_t j1)
+{
+    acc_vc C[OZ_MAX_FUSED_TERMS];
+    int used[2] = {0, 0};
+    for (int t = 0; t < nterm; t++) {
+        C[t] = (acc_vc){
+            .m = _mm512_set1_pd(T[t].M.m), .inv = _mm512_set1_pd(T[t].M.inv), .bias = _mm512_set1_pd(T[t].M.bias),
+            .w1 = _mm512_set1_pd(T[t].w1), .w2 = _mm512_set1_pd(T[t].w2),
+            .bh = _mm512_set1_pd(T[t].bh), .bl = _mm512_set1_pd(T[t].bl),
+        };
+        used[T[t].part] = 1;
+    }
+    const __m512d zero = _mm512_setzero_pd();
+    for (int64_t j = j0; j < j1; j++) {
+        int64_t i0, i1;
+        row_range(m, uplo, j, &i0, &i1);
+        for (int64_t i = i0; i < i1; i += 8) {
+            const int n = i1 - i < 8 ? (int)(i1 - i) : 8;
+            const __mmask8 k = (__mmask8)((1u << n) - 1);
+            const int64_t off = i + j * m;
+            __m512d hi[2], lo[2];
+            for (int p = 0; p < 2; p++) {
+                hi[p] = used[p] ? _mm512_maskz_loadu_pd(k, acc[2 * p] + off) : zero;
+                lo[p] = used[p] ? _mm512_maskz_loadu_pd(k, acc[2 * p + 1] + off) : zero;
+            }
+            for (int t = 0; t < nterm; t++) {
+                const acc_vc *c = &C[t];
+                const int p = T[t].part;
+                __m512d x1 = _mm512_cvtepi32_pd(_mm256_maskz_loadu_epi32(k, T[t].x1 + off));
+                __m512d x2 = T[t].x2 ? _mm512_cvtepi32_pd(_mm256_maskz_loadu_epi32(k, T[t].x2 + off)) : zero;
+                __m512d v = _mm512_fmadd_pd(c->w1, x1, _mm512_mul_pd(c->w2, x2));
+                __m512d tt = vred(v, c->m, c->inv, c->bias);
+                __m512d pp = _mm512_mul_pd(tt, c->bh);
+                __m512d e = _mm512_fmsub_pd(tt, c->bh, pp);
+                __m512d ah = T[t].first ? zero : hi[p];
+                __m512d al = T[t].first ? zero : lo[p];
+                __m512d s = _mm512_add_pd(ah, pp);
+                __m512d bb = _mm512_sub_pd(s, ah);
+                __m512d err = _mm512_add_pd(_mm512_sub_pd(ah, _mm512_sub_pd(s, bb)), _mm512_sub_pd(pp, bb));
+                hi[p] = s;
+                lo[p] = _mm512_add_pd(al, _mm512_fmadd_pd(tt, c->bl, _mm512_add_pd(err, e)));
+            }
+            for (int p = 0; p < 2; p++)
+                if (used[p]) {
+                    _mm512_mask_storeu_pd(acc[2 * p] + off, k, hi[p]);
+                    _mm512_mask_storeu_pd(acc[2 * p + 1] + off, k, lo[p]);
+                }
+        }
+    }
+}
+#endif
+
+int oz_acc_terms_task(int64_t m, int64_t n, int uplo, const acc_term *T, int nterm, double *const acc[4], int tid,
+                      int nt)
+{
+#if EMUBLAS_X86
+    if (oz_simd() && nterm <= OZ_MAX_FUSED_TERMS) {
+        int64_t j0, j1;
+        split_cols(m, n, uplo, tid, nt, &j0, &j1);
+        acc_terms_simd(m, uplo, T, nterm, acc, j0, j1);
+        return 1;
+    }
+#endif
+    return 0;
+}
+
 void oz_acc_task(void *ctx, int tid, int nt)
 {
     acc_job *J = ctx;

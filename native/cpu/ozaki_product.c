@@ -26,7 +26,9 @@ typedef struct {
     double *acc[4]; /* re hi, re lo, im hi, im lo */
     int first[2];   /* in, then out (thread 0) */
     int uplo;
-    int32_t *buf;   /* EMUBLAS_OZ_RUN_MAX_PRODS products, mx x my, column-major */
+    int group;      /* moduli per accumulation pass (1: per modulus and k-chunk) */
+    int np_max;     /* products per modulus, at most */
+    int32_t *buf;   /* group * np_max products, mx x my, column-major */
     unsigned char *work;
     size_t work_stride;
     emublas__barrier bar;
@@ -40,9 +42,80 @@ static double now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* One product into out: X plane a times Y plane b transposed, columns [c0, c0 + kc). */
+static void product(const run_job *J, int64_t a, int64_t b, int64_t c0, int64_t kc, int32_t *out, int tid, int nt)
+{
+    emublas__gemm_job G;
+    emublas__i8gemm_prepare(&G, J->K, J->mx, J->my, kc, J->X + a * J->xps + c0 * J->xcs, J->xrs, J->xcs,
+                            J->Y + b * J->yps + c0 * J->ycs, J->ycs, J->yrs, out, 1, J->mx, 0, nt);
+    G.work = J->work;
+    G.work_stride = J->work_stride;
+    emublas__i8gemm_task(&G, tid, nt);
+}
+
+/* Groups of moduli (one k-chunk, no transposed terms): the products of the
+ * whole group, then its terms in one pass over the accumulators
+ * (oz_acc_terms_task), each entry seeing the terms in the order of run_task. */
+static void run_grouped(run_job *J, int tid, int nt)
+{
+    const emublas_oz_schedule *S = J->S;
+    const int64_t mn = J->mx * J->my;
+    int first[2] = {J->first[0], J->first[1]};
+    double t0 = tid == 0 ? now() : 0.0, t1;
+    for (int l0 = 0; l0 < S->nmod; l0 += J->group) {
+        const int l1 = l0 + J->group < S->nmod ? l0 + J->group : S->nmod;
+        for (int l = l0; l < l1; l++) {
+            const int32_t *pr = S->prods + 2 * S->prod_off[l];
+            for (int q = 0; q < S->prod_off[l + 1] - S->prod_off[l]; q++)
+                product(J, (int64_t)l * S->planes + pr[2 * q], (int64_t)l * S->planes + pr[2 * q + 1], 0, S->kk,
+                        J->buf + ((int64_t)(l - l0) * J->np_max + q) * mn, tid, nt);
+        }
+        emublas__barrier_wait(&J->bar, nt);
+        if (tid == 0) {
+            t1 = now();
+            J->seconds[0] += t1 - t0;
+            t0 = t1;
+        }
+        acc_term T[OZ_MAX_FUSED_TERMS];
+        int nterm = 0;
+        for (int l = l0; l < l1; l++) {
+            const int32_t *base = J->buf + (int64_t)(l - l0) * J->np_max * mn;
+            for (int t = S->term_off[l]; t < S->term_off[l + 1]; t++) {
+                const int32_t *R = S->terms + 7 * t;
+                acc_term *a = &T[nterm++];
+                a->x1 = base + R[1] * mn;
+                a->x2 = R[4] >= 0 ? base + R[4] * mn : NULL;
+                a->w1 = (double)R[3];
+                a->w2 = R[4] >= 0 ? (double)R[6] : 0.0;
+                ozmod_init(&a->M, S->moduli[l]);
+                a->bh = S->big_hi[l];
+                a->bl = S->big_lo[l];
+                a->part = R[0];
+                a->first = first[R[0]];
+                first[R[0]] = 0;
+            }
+        }
+        oz_acc_terms_task(J->mx, J->my, J->uplo, T, nterm, J->acc, tid, nt); /* the entry point checked it can */
+        emublas__barrier_wait(&J->bar, nt);
+        if (tid == 0) {
+            t1 = now();
+            J->seconds[1] += t1 - t0;
+            t0 = t1;
+        }
+    }
+    if (tid == 0) {
+        J->first[0] = first[0];
+        J->first[1] = first[1];
+    }
+}
+
 static void run_task(void *ctx, int tid, int nt)
 {
     run_job *J = ctx;
+    if (J->group > 1) {
+        run_grouped(J, tid, nt);
+        return;
+    }
     const emublas_oz_schedule *S = J->S;
     const int64_t mx = J->mx, my = J->my, mn = mx * my;
     int first[2] = {J->first[0], J->first[1]};
@@ -61,13 +134,8 @@ static void run_task(void *ctx, int tid, int nt)
                     memset(out + j0 * mx, 0, sizeof(int32_t) * (size_t)(mx * (j1 - j0)));
                     continue;
                 }
-                const int64_t a = (int64_t)l * S->planes + pr[2 * q], b = (int64_t)l * S->planes + pr[2 * q + 1];
-                emublas__gemm_job G;
-                emublas__i8gemm_prepare(&G, J->K, mx, my, kc, J->X + a * J->xps + c0 * J->xcs, J->xrs, J->xcs,
-                                        J->Y + b * J->yps + c0 * J->ycs, J->ycs, J->yrs, out, 1, mx, 0, nt);
-                G.work = J->work;
-                G.work_stride = J->work_stride;
-                emublas__i8gemm_task(&G, tid, nt);
+                product(J, (int64_t)l * S->planes + pr[2 * q], (int64_t)l * S->planes + pr[2 * q + 1], c0, kc, out,
+                        tid, nt);
             }
             emublas__barrier_wait(&J->bar, nt);
             if (tid == 0) {
@@ -134,7 +202,7 @@ static int schedule_ok(const emublas_oz_schedule *S, int has_im, int square)
 int emublas_oz_run_products(const emublas_oz_schedule *S, int64_t mx, int64_t my, const int8_t *X, int64_t xps,
                             int64_t xrs, int64_t xcs, const int8_t *Y, int64_t yps, int64_t yrs, int64_t ycs,
                             double *acc_re_hi, double *acc_re_lo, double *acc_im_hi, double *acc_im_lo,
-                            int32_t *first, int uplo, double *seconds, int nthreads)
+                            int32_t *first, int uplo, int group, double *seconds, int nthreads)
 {
     if (mx < 0 || my < 0 || uplo < 0 || uplo > 2 || !first)
         return EMUBLAS_EINVAL;
@@ -147,13 +215,23 @@ int emublas_oz_run_products(const emublas_oz_schedule *S, int64_t mx, int64_t my
     const emublas__i8kernel *K = emublas__i8gemm_kernel(EMUBLAS_IMPL_AUTO, &err);
     if (!K)
         return err;
-    int np_max = 0;
+    int np_max = 0, nt_max = 0, transposed = 0;
     double macs = 0;
     for (int l = 0; l < S->nmod; l++) {
-        const int np = S->prod_off[l + 1] - S->prod_off[l];
+        const int np = S->prod_off[l + 1] - S->prod_off[l], ntm = S->term_off[l + 1] - S->term_off[l];
         np_max = np > np_max ? np : np_max;
+        nt_max = ntm > nt_max ? ntm : nt_max;
         macs += (double)np * (double)mx * (double)my * (double)S->kk;
+        for (int t = S->term_off[l]; t < S->term_off[l + 1]; t++)
+            transposed |= S->terms[7 * t + 2] || (S->terms[7 * t + 4] >= 0 && S->terms[7 * t + 5]);
     }
+    /* moduli per accumulation pass: what the caller allows, where the fused pass exists */
+    if (group > S->nmod)
+        group = S->nmod;
+    if (nt_max > 0 && group > OZ_MAX_FUSED_TERMS / nt_max)
+        group = OZ_MAX_FUSED_TERMS / nt_max;
+    if (group < 1 || !oz_simd() || transposed || S->nchunks != 1 || S->kk == 0)
+        group = 1;
     /* one team for the whole loop: worth waking when the products together are
      * (one product alone decides this in emublas_i8gemm) */
     int nt = nthreads > 0 ? nthreads : emublas__online_cpus();
@@ -165,7 +243,7 @@ int emublas_oz_run_products(const emublas_oz_schedule *S, int64_t mx, int64_t my
         .S = S, .K = K, .mx = mx, .my = my, .X = X, .Y = Y,
         .xps = xps, .xrs = xrs, .xcs = xcs, .yps = yps, .yrs = yrs, .ycs = ycs,
         .acc = {acc_re_hi, acc_re_lo, acc_im_hi, acc_im_lo},
-        .first = {first[0] != 0, first[1] != 0}, .uplo = uplo,
+        .first = {first[0] != 0, first[1] != 0}, .uplo = uplo, .group = group, .np_max = np_max,
     };
     /* the workspace of the deepest chunk, the largest any step needs */
     const int64_t kc_max = S->kk < S->k_chunk ? S->kk : S->k_chunk;
@@ -177,7 +255,7 @@ int emublas_oz_run_products(const emublas_oz_schedule *S, int64_t mx, int64_t my
         if (!J.work)
             return EMUBLAS_ENOMEM;
     }
-    J.buf = aligned_alloc(64, ((size_t)np_max * (size_t)(mx * my) * sizeof(int32_t) + 63) / 64 * 64);
+    J.buf = aligned_alloc(64, ((size_t)group * (size_t)np_max * (size_t)(mx * my) * sizeof(int32_t) + 63) / 64 * 64);
     if (!J.buf) {
         free(J.work);
         return EMUBLAS_ENOMEM;

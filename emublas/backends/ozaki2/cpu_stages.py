@@ -29,7 +29,7 @@ __all__ = ["CpuStages", "new_state", "finalize", "residues", "BLOCKS"]
 def residues(kind: str, x, shift, moduli, roots, conj: bool, threads=None) -> np.ndarray:
     """Residue planes of one factor for a run of moduli: int8 array (planes·count, rows, kk)."""
     rows, k = x.shape
-    moduli, roots = list(moduli), list(roots)
+    moduli, roots = tuple(moduli), tuple(roots)  # tuples: the kernels check them once, then reuse
     if kind == "real":
         return kernels_cpu.oz_residues(x, shift, 0, moduli, threads=threads)
     if kind == "2m":
@@ -153,6 +153,7 @@ class CpuStages:
             im_lo=state.get("im_lo"),
             first=(state["first_re"], state["first_im"]),
             uplo=self.uplo,
+            group=group_for(self.x, self.y, state["re_hi"].nbytes, jb),
             threads=self.threads,
         )
         state["first_re"], state["first_im"] = first
@@ -215,11 +216,38 @@ def finalize(state: dict, jb: pipeline.Job, x_shift, y_shift, out, alpha, beta, 
     )
 
 
+#: Most moduli whose int32 products the C loop holds at once (:func:`group_for`).
+GROUP = 4
+
+
+def group_for(x, y, out_nbytes: int, jb: pipeline.Job) -> int:
+    """Moduli whose products the C loop holds at once, their terms then folded in one
+    pass over the accumulators: at most :data:`GROUP`, their buffers within the size of
+    the inputs and the output (or one modulus's).
+
+    Parameters
+    ----------
+    x, y : numpy.ndarray
+        The factors.
+    out_nbytes : int
+        Bytes of the output (or of one accumulator, its equal or larger).
+    jb : pipeline.Job
+
+    Returns
+    -------
+    int
+        At least 1.
+    """
+    one = 4 * jb.nprod * x.shape[0] * y.shape[0]
+    size = x.nbytes + (0 if y is x else y.nbytes) + out_nbytes
+    return int(max(1, min(GROUP, jb.nmod, size // max(one, 1))))
+
+
 def batch_for(x, y, out, jb: pipeline.Job) -> int:
     """Moduli per residue pass so that extra memory stays within 3× the inputs and output."""
     budget = 3 * (x.nbytes + y.nbytes + out.nbytes)
     m, n = x.shape[0], y.shape[0]
-    fixed = m * n * (8 * (4 if jb.complex_out else 2) + 4 * jb.nprod)
+    fixed = m * n * (8 * (4 if jb.complex_out else 2) + 4 * jb.nprod * group_for(x, y, 8 * m * n, jb))
     per = jb.planes_per_modulus * (x.size + (0 if y is x else y.size))
     return max(1, (budget - fixed) // max(per, 1))
 

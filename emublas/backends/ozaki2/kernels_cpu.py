@@ -8,6 +8,7 @@ loads; every array argument is validated here once, so the stages
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -63,6 +64,25 @@ def _int32_vector(v: Any, length: int, name: str) -> np.ndarray:
 
 
 def _moduli_vector(moduli: Any) -> np.ndarray:
+    """The moduli as a checked int32 vector (read-only; checked once per tuple of moduli)."""
+    if _int_tuple(moduli):
+        return _moduli_cached(moduli)
+    return _moduli_check(moduli)
+
+
+def _int_tuple(v: Any) -> bool:
+    # only a tuple of Python ints is a cache key (2.0 == 2 would share an entry)
+    return isinstance(v, tuple) and all(type(e) is int for e in v)
+
+
+@lru_cache(maxsize=256)
+def _moduli_cached(moduli: tuple) -> np.ndarray:
+    mods = _moduli_check(moduli)
+    mods.flags.writeable = False
+    return mods
+
+
+def _moduli_check(moduli: Any) -> np.ndarray:
     mods = np.asarray(moduli)
     if mods.ndim != 1:
         raise ValueError(f"moduli must be a 1-D sequence, got shape {mods.shape}")
@@ -74,6 +94,28 @@ def _moduli_vector(moduli: Any) -> np.ndarray:
     if mods.size and (mods.min() < 2 or mods.max() > 256):
         raise ValueError("every modulus must be in 2..256")
     return np.ascontiguousarray(mods, dtype=np.int32)
+
+
+def _roots_vector(roots: Any, mods: np.ndarray, moduli: Any) -> np.ndarray:
+    """The 2M roots as a checked int32 vector (``s*s == -1 mod m``; checked once per tuple pair)."""
+    if _int_tuple(roots) and _int_tuple(moduli):
+        return _roots_cached(roots, moduli)
+    return _roots_check(roots, mods)
+
+
+@lru_cache(maxsize=256)
+def _roots_cached(roots: tuple, moduli: tuple) -> np.ndarray:
+    rts = _roots_check(roots, _moduli_vector(moduli))
+    rts.flags.writeable = False
+    return rts
+
+
+def _roots_check(roots: Any, mods: np.ndarray) -> np.ndarray:
+    rts = _int32_vector(roots, mods.size, "roots")
+    bad = [(int(m), int(s)) for m, s in zip(mods, rts) if (int(s) * int(s) + 1) % int(m)]
+    if bad:
+        raise ValueError(f"roots must satisfy s*s == -1 (mod m); not so for (m, s) = {bad}")
+    return rts
 
 
 def _planes_out(out: Any, planes: int, rows: int, cols: int, like: np.ndarray) -> np.ndarray:
@@ -188,10 +230,7 @@ def _oz_cplx(kind: str, xr, xi, shift, axis, moduli, roots, conj, out, threads) 
     mods = _moduli_vector(moduli)
     per = 2 if kind == "2m" else 3
     if kind == "2m":
-        rts = _int32_vector(roots, mods.size, "roots")
-        bad = [(int(m), int(s)) for m, s in zip(mods, rts) if (int(s) * int(s) + 1) % int(m)]
-        if bad:
-            raise ValueError(f"roots must satisfy s*s == -1 (mod m); not so for (m, s) = {bad}")
+        rts = _roots_vector(roots, mods, moduli)
     out = _planes_out(out, per * mods.size, rows, cols, xr)
     ffi, lib = require()
     if out.size == 0:

@@ -422,6 +422,7 @@ def oz_run_products(
     im_lo: np.ndarray | None = None,
     first: tuple[bool, bool] = (True, True),
     uplo: Any = 0,
+    group: int = 1,
     threads: int | None = None,
 ) -> tuple[tuple[bool, bool], tuple[float, float]]:
     """The int8 products and CRT accumulation of a run of moduli in one C call.
@@ -445,6 +446,12 @@ def oz_run_products(
         Whether the real / imaginary accumulators are still to be started (their
         first term overwrites instead of adding).
     uplo : 0, 1/'U' (i <= j) or 2/'L' (i >= j)
+    group : int, default 1
+        Moduli whose products may be held at once (``group`` times the largest
+        product count times ``mx·my`` int32 of scratch), their terms then folded
+        in one pass over the accumulators: the same order per entry, the same
+        bits, fewer passes over memory.  Used with one k-chunk and no transposed
+        terms where the CPU has AVX-512; 1 otherwise.
     threads : int, optional
 
     Returns
@@ -481,6 +488,9 @@ def oz_run_products(
     if any(np.may_share_memory(a, b) for i, a in enumerate(acc) for b in acc[i + 1 :]):
         raise ValueError("the accumulators must not overlap")
     code = _uplo(uplo)
+    group = operator.index(group)
+    if group < 1:
+        raise ValueError(f"group={group} must be a positive integer")
     ffi, lib = require()
     flags = np.array([bool(first[0]), bool(first[1])], np.int32)
     seconds = np.zeros(2)
@@ -502,6 +512,7 @@ def oz_run_products(
         *((ffi.NULL, ffi.NULL) if len(acc) == 2 else ()),
         ptr(ffi, "int32_t *", flags),
         code,
+        group,
         ptr(ffi, "double *", seconds),
         nthreads,
     )
