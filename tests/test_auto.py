@@ -420,3 +420,50 @@ def test_shipped_tables_load_and_h200_table_is_reproducible():
     assert model.decide(t, "gemm", "z", 8192, 8192, 8192).backend == "ozaki2"
     assert model.decide(t, "gemm", "z", 2048, 2048, 2048).backend == "native"
     assert all(model.decide(t, "gemm", "d", n, n, n).backend == "native" for n in (1024, 4096, 16384))
+
+
+def test_decision_cache_follows_shape_table_and_options(forced, tmp_path, monkeypatch):
+    """The per-shape decision cache: each call's own record, a new table option or bits seen at
+    once, a changed table file seen within RECHECK_S, and bounded in size."""
+    from emublas.backends.auto import backend as auto_backend
+
+    auto = auto_backend.BACKEND
+    a = np.ones((40, 40)) + 1j
+    for n, want in ((40, "ozaki2"), (8, "native"), (40, "ozaki2"), (8, "native")):
+        emublas.zgemm(1.0, a[:n, :n], a[:n, :n], backend="auto")
+        last = emublas.auto_last()
+        assert (last["m"], last["backend"]) == (n, want)
+    # a table under which nothing is emulated, given per call: applies at once, same shape
+    never = tmp_path / "never.json"
+    never.write_text(json.dumps(_table({})))
+    emublas.zgemm(1.0, a, a, backend="auto", table=str(never))
+    assert emublas.auto_last()["backend"] == "native" and emublas.auto_last()["table"] == str(never)
+    emublas.zgemm(1.0, a, a, backend="auto", bits=10)
+    assert emublas.auto_last()["options"]["moduli"] < 16
+    emublas.zgemm(1.0, a, a, backend="auto")
+    assert emublas.auto_last()["options"]["moduli"] == 16
+    # the forced table's file rewritten (nothing emulated): seen once RECHECK_S has passed
+    monkeypatch.setattr(tables, "RECHECK_S", 0.0)
+    forced.write_text(json.dumps(_table({})))
+    os.utime(forced, (1, 1))  # a new mtime even within the clock's resolution
+    emublas.zgemm(1.0, a, a, backend="auto")
+    assert emublas.auto_last()["backend"] == "native"
+    # bounded
+    monkeypatch.setattr(auto_backend, "CACHE_SIZE", 5)
+    for n in range(1, 20):
+        emublas.dgemm(1.0, np.ones((n, 3)), np.ones((3, 2)), backend="auto")
+        assert len(auto._decisions) <= 5
+        assert (emublas.auto_last()["m"], emublas.auto_last()["n"]) == (n, 2)
+
+
+def test_cached_decision_still_warns_every_call(tmp_path, monkeypatch):
+    """A call no backend qualifies for warns on every call, not only when first decided."""
+    t = _table(FAST_Z)
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(t))
+    monkeypatch.setenv(tables.ENV_TABLE, str(path))
+    monkeypatch.setattr(emublas.backends.get("auto"), "_usable", {"cpu": ()})  # native only
+    a = np.ones((8, 8))
+    for _ in range(2):
+        with pytest.warns(UserWarning, match="no backend here meets"):
+            emublas.dgemm(1.0, a, a, backend="auto", bits=53)

@@ -13,13 +13,19 @@ asks for N correct bits per entry relative to ``sum|a||b|`` instead; with
 
 :func:`emublas.auto_last` says what the last call of this thread chose and why;
 :func:`emublas.explain` says it for a call without running it.
+
+A call pays for its decision once per shape: decisions are kept per (routine, device,
+dtype, m, n, k, accuracy, bits, table option), at most :data:`CACHE_SIZE` of them, each
+valid while the table it was made with is still the one in force (looked up again at
+most every ``tables.RECHECK_S`` seconds), so the common small call costs a dict lookup
+over native's.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 import warnings
-from contextlib import contextmanager
 from typing import Any
 
 from ..._arrays import is_cupy
@@ -30,6 +36,10 @@ __all__ = ["AutoBackend", "BACKEND", "last_run", "parse_bits"]
 
 _PREFIX = {("f", 4): "s", ("f", 8): "d", ("c", 8): "c", ("c", 16): "z"}
 _last = threading.local()
+#: Decisions kept per (routine, array type, dtype, m, n, k, accuracy, bits, table option);
+#: the oldest goes when full.  Each entry holds the table it was made with and is used only
+#: while that is still the table in force (re-resolved at most every ``tables.RECHECK_S``).
+CACHE_SIZE = 4096
 
 
 def parse_bits(raw: Any) -> int | None:
@@ -78,18 +88,18 @@ def _text(raw: Any) -> str | None:
 _text.valid = "a path to a cost table JSON file"  # type: ignore[attr-defined]
 
 
-@contextmanager
-def _quiet(options: dict):
-    """ozaki2 run for bits=N below native's bound (fallback none): its certificate checks the
-    stricter native bound, so its warning about uncertified entries does not apply."""
+def _run(fn, options: dict, *args):
+    """``fn(*args, **options)``; ozaki2 run for bits=N below native's bound (fallback none) runs
+    with its uncertified-entries warning silenced: its certificate checks the stricter native
+    bound, so that warning does not apply.  A plain call otherwise (no context manager: the
+    common small native call must stay cheap)."""
     if options.get("fallback") != "none":
-        yield
-        return
+        return fn(*args, **options)
     from ...errors import OzakiAccuracyWarning
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OzakiAccuracyWarning)
-        yield
+        return fn(*args, **options)
 
 
 def last_run() -> dict | None:
@@ -153,6 +163,9 @@ class AutoBackend(Backend):
 
     def __init__(self):
         self._usable: dict[str, tuple[str, ...]] = {}
+        self._tables: dict[tuple, tuple[float, tables.Table]] = {}
+        self._devices: dict[type, str] = {}
+        self._decisions: dict[tuple, tuple] = {}
 
     # -- readiness -----------------------------------------------------------
     def device_readiness(self, device):
@@ -263,27 +276,61 @@ class AutoBackend(Backend):
             usable=self.usable(device),
         )
 
+    def _table_now(self, device: str, path: str | None, read_env: bool) -> tables.Table:
+        """The table in force on ``device``, looked up again at most every ``tables.RECHECK_S``
+        (``read_env``: the call's options lack ``table``, so the variable is read here)."""
+        key = (device, path, read_env)
+        hit = self._tables.get(key)
+        now = time.monotonic()
+        if hit is not None and now - hit[0] < tables.RECHECK_S:
+            return hit[1]
+        table = tables.table_for(device, path, read_env=read_env)
+        self._tables[key] = (now, table)
+        return table
+
+    def _device_of(self, c) -> str:
+        kind = type(c)
+        device = self._devices.get(kind)
+        if device is None:
+            device = self._devices[kind] = "gpu" if is_cupy(c) else "cpu"
+        return device
+
     def _choose(self, routine: str, c, m: int, n: int, k: int, opts: dict):
-        device = "gpu" if is_cupy(c) else "cpu"
-        prefix = _PREFIX[(c.dtype.kind, c.dtype.itemsize)]
-        accuracy, bits = opts.get("accuracy", "native"), opts.get("bits")
-        table = tables.table_for(device, opts.get("table"), read_env="table" not in opts)
-        usable = self.usable(device)
+        accuracy, bits, path = opts.get("accuracy", "native"), opts.get("bits"), opts.get("table")
+        device = self._device_of(c)
+        table = self._table_now(device, path, "table" not in opts)
+        key = (routine, device, c.dtype.char, m, n, k, accuracy, bits, path)
+        hit = self._decisions.get(key)
+        if hit is not None and hit[0] is table:
+            _, be, options, record, warning = hit
+        else:
+            be, options, record, warning = self._decide_call(table, routine, device, c, m, n, k, accuracy, bits)
+            while self._decisions and len(self._decisions) >= CACHE_SIZE:
+                self._decisions.pop(next(iter(self._decisions)), None)
+            self._decisions[key] = (table, be, options, record, warning)
         # the record is the call's facts; last_run() turns them into the decision when asked
-        _last.call = (table, routine, prefix, m, n, k, accuracy, bits, usable)
+        _last.call = record
+        if warning:
+            warnings.warn(warning, UserWarning, stacklevel=4)
+        return be, options
+
+    def _decide_call(self, table, routine, device, c, m, n, k, accuracy, bits):
+        """(backend, options, last-run record, warning or "") of one call shape: the slow path."""
+        prefix = _PREFIX[(c.dtype.kind, c.dtype.itemsize)]
+        usable = self.usable(device)
+        record = (table, routine, prefix, m, n, k, accuracy, bits, usable)
         if bits is None and min(m, n, k) < table.min_dim_for(model.MODEL_ROUTINE[routine], prefix):
-            return _native(), {}  # the common small call: no model lookup at all
+            return _native(), {}, record, ""  # the common small call: no model lookup at all
         decision = model.decide(table, routine, prefix, m, n, k, accuracy=accuracy, bits=bits, usable=usable)
+        warning = ""
         if not decision.chosen.qualifies:
-            warnings.warn(
+            warning = (
                 f"emublas auto: no backend here meets {decision.requirement} for {prefix}{routine}"
-                f" {m}x{n}x{k}; computed natively (emublas.auto_last() has the reasoning)",
-                UserWarning,
-                stacklevel=4,
+                f" {m}x{n}x{k}; computed natively (emublas.auto_last() has the reasoning)"
             )
         from .. import get
 
-        return get(decision.backend), decision.options
+        return get(decision.backend), decision.options, record, warning
 
     def route(self, kind: str, prefix: str, m: int, n: int, k: int, out, opts: dict):
         """The concrete backend that runs a whole symm/hemm/trmm/trsm call.
@@ -313,15 +360,14 @@ class AutoBackend(Backend):
             options to call it with.
         """
         be, options = self._choose(kind, out, m, n, k, opts)
-        return be, be.name, options
+        return be, be.name, dict(options)  # a copy: the cached decision's dict stays as it is
 
     # -- compute ---------------------------------------------------------------
     def gemm(self, alpha, a, b, beta, c, trans_a, trans_b, **opts) -> None:
         m, n = c.shape
         k = a.shape[0] if trans_a else a.shape[1]
         be, options = self._choose("gemm", c, m, n, k, opts)
-        with _quiet(options):
-            be.gemm(alpha, a, b, beta, c, trans_a, trans_b, **options)
+        _run(be.gemm, options, alpha, a, b, beta, c, trans_a, trans_b)
 
     def _rank(self, kind, args, beta, c, trans, lower, opts):
         a = args[1]
@@ -329,8 +375,7 @@ class AutoBackend(Backend):
         k = a.shape[0] if trans else a.shape[1]
         be, options = self._choose(kind, c, n, n, k, opts)
         # NotImplemented: the front derives the routine from this backend's gemm (decided anew)
-        with _quiet(options):
-            return getattr(be, kind)(*args, beta, c, trans, lower, **options)
+        return _run(getattr(be, kind), options, *args, beta, c, trans, lower)
 
     def syrk(self, alpha, a, beta, c, trans, lower, **opts):
         return self._rank("syrk", (alpha, a), beta, c, trans, lower, opts)
