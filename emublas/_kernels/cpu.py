@@ -227,6 +227,28 @@ def elem_strides(x: np.ndarray) -> tuple[int, int] | None:
 
 
 def ptr(ffi: Any, ctype: str, x: np.ndarray) -> Any:
+    """``x``'s first element as a cffi pointer of type ``ctype`` (``x`` must outlive its use).
+
+    Parameters
+    ----------
+    ffi : cffi.FFI
+        The extension's ``ffi``.
+    ctype : str
+        A pointer type, e.g. ``"const double *"``.
+    x : numpy.ndarray
+        Any strides.
+
+    Returns
+    -------
+    cffi pointer
+        ``x``'s data address (that of element 0, even for negative strides).
+    """
+    # the buffer protocol is several times faster than __array_interface__ (a new dict per call)
+    # and gives the same address for a contiguous array (its first element is its lowest byte)
+    if x.flags.c_contiguous:
+        return ffi.cast(ctype, ffi.from_buffer(x))
+    if x.flags.f_contiguous:
+        return ffi.cast(ctype, ffi.from_buffer(x.T))
     return ffi.cast(ctype, x.__array_interface__["data"][0])
 
 

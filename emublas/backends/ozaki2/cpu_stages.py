@@ -90,7 +90,8 @@ class CpuStages:
 
     def __init__(self, x, y, x_shift, y_shift, *, conj_x=False, conj_y=False, uplo=0, threads=None, timer=None):
         self.x, self.y, self.xs, self.ys = x, y, x_shift, y_shift
-        self.conj_x, self.conj_y, self.uplo, self.threads, self.timer = conj_x, conj_y, uplo, threads, timer
+        self.conj_x, self.conj_y, self.uplo, self.timer = conj_x, conj_y, uplo, timer
+        self.threads = cpu.threads_for(threads)  # once per call, not once per kernel
         self.same = y is x and y_shift is x_shift and conj_x == conj_y
         self.buf: list[np.ndarray] = []
         self.t0 = time.perf_counter()
