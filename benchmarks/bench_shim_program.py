@@ -1,8 +1,9 @@
 """An unchanged program natively and under the interpose shim with ``EMUBLAS_BACKEND=auto``: both times.
 
 Runs ``python3 PROGRAM [ARGS]`` and ``EMUBLAS_BACKEND=auto python3 -m emublas.interpose
-PROGRAM [ARGS]`` in turns (``--runs`` rounds; the order alternates per round so
-that a drift of the machine lands on both), each in a fresh process.  The
+PROGRAM [ARGS]`` in turns (``--runs`` rounds after ``--warmup`` untimed ones; the
+order alternates per round so that a drift of the machine lands on both), each
+in a fresh process.  The
 program prints its own time as ``elapsed_s = X`` (the work, without the
 interpreter's and the imports' start-up) and a ``checksum = Y``; the script
 reports the medians with min/max of that time and of the whole process's wall
@@ -47,13 +48,19 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="picks the default program")
     ap.add_argument("--program", default=None, help="the program (default: the device's, see above)")
     ap.add_argument("--runs", type=int, default=5, help="rounds; each runs the program natively and under the shim")
+    ap.add_argument(
+        "--warmup",
+        type=int,
+        default=1,
+        help="untimed rounds first (kernel caches on disk, page cache: the first process pays them)",
+    )
     ap.add_argument("--backend", default="auto", help="EMUBLAS_BACKEND of the shim's runs")
     ap.add_argument("--tolerance", type=float, default=0.0, help="the target allows shim <= native x (1 + this)")
     ap.add_argument("--timeout-s", type=float, default=600.0, help="per process")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
-    if args.runs < 1:
-        ap.error("--runs must be at least 1")
+    if args.runs < 1 or args.warmup < 0:
+        ap.error("--runs must be at least 1 and --warmup at least 0")
     args.program = args.program or os.path.join(ROOT, PROGRAMS[args.device])
     if not os.path.isfile(args.program):
         ap.error(f"--program {args.program}: no such file")
@@ -102,6 +109,10 @@ def main(argv=None) -> int:
         f"program: {os.path.relpath(args.program, ROOT)} {' '.join(args.program_args)}; shim: EMUBLAS_BACKEND="
         + args.backend
     )
+    for _ in range(args.warmup):
+        for name in ("native", "shim"):
+            got = run_once(*cmds[name], args.timeout_s)
+            print(f"warm-up {name:6s} elapsed {got['elapsed_s']:.4f} s  process {got['wall_s']:.3f} s", flush=True)
     for r in range(args.runs):
         order = ("native", "shim") if r % 2 == 0 else ("shim", "native")
         for name in order:

@@ -6,8 +6,9 @@
 A right-looking blocked Cholesky factorization of a complex Hermitian
 positive definite matrix (default n = 16384, block 2048) and of a real one of
 half the order: diagonal blocks by cuSOLVER (``cupy.linalg.cholesky``),
-panels by ``cupyx.scipy.linalg.solve_triangular``, trailing updates by ``@``
-(whose sizes shrink block by block: the products the shim can route), then a
+panels by ``cupyx.scipy.linalg.solve_triangular``, trailing updates by
+``cupy.matmul`` (whose sizes shrink block by block: the products the shim can
+route; ``@`` is routed only where cupy lets the shim patch ``ndarray``), then a
 few steps of power iteration on the real matrix (products of 4 different
 sizes).  Prints its own time (``elapsed_s``, device synchronized), a checksum
 and the relative residual of a solve with each factor.
@@ -32,7 +33,7 @@ def cholesky(a, nb):
         # L21 = A21 L11^-H, as the solve of L11 L21^H = A21^H
         a[e:, j:e] = cupyx.scipy.linalg.solve_triangular(l11, a[e:, j:e].conj().T, lower=True).conj().T
         l21 = a[e:, j:e]
-        a[e:, e:] -= l21 @ l21.conj().T
+        a[e:, e:] -= cp.matmul(l21, l21.conj().T)
     return cp.tril(a)
 
 
@@ -40,7 +41,7 @@ def hpd(n, rng, cplx):
     x = rng.standard_normal((n, n // 2))
     if cplx:
         x = x + 1j * rng.standard_normal((n, n // 2))
-    return x @ x.conj().T / n + cp.eye(n)
+    return cp.matmul(x, x.conj().T) / n + cp.eye(n)
 
 
 def main():
@@ -56,7 +57,7 @@ def main():
         low = cholesky(a.copy(), nb)
         y = cupyx.scipy.linalg.solve_triangular(low, rhs[p], lower=True)
         x = cupyx.scipy.linalg.solve_triangular(low, y, lower=True, trans="C")
-        res = a @ x - rhs[p]
+        res = cp.matmul(a, x) - rhs[p]
         out[p] = (low, float(cp.linalg.norm(res) / (cp.linalg.norm(a) * cp.linalg.norm(x))))
     # power iteration on the real matrix with blocks of 4 widths
     a = mats["d"]
@@ -64,9 +65,9 @@ def main():
     for width in (64, 512, 2048, a.shape[0]):
         v = rng.standard_normal((a.shape[0], width))
         for _ in range(4):
-            v = a @ v
+            v = cp.matmul(a, v)
             v /= cp.linalg.norm(v, axis=0)
-        lam.append(float(cp.mean(cp.sum(v * (a @ v), axis=0))))
+        lam.append(float(cp.mean(cp.sum(v * cp.matmul(a, v), axis=0))))
     cp.cuda.Device().synchronize()
     elapsed = time.perf_counter() - t0
     checksum = sum(float(cp.abs(low).sum()) for low, _ in out.values()) + sum(lam)

@@ -132,7 +132,7 @@ def test_bench_shim_program_arguments_and_commands(tmp_path, monkeypatch):
     args = bench_shim_program.parse_args(["--runs", "2", "--", "96", "32"])
     assert args.program.endswith(os.path.join("examples", "scipy_cholesky.py")) and args.program_args == ["96", "32"]
     assert bench_shim_program.parse_args(["--device", "gpu"]).program.endswith("cupy_cholesky.py")
-    for bad in (["--runs", "0"], ["--program", str(tmp_path / "none.py")]):
+    for bad in (["--runs", "0"], ["--warmup", "-1"], ["--program", str(tmp_path / "none.py")]):
         with pytest.raises(SystemExit):
             bench_shim_program.parse_args(bad)
     monkeypatch.setenv("EMUBLAS_INTERPOSE", "1")
@@ -154,7 +154,8 @@ def test_bench_shim_program_runs_both(tmp_path):
         "print('shim', 'emublas.interpose' in sys.modules, os.environ.get('EMUBLAS_BACKEND'), sys.argv[1:])\n"
     )
     out = tmp_path / "shim.json"
-    assert bench_shim_program.main(["--program", str(prog), "--runs", "2", "--json", str(out), "--", "x"]) == 0
+    argv = ["--program", str(prog), "--runs", "2", "--warmup", "1", "--json", str(out), "--", "x"]
+    assert bench_shim_program.main(argv) == 0
     doc = json.loads(out.read_text())
     assert doc["checksums"] == {"native": ["42"], "shim": ["42"]}
     assert doc["shim_vs_native"] == 1.0 and doc["target_held"] is True
