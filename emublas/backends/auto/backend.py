@@ -367,7 +367,10 @@ class AutoBackend(Backend):
         m, n = c.shape
         k = a.shape[0] if trans_a else a.shape[1]
         be, options = self._choose("gemm", c, m, n, k, opts)
-        _run(be.gemm, options, alpha, a, b, beta, c, trans_a, trans_b)
+        if options:
+            _run(be.gemm, options, alpha, a, b, beta, c, trans_a, trans_b)
+        else:  # native: the plain call
+            be.gemm(alpha, a, b, beta, c, trans_a, trans_b)
 
     def _rank(self, kind, args, beta, c, trans, lower, opts):
         a = args[1]
