@@ -222,8 +222,9 @@ def measure(dev: Device, prefix: str, n: int, args) -> dict:
     rhs = b_h[:, pick] if args.side == 0 else b_h[pick, :].T
     ref = reference(m, low, np.ascontiguousarray(rhs), args.alpha)
     fwd = {}
+    idx = dev.xp.asarray(pick)  # cupy indexes with its own arrays
     for be in BACKENDS:
-        x_h = dev.host(xs[be][:, pick] if args.side == 0 else xs[be][pick, :].T)
+        x_h = dev.host(xs[be][:, idx] if args.side == 0 else xs[be][idx, :].T)
         fwd[be] = forward_error(x_h, ref)
     ref_s = time.perf_counter() - t0
     del a, tri, b, xs

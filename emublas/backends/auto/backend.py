@@ -163,8 +163,7 @@ class AutoBackend(Backend):
 
     def __init__(self):
         self._usable: dict[str, tuple[str, ...]] = {}
-        self._tables: dict[tuple, tuple[float, tables.Table]] = {}
-        self._devices: dict[type, str] = {}
+        self._tables: dict[tuple, tuple[float, str, tables.Table]] = {}
         self._decisions: dict[tuple, tuple] = {}
 
     # -- readiness -----------------------------------------------------------
@@ -276,29 +275,23 @@ class AutoBackend(Backend):
             usable=self.usable(device),
         )
 
-    def _table_now(self, device: str, path: str | None, read_env: bool) -> tables.Table:
-        """The table in force on ``device``, looked up again at most every ``tables.RECHECK_S``
-        (``read_env``: the call's options lack ``table``, so the variable is read here)."""
-        key = (device, path, read_env)
+    def _table_now(self, c, path: str | None, read_env: bool) -> tuple[str, tables.Table]:
+        """(device, table in force there) for output ``c``, looked up again at most every
+        ``tables.RECHECK_S`` (``read_env``: the call's options lack ``table``, so the variable
+        is read here)."""
+        key = (type(c), path, read_env)
         hit = self._tables.get(key)
         now = time.monotonic()
         if hit is not None and now - hit[0] < tables.RECHECK_S:
-            return hit[1]
+            return hit[1], hit[2]
+        device = "gpu" if is_cupy(c) else "cpu"
         table = tables.table_for(device, path, read_env=read_env)
-        self._tables[key] = (now, table)
-        return table
-
-    def _device_of(self, c) -> str:
-        kind = type(c)
-        device = self._devices.get(kind)
-        if device is None:
-            device = self._devices[kind] = "gpu" if is_cupy(c) else "cpu"
-        return device
+        self._tables[key] = (now, device, table)
+        return device, table
 
     def _choose(self, routine: str, c, m: int, n: int, k: int, opts: dict):
         accuracy, bits, path = opts.get("accuracy", "native"), opts.get("bits"), opts.get("table")
-        device = self._device_of(c)
-        table = self._table_now(device, path, "table" not in opts)
+        device, table = self._table_now(c, path, "table" not in opts)
         key = (routine, device, c.dtype.char, m, n, k, accuracy, bits, path)
         hit = self._decisions.get(key)
         if hit is not None and hit[0] is table:
