@@ -178,3 +178,95 @@ def test_scipy_cholesky_example_is_right():
     lines = dict(line.split(" = ") for line in proc.stdout.splitlines())
     assert float(lines["elapsed_s"]) > 0 and float(lines["checksum"]) > 0
     assert float(lines["d relative residual"]) < 1e-14 and float(lines["z relative residual"]) < 1e-14
+
+
+FAKE_CUPY = '''"""numpy dressed as cupy: the GPU branches of the scripts run on the CPU (plumbing only)."""
+import numpy as _np
+from numpy import *  # noqa: F403
+from numpy import linalg  # noqa: F401
+
+calls = {"sync": 0}
+
+
+class _Rng:
+    def __init__(self, seed):
+        self._g = _np.random.default_rng(seed)
+
+    def random(self, shape):
+        return self._g.random(shape)
+
+    def standard_normal(self, shape):
+        return self._g.standard_normal(shape)
+
+
+class random:  # noqa: N801
+    default_rng = _Rng
+
+
+class _Device:
+    def synchronize(self):
+        calls["sync"] += 1
+
+
+class cuda:  # noqa: N801
+    Device = _Device
+
+
+class _Pool:
+    def free_all_blocks(self):
+        pass
+
+
+def get_default_memory_pool():
+    return _Pool()
+
+
+def asnumpy(x):
+    return _np.asarray(x)
+'''
+
+
+@pytest.fixture
+def fake_cupy(tmp_path):
+    """PYTHONPATH entries with a numpy-backed ``cupy`` and ``cupyx.scipy.linalg``."""
+    root = tmp_path / "fake"
+    (root / "cupyx" / "scipy" / "linalg").mkdir(parents=True)
+    (root / "cupy.py").write_text(FAKE_CUPY)
+    (root / "cupyx" / "__init__.py").write_text("")
+    (root / "cupyx" / "scipy" / "__init__.py").write_text("")
+    (root / "cupyx" / "scipy" / "linalg" / "__init__.py").write_text("from scipy.linalg import solve_triangular\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
+    return env
+
+
+def test_gpu_branches_on_a_numpy_cupy(tmp_path, fake_cupy):
+    """--device gpu of bench_auto and bench_trsm_gpu, and the cupy example, on numpy dressed as cupy:
+    the GPU code paths run end to end (no GPU timing or GPU kernel is exercised)."""
+    out = tmp_path / "auto_gpu.json"
+    cmd = [sys.executable, os.path.join(BENCH, "bench_auto.py"), "--device", "gpu", "--sizes", "16", "65536"]
+    cmd += ["--dtypes", "z", "--routines", "gemm", "--reps", "2", "--budget-s", "60", "--json", str(out)]
+    proc = subprocess.run(cmd, env=fake_cupy, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert doc["device"] == "gpu" and "H200" in doc["table"]
+    assert [r["n"] for r in doc["rows"]] == [16] and [s["n"] for s in doc["skipped"]] == [65536]
+    assert len(doc["rows"][0]["times_s"]["auto"]) == 2
+    out = tmp_path / "trsm_gpu.json"
+    cmd = [sys.executable, os.path.join(BENCH, "bench_trsm_gpu.py"), "--sizes", "40", "--dtypes", "d", "z"]
+    cmd += ["--reps", "1", "--columns", "2", "--side", "1", "--diag", "1", "--json", str(out)]
+    proc = subprocess.run(cmd, env=fake_cupy, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert doc["device"] == "gpu" and [r["routine"] for r in doc["rows"]] == ["dtrsm", "ztrsm"]
+    for r in doc["rows"]:
+        assert max(r["backward_error"].values()) < 1e-15 and max(r["forward_error"].values()) < 1e-14
+    proc = subprocess.run(
+        [sys.executable, os.path.join(EXAMPLES, "cupy_cholesky.py"), "300", "64"],
+        env=fake_cupy,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = dict(line.split(" = ") for line in proc.stdout.splitlines())
+    assert float(lines["z relative residual"]) < 1e-14 and float(lines["d relative residual"]) < 1e-14
