@@ -371,7 +371,9 @@ class AutoBackend(Backend):
         k = a.shape[0] if trans else a.shape[1]
         be, options = self._choose(kind, c, n, n, k, opts)
         # NotImplemented: the front derives the routine from this backend's gemm (decided anew)
-        return _run(getattr(be, kind), options, *args, beta, c, trans, lower)
+        if options:
+            return _run(getattr(be, kind), options, *args, beta, c, trans, lower)
+        return getattr(be, kind)(*args, beta, c, trans, lower)
 
     def syrk(self, alpha, a, beta, c, trans, lower, **opts):
         return self._rank("syrk", (alpha, a), beta, c, trans, lower, opts)
