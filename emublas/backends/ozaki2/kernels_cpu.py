@@ -58,6 +58,8 @@ def _int32_vector(v: Any, length: int, name: str) -> np.ndarray:
         raise ValueError(f"{name} must be 1-D of length {length}, got shape {a.shape}")
     if a.dtype.kind not in "iu":
         raise TypeError(f"{name} must hold integers, got dtype {a.dtype}")
+    if a.dtype == np.int32:  # the usual case (the plans' shifts): in range by its type
+        return np.ascontiguousarray(a)
     if a.size and (a.min() < -(2**31) or a.max() >= 2**31):
         raise ValueError(f"{name} has values outside int32")
     return np.ascontiguousarray(a, dtype=np.int32)

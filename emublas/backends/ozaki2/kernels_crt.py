@@ -148,7 +148,9 @@ def _cert_struct(ffi, cert: dict, m: int, n: int):
     keep = []
 
     def vec(key, dtype, size):
-        v = np.require(cert[key], dtype, ["C", "A"])
+        v = cert[key]
+        if not (isinstance(v, np.ndarray) and v.dtype == dtype and v.flags.c_contiguous and v.flags.aligned):
+            v = np.require(v, dtype, ["C", "A"])
         if v.shape != (size,):
             raise ValueError(f"cert[{key!r}] must have length {size}, got shape {v.shape}")
         keep.append(v)
