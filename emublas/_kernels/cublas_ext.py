@@ -68,7 +68,29 @@ def available(kind: str, prefix: str) -> bool:
 
 
 def call(kind: str, prefix: str, *args) -> None:
-    """Call cuBLAS ``{prefix}{kind}`` with raw pointers; raise on a nonzero status."""
+    """Call cuBLAS ``{prefix}{kind}`` with raw pointers; raise on a nonzero status.
+
+    Check :func:`available` first: this does not.  The routine runs on the stream the
+    handle is set to and reads ``alpha`` and ``beta`` as the handle's pointer mode says
+    (host pointers under cupy's default).
+
+    Parameters
+    ----------
+    kind : str
+        ``"herk"``, ``"syr2k"`` or ``"her2k"``.
+    prefix : str
+        cuBLAS's type letter: ``"s"``, ``"d"``, ``"c"`` or ``"z"`` (``"c"``/``"z"`` only
+        for herk and her2k).
+    *args
+        The routine's arguments in cuBLAS's order, as ints: handle, uplo, trans, n, k,
+        alpha pointer, A pointer, lda, then (syr2k and her2k only) B pointer, ldb, then
+        beta pointer, C pointer, ldc.  A, B and C are column-major device buffers.
+
+    Raises
+    ------
+    RuntimeError
+        cuBLAS returned a nonzero status (named in the message).
+    """
     status = _function(kind, prefix)(*args)
     if status != 0:
         raise RuntimeError(f"cuBLAS {prefix}{kind} failed with status {status}")
@@ -118,6 +140,33 @@ def gemm_i8(
 
     Called through ctypes rather than cupy's wrapper, which refuses every cuBLAS call
     while a stream is being captured into a CUDA graph; cuBLAS itself supports capture.
+    The product is queued on ``stream`` without synchronising.  ``handle`` keeps
+    ``stream`` as its stream afterwards; its pointer mode is switched to host for the
+    call and restored.
+
+    Parameters
+    ----------
+    handle : int
+        A cuBLAS handle (``cublasHandle_t`` as an int), e.g. cupy's
+        ``cupy.cuda.device.get_cublas_handle()``.
+    stream : int
+        The CUDA stream (``cudaStream_t`` as an int; 0: the legacy default stream).
+    transa, transb : int
+        ``cublasOperation_t`` of A and B: 0 as stored, 1 transposed.
+    m, n, k : int
+        ``op(A)`` is m×k, ``op(B)`` k×n and C m×n.
+    a, lda : int
+        Device address and leading dimension (elements) of A, int8 column-major.
+    b, ldb : int
+        Device address and leading dimension of B, int8 column-major.
+    c, ldc : int
+        Device address and leading dimension of C, int32 column-major: overwritten
+        (beta = 0, so not read).
+
+    Raises
+    ------
+    RuntimeError
+        A cuBLAS call returned a nonzero status (the message names the call).
     """
     gemm, set_stream, get_mode, set_mode = _gemm_ex()
     mode = ctypes.c_int()
@@ -198,7 +247,35 @@ def gemm_i8_strided_batched(
     COMPUTE_32I, default algorithm) on ``handle`` and ``stream``.
 
     ``A_i`` starts ``i * stride_a`` elements after ``a`` (likewise B and C).  Called through
-    ctypes, like :func:`gemm_i8`, so that it can be captured into a CUDA graph.
+    ctypes, like :func:`gemm_i8`, so that it can be captured into a CUDA graph; as there,
+    ``handle`` keeps ``stream`` afterwards and its pointer mode is restored.
+
+    Parameters
+    ----------
+    handle : int
+        A cuBLAS handle (``cublasHandle_t`` as an int).
+    stream : int
+        The CUDA stream (``cudaStream_t`` as an int) the products are queued on.
+    transa, transb : int
+        ``cublasOperation_t`` of every A_i and B_i: 0 as stored, 1 transposed.
+    m, n, k : int
+        ``op(A_i)`` is m×k, ``op(B_i)`` k×n and C_i m×n.
+    a, lda, stride_a : int
+        Device address of A_0, leading dimension and batch stride (both in elements) of
+        the int8 column-major A_i.
+    b, ldb, stride_b : int
+        The same for the int8 column-major B_i.
+    c, ldc, stride_c : int
+        The same for the int32 column-major C_i, overwritten (beta = 0, so not read).
+    batch : int
+        Number of products, at least 1.
+
+    Raises
+    ------
+    ValueError
+        ``batch`` is below 1.
+    RuntimeError
+        libcublas cannot be found, or a cuBLAS call returned a nonzero status.
     """
     if batch < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")

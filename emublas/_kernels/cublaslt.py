@@ -237,7 +237,14 @@ def _api() -> SimpleNamespace:
 
 
 def available() -> bool:
-    """Whether cuBLASLt can be called here (cupy imports and libcublasLt loads)."""
+    """Whether cuBLASLt can be called here (cupy imports and libcublasLt loads).
+
+    Returns
+    -------
+    bool
+        True when libcublasLt loaded and has every entry point this module calls;
+        False on any failure (no cupy, no library, a missing symbol).
+    """
     try:
         _api()
     except Exception:
@@ -246,7 +253,18 @@ def available() -> bool:
 
 
 def version() -> int:
-    """``cublasLtGetVersion()``: e.g. 120903 for cuBLAS 12.9.3."""
+    """``cublasLtGetVersion()``: e.g. 120903 for cuBLAS 12.9.3.
+
+    Returns
+    -------
+    int
+        The loaded libcublasLt's version, major·10000 + minor·100 + patch.
+
+    Raises
+    ------
+    RuntimeError
+        libcublasLt cannot be loaded (without cupy: the ImportError of cupy).
+    """
     return int(_api().GetVersion())
 
 
@@ -270,7 +288,24 @@ def _device() -> int:
 
 
 def handle(device: int | None = None) -> int:
-    """The cuBLASLt handle of ``device`` (default: the current one), created on first use."""
+    """The cuBLASLt handle of ``device`` (default: the current one), created on first use.
+
+    Parameters
+    ----------
+    device : int, optional
+        CUDA device ordinal (default: cupy's current device).
+
+    Returns
+    -------
+    int
+        The ``cublasLtHandle_t`` as an int, kept for the life of the process (not
+        destroyed by :func:`clear_caches`).
+
+    Raises
+    ------
+    RuntimeError
+        libcublasLt cannot be loaded or ``cublasLtCreate`` fails.
+    """
     dev = _device() if device is None else int(device)
     with _lock:
         if dev not in _handles:
@@ -284,7 +319,21 @@ def handle(device: int | None = None) -> int:
 
 
 def workspace(device: int | None = None, stream: int | None = None) -> tuple[int, int]:
-    """(pointer, bytes) of the cuBLASLt workspace of ``device`` and ``stream`` (defaults: current)."""
+    """(pointer, bytes) of the cuBLASLt workspace of ``device`` and ``stream`` (defaults: current).
+
+    Parameters
+    ----------
+    device : int, optional
+        CUDA device ordinal (default: cupy's current device).
+    stream : int, optional
+        The stream (``cudaStream_t`` as an int; default: cupy's current stream).
+
+    Returns
+    -------
+    tuple of int
+        The workspace's device address and its size, :data:`WORKSPACE_BYTES`.  It is
+        allocated on ``device`` the first time this pair is asked for and never freed.
+    """
     import cupy
 
     dev = _device() if device is None else int(device)
@@ -394,11 +443,33 @@ def shape(
 ) -> Shape:
     """The validated shape key of a product (pointers 0: assumed aligned to 256 bytes).
 
+    Parameters
+    ----------
+    m, n, k : int
+        C is m×n, the inner dimension k (A is k×m, B k×n).
+    lda, ldb, ldc : int
+        Leading dimensions (elements) of A, B and C, column-major: at least k, k and m.
+    batch : int, optional
+        Products in the strided batch.
+    stride_a, stride_b, stride_c : int, optional
+        Elements from one product's A, B, C to the next's; ignored (stored as 0) when
+        ``batch`` is 1.
+    a_ptr, b_ptr, c_ptr : int, optional
+        Device addresses of A, B and C, read only for their alignments.
+
+    Returns
+    -------
+    Shape
+        The arguments, with each alignment the largest power of two up to
+        :data:`MAX_ALIGNMENT` bytes that divides its pointer and, when ``batch`` > 1,
+        its batch stride in bytes.
+
     Raises
     ------
     ValueError
-        A dimension below 1, a leading dimension below its matrix's rows, a value out of
-        int32 range, a negative stride, or a C stride that would make outputs overlap.
+        An argument that is not an int, a dimension or batch outside [1, 2**31 - 1], a
+        leading dimension below its matrix's rows, or (batch > 1) a negative stride or a
+        C stride below ``ldc * n``, which would make outputs overlap.
     """
     dims = {"m": m, "n": n, "k": k, "lda": lda, "ldb": ldb, "ldc": ldc, "batch": batch}
     strides = {"stride_a": stride_a, "stride_b": stride_b, "stride_c": stride_c}
@@ -703,7 +774,16 @@ def best_algo(
 
 
 def tuned() -> dict[tuple[int, Shape], tuple[tuple[int, float | None], ...]]:
-    """(device, shape) -> ((proposal index, median seconds or None if refused), ...) of every timed choice."""
+    """(device, shape) -> ((proposal index, median seconds or None if refused), ...) of every timed choice.
+
+    Returns
+    -------
+    dict
+        A copy, keyed by (device ordinal, :class:`Shape`), of the timings
+        :func:`best_algo` recorded since the last :func:`clear_caches`: for each
+        proposal timed, its index in cuBLASLt's list and the median of its timed runs in
+        seconds, or None where ``cublasLtMatmul`` refused it.
+    """
     with _lock:
         return dict(_timings)
 

@@ -29,12 +29,33 @@ def _residues(x: np.ndarray, m: int) -> np.ndarray:
 
 
 def intmatmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Exact ``a @ b`` for 2-D integer numpy arrays, as int64.
+    """Exact ``a @ b`` for 2-D integer arrays, as int64.
+
+    ``a`` and ``b`` are reduced modulo the first Ozaki-II moduli, as many as it takes for
+    the moduli's product to exceed four times :func:`~emublas.backends.integer_bound.product_bound`; the residues are
+    multiplied as int8 matrices (k in chunks of ``K_CHUNK``) and each entry is rebuilt
+    from its residues with Garner's mixed-radix digits.  On the CPU, operands with
+    every entry in [-127, 127], ``k`` at most ``K_CHUNK`` and a bound below 2**31 take
+    one int8 GEMM instead.  cupy inputs are computed on their GPU (int8 products on cuBLAS).
+
+    Parameters
+    ----------
+    a : numpy.ndarray or cupy.ndarray
+        m×k integer (or bool) array; any integer dtype, uint64 included.
+    b : numpy.ndarray or cupy.ndarray
+        k×n integer (or bool) array, on the same device as ``a``.
+
+    Returns
+    -------
+    numpy.ndarray or cupy.ndarray
+        The m×n int64 product, exact in every entry, on the inputs' device (zeros when
+        ``k`` is 0).
 
     Raises
     ------
     OverflowError
-        Some entry of the exact product does not fit int64.
+        Some entry of the exact product does not fit int64, or (cupy inputs) a uint64
+        operand holds a value above 2**63 - 1.
     """
     m, k = a.shape
     n = b.shape[1]
