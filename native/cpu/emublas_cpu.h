@@ -239,7 +239,11 @@ int emublas_oz_crt_finalize(int64_t m, int64_t n,
  * held at once (group * max products per modulus * mx * my int32 of
  * scratch), their terms then folded in one pass over the accumulators (same
  * order per entry, same bits; used with one k-chunk, no transposed terms and
- * AVX-512, else 1).  seconds (may be NULL): wall time of the calling thread
+ * AVX-512, else 1).  scratch (may be NULL: allocated here): the int32 buffer
+ * of the products, scratch_len elements, 4-byte aligned, not overlapping
+ * anything else; emublas_oz_run_scratch gives the length a group needs (a
+ * shorter one lowers the group; shorter than one modulus's is
+ * EMUBLAS_EINVAL).  seconds (may be NULL): wall time of the calling thread
  * in the products and in the accumulation, added to seconds[0] and
  * seconds[1].  Returns EMUBLAS_OK, EMUBLAS_EINVAL for a bad schedule or
  * argument, EMUBLAS_ENOMEM.
@@ -259,7 +263,12 @@ int emublas_oz_run_products(const emublas_oz_schedule *S, int64_t mx, int64_t my
                             const int8_t *X, int64_t xps, int64_t xrs, int64_t xcs,
                             const int8_t *Y, int64_t yps, int64_t yrs, int64_t ycs,
                             double *acc_re_hi, double *acc_re_lo, double *acc_im_hi, double *acc_im_lo,
-                            int32_t *first, int uplo, int group, double *seconds, int nthreads);
+                            int32_t *first, int uplo, int group, int32_t *scratch, int64_t scratch_len,
+                            double *seconds, int nthreads);
+
+/* int32 elements of scratch that emublas_oz_run_products uses for this
+ * schedule, output size and requested group (-1: bad schedule or sizes). */
+int64_t emublas_oz_run_scratch(const emublas_oz_schedule *S, int64_t mx, int64_t my, int group);
 
 /* "avx512" or "generic": the implementation the emublas_oz_* kernels use. */
 const char *emublas_oz_kernel_name(void);

@@ -199,10 +199,42 @@ static int schedule_ok(const emublas_oz_schedule *S, int has_im, int square)
     return 1;
 }
 
+/* Products per modulus at most, and the group the loop will use for a requested one. */
+static int effective_group(const emublas_oz_schedule *S, int group, int *np_max_out)
+{
+    int np_max = 0, nt_max = 0, transposed = 0;
+    for (int l = 0; l < S->nmod; l++) {
+        const int np = S->prod_off[l + 1] - S->prod_off[l], ntm = S->term_off[l + 1] - S->term_off[l];
+        np_max = np > np_max ? np : np_max;
+        nt_max = ntm > nt_max ? ntm : nt_max;
+        for (int t = S->term_off[l]; t < S->term_off[l + 1]; t++)
+            transposed |= S->terms[7 * t + 2] || (S->terms[7 * t + 4] >= 0 && S->terms[7 * t + 5]);
+    }
+    *np_max_out = np_max;
+    /* what the caller allows, where the fused pass exists */
+    if (group > S->nmod)
+        group = S->nmod;
+    if (nt_max > 0 && group > OZ_MAX_FUSED_TERMS / nt_max)
+        group = OZ_MAX_FUSED_TERMS / nt_max;
+    if (group < 1 || !oz_simd() || transposed || S->nchunks != 1 || S->kk == 0)
+        group = 1;
+    return group;
+}
+
+int64_t emublas_oz_run_scratch(const emublas_oz_schedule *S, int64_t mx, int64_t my, int group)
+{
+    if (mx < 0 || my < 0 || !schedule_ok(S, 1, mx == my))
+        return -1;
+    int np_max;
+    group = effective_group(S, group, &np_max);
+    return (int64_t)group * np_max * mx * my;
+}
+
 int emublas_oz_run_products(const emublas_oz_schedule *S, int64_t mx, int64_t my, const int8_t *X, int64_t xps,
                             int64_t xrs, int64_t xcs, const int8_t *Y, int64_t yps, int64_t yrs, int64_t ycs,
                             double *acc_re_hi, double *acc_re_lo, double *acc_im_hi, double *acc_im_lo,
-                            int32_t *first, int uplo, int group, double *seconds, int nthreads)
+                            int32_t *first, int uplo, int group, int32_t *scratch, int64_t scratch_len,
+                            double *seconds, int nthreads)
 {
     if (mx < 0 || my < 0 || uplo < 0 || uplo > 2 || !first)
         return EMUBLAS_EINVAL;
@@ -215,23 +247,16 @@ int emublas_oz_run_products(const emublas_oz_schedule *S, int64_t mx, int64_t my
     const emublas__i8kernel *K = emublas__i8gemm_kernel(EMUBLAS_IMPL_AUTO, &err);
     if (!K)
         return err;
-    int np_max = 0, nt_max = 0, transposed = 0;
+    int np_max;
+    group = effective_group(S, group, &np_max);
     double macs = 0;
-    for (int l = 0; l < S->nmod; l++) {
-        const int np = S->prod_off[l + 1] - S->prod_off[l], ntm = S->term_off[l + 1] - S->term_off[l];
-        np_max = np > np_max ? np : np_max;
-        nt_max = ntm > nt_max ? ntm : nt_max;
-        macs += (double)np * (double)mx * (double)my * (double)S->kk;
-        for (int t = S->term_off[l]; t < S->term_off[l + 1]; t++)
-            transposed |= S->terms[7 * t + 2] || (S->terms[7 * t + 4] >= 0 && S->terms[7 * t + 5]);
-    }
-    /* moduli per accumulation pass: what the caller allows, where the fused pass exists */
-    if (group > S->nmod)
-        group = S->nmod;
-    if (nt_max > 0 && group > OZ_MAX_FUSED_TERMS / nt_max)
-        group = OZ_MAX_FUSED_TERMS / nt_max;
-    if (group < 1 || !oz_simd() || transposed || S->nchunks != 1 || S->kk == 0)
-        group = 1;
+    for (int l = 0; l < S->nmod; l++)
+        macs += (double)(S->prod_off[l + 1] - S->prod_off[l]) * (double)mx * (double)my * (double)S->kk;
+    const int64_t need = (int64_t)group * np_max * mx * my;
+    if (scratch && scratch_len < need) /* the caller's buffer decides: fewer moduli at once */
+        group = (int)(scratch_len / ((int64_t)np_max * mx * my));
+    if (group < 1)
+        return EMUBLAS_EINVAL;
     /* one team for the whole loop: worth waking when the products together are
      * (one product alone decides this in emublas_i8gemm) */
     int nt = nthreads > 0 ? nthreads : emublas__online_cpus();
@@ -255,13 +280,16 @@ int emublas_oz_run_products(const emublas_oz_schedule *S, int64_t mx, int64_t my
         if (!J.work)
             return EMUBLAS_ENOMEM;
     }
-    J.buf = aligned_alloc(64, ((size_t)group * (size_t)np_max * (size_t)(mx * my) * sizeof(int32_t) + 63) / 64 * 64);
+    J.buf = scratch ? scratch
+                    : aligned_alloc(64, ((size_t)group * (size_t)np_max * (size_t)(mx * my) * sizeof(int32_t) + 63) /
+                                            64 * 64);
     if (!J.buf) {
         free(J.work);
         return EMUBLAS_ENOMEM;
     }
     emublas__parallel(run_task, &J, nt);
-    free(J.buf);
+    if (!scratch)
+        free(J.buf);
     free(J.work);
     first[0] = J.first[0];
     first[1] = J.first[1];

@@ -450,7 +450,7 @@ def oz_run_products(
     uplo : 0, 1/'U' (i <= j) or 2/'L' (i >= j)
     group : int, default 1
         Moduli whose products may be held at once (``group`` times the largest
-        product count times ``mx·my`` int32 of scratch), their terms then folded
+        product count times ``mx·my`` int32 of scratch, a numpy array), their terms then folded
         in one pass over the accumulators: the same order per entry, the same
         bits, fewer passes over memory.  Used with one k-chunk and no transposed
         terms where the CPU has AVX-512; 1 otherwise.
@@ -498,6 +498,8 @@ def oz_run_products(
     seconds = np.zeros(2)
     if mx == 0 or my == 0:
         return (bool(flags[0]), bool(flags[1])), (0.0, 0.0)
+    # the products' buffer from numpy, so that it counts where Python's memory is traced
+    scratch = np.empty(lib.emublas_oz_run_scratch(schedule.cstruct, mx, my, group), np.int32)
     rc = lib.emublas_oz_run_products(
         schedule.cstruct,
         mx,
@@ -515,6 +517,8 @@ def oz_run_products(
         ptr(ffi, "int32_t *", flags),
         code,
         group,
+        ptr(ffi, "int32_t *", scratch),
+        scratch.size,
         ptr(ffi, "double *", seconds),
         nthreads,
     )
