@@ -95,8 +95,10 @@ def test_wide_exponent_span_warns_and_auto_fixes(rng):
     with pytest.warns(emublas.OzakiAccuracyWarning, match=r"could not be certified .* 10 moduli"):
         fixed = emublas.dgemm(1.0, a, b, backend="ozaki2", moduli=10)
     assert last_run()["uncertified"] > 0
-    # the fallback's in-order dot products: within native's bound, not always as lucky as its blocked sums
-    assert relerr(fixed, ref) <= max(4 * relerr(sblas.dgemm(1.0, a, b), ref), 1e-15)
+    # the fallback's in-order dot products: each entry within native BLAS's error bound k·u·Σ|a||b|
+    # (the certificate's target; its actual error need not be as lucky as OpenBLAS's blocked sums)
+    bound = a.shape[1] * 2.0**-53 * (np.abs(a) @ np.abs(b))
+    assert np.all(np.abs(fixed - ref) <= bound)
     with warnings.catch_warnings():
         warnings.simplefilter("error", emublas.OzakiAccuracyWarning)
         out = emublas.dgemm(1.0, a, b, backend="ozaki2", mode="auto")
