@@ -33,7 +33,6 @@ PENDING = {
     "emublas.backends.ozaki2.cpu_stages",
     "emublas.backends.ozaki2.kernels_cpu",
     "emublas.backends.ozaki2.kernels_crt",
-    "emublas._kernels.cpu",
 }
 
 CUPY = ("cupy", "cupyx", "cupy_backends")

@@ -58,7 +58,17 @@ _features: dict[str, bool] | None = None
 
 
 def load() -> ModuleType | None:
-    """Import the extension once; remember the error instead of raising."""
+    """Import the extension once; remember the error instead of raising.
+
+    Thread-safe: the first call imports under a lock, later calls return what
+    it found.  The error, if any, is kept for :func:`load_error`.
+
+    Returns
+    -------
+    module or None
+        The cffi extension ``emublas._kernels._cpu`` (with ``ffi`` and ``lib``),
+        or None when it could not be imported.
+    """
     global _module, _error, _tried
     if not _tried:
         with _load_lock:
@@ -74,6 +84,21 @@ def load() -> ModuleType | None:
 
 
 def require() -> tuple[Any, Any]:
+    """The extension's cffi ``ffi`` and ``lib``, or an error saying why there are none.
+
+    Returns
+    -------
+    ffi : cffi.FFI
+        For casts, pointers and C structs (see :func:`ptr`).
+    lib : cffi library
+        The C functions and constants of ``native/cpu/emublas_cpu.h``.
+
+    Raises
+    ------
+    emublas.errors.BackendUnavailableError
+        The extension did not load; the message gives the import error and how
+        to build it.
+    """
     mod = load()
     if mod is None:
         raise BackendUnavailableError(
@@ -199,6 +224,25 @@ def kernel_name(impl: str = "auto") -> str:
 
 
 def threads_for(threads: int | None) -> int:
+    """The thread count to pass to a C kernel for a ``threads`` argument.
+
+    Parameters
+    ----------
+    threads : int or None
+        What the caller asked for; None means :func:`default_threads`.
+
+    Returns
+    -------
+    int
+        A positive thread count (the C kernels may still use fewer).
+
+    Raises
+    ------
+    TypeError
+        ``threads`` is not an integer (e.g. a float or a string).
+    ValueError
+        ``threads`` is zero or negative.
+    """
     if threads is None:
         return default_threads()
     n = operator.index(threads)  # TypeError for floats, strings, ...
@@ -208,6 +252,32 @@ def threads_for(threads: int | None) -> int:
 
 
 def check_operand(x: Any, name: str, dtype: type) -> np.ndarray:
+    """Check that an argument is a 2-D numpy array of one dtype, and return it unchanged.
+
+    Layout is not checked (nor copied): callers look at the strides themselves
+    (see :func:`elem_strides`).
+
+    Parameters
+    ----------
+    x : object
+        The argument to check.
+    name : str
+        Its name, used in the error messages.
+    dtype : type
+        The numpy scalar type it must have, e.g. ``numpy.int8``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``x`` itself.
+
+    Raises
+    ------
+    TypeError
+        ``x`` is not a numpy array, or has another dtype.
+    ValueError
+        ``x`` is not 2-D.
+    """
     if not isinstance(x, np.ndarray):
         raise TypeError(f"{name} must be a numpy.ndarray, got {type(x).__name__}")
     if x.dtype != dtype:
@@ -218,7 +288,21 @@ def check_operand(x: Any, name: str, dtype: type) -> np.ndarray:
 
 
 def elem_strides(x: np.ndarray) -> tuple[int, int] | None:
-    """Element strides, or None when a byte stride is not a whole element."""
+    """Element strides, or None when a byte stride is not a whole element.
+
+    Parameters
+    ----------
+    x : numpy.ndarray
+        A 2-D array, any strides (negative and zero included).
+
+    Returns
+    -------
+    tuple of (int, int) or None
+        ``(row stride, column stride)`` counted in elements, as the C kernels
+        take them (a Fortran-ordered ``(m, n)`` array gives ``(1, m)``); None
+        when either byte stride is not a multiple of ``x.itemsize``, in which
+        case the array must be copied before C can read it.
+    """
     s0, s1 = x.strides
     size = x.itemsize
     if s0 % size or s1 % size:
