@@ -19,7 +19,14 @@ __all__ = ["oz_kernel_name", "oz_residues", "oz_row_stats", "oz_bound_int8", "oz
 
 
 def oz_kernel_name() -> str:
-    """``"avx512"`` or ``"generic"``: the implementation the ``oz_*`` kernels use here."""
+    """The implementation the ``oz_*`` kernels use on this CPU.
+
+    Returns
+    -------
+    str
+        ``"avx512"`` (AVX-512 F/VL/DQ/BW present and not forced off) or
+        ``"generic"`` (the portable C); both give bit-identical results.
+    """
     ffi, lib = require()
     return ffi.string(lib.emublas_oz_kernel_name()).decode()
 
@@ -282,10 +289,33 @@ def oz_row_stats(
     overflow or underflow for rows of extreme magnitude; the caller redoes
     those with scaling.
 
-    ``carry``: the statistics of the columns to the left of ``x`` (as returned
-    by an earlier call); the sums continue from them, column by column, so
-    feeding the column blocks of a matrix in order gives results bit-identical
-    to one call on the whole matrix.  New arrays are returned either way.
+    Parameters
+    ----------
+    x : numpy.ndarray, shape (rows, cols)
+        float32, float64, complex64 or complex128, any strides (copied only
+        when a stride is not a whole element or the data is unaligned).
+    threads : int, optional
+        Default :func:`emublas._kernels.cpu.default_threads`.
+    carry : tuple of three numpy.ndarray, optional
+        The statistics of the columns to the left of ``x`` (as returned by an
+        earlier call; float64 vectors of length ``rows``, not modified); the
+        sums continue from them, column by column, so feeding the column
+        blocks of a matrix in order gives results bit-identical to one call on
+        the whole matrix.
+
+    Returns
+    -------
+    rowmax, sumsq, l1 : numpy.ndarray, float64, shape (rows,)
+        New arrays (also with ``carry``): each row's largest magnitude (NaN
+        for a row holding NaN or Inf), sum of squared magnitudes and sum of
+        magnitudes, the sums accumulated in double over the columns in order.
+
+    Raises
+    ------
+    TypeError
+        ``x`` is not a numpy array of a float or complex dtype.
+    ValueError
+        ``x`` is not 2-D, or ``carry`` has the wrong shapes.
     """
     nthreads = threads_for(threads)
     xr, xi, code, rs, cs = _oz_parts(x)
@@ -314,7 +344,35 @@ def oz_row_stats(
 
 
 def oz_bound_int8(x: np.ndarray, ea: Any, *, threads: int | None = None) -> np.ndarray:
-    """``ceil(127·|x|·2**-ea[row])`` as a C-ordered int8 matrix (entrywise upper bounds)."""
+    """``ceil(127·|x|·2**-ea[row])`` as a C-ordered int8 matrix (entrywise upper bounds).
+
+    Parameters
+    ----------
+    x : numpy.ndarray, shape (rows, cols)
+        float32, float64, complex64 or complex128 (|x| the complex modulus),
+        any strides; finite, with ``|x[i, j]| <= 2**ea[i]`` so that every
+        bound fits in 0..127.
+    ea : sequence of int, length rows
+        Each row's exponent (int32 range), e.g. ``max|x_row| < 2**ea``.  Rows
+        of subnormal magnitude (very negative ``ea``) are scaled in two steps
+        so that ``127·2**-ea`` does not overflow.
+    threads : int, optional
+        Default :func:`emublas._kernels.cpu.default_threads`.
+
+    Returns
+    -------
+    numpy.ndarray, int8, shape (rows, cols), C-ordered
+        ``ceil(127·|x[i, j]|·2**-ea[i])``, at least 1 for every nonzero entry
+        (also where the product underflows), 0 exactly for zero entries: the
+        product of two such matrices, unscaled, bounds ``Σ_l |x_il|·|y_jl|``
+        entrywise from 7-bit entries.
+
+    Raises
+    ------
+    TypeError, ValueError
+        ``x`` of the wrong type or not 2-D, ``ea`` of the wrong length or not
+        integers.
+    """
     nthreads = threads_for(threads)
     xr, xi, code, rs, cs = _oz_parts(x)
     rows, cols = xr.shape
@@ -356,10 +414,39 @@ def oz_residues_cplx(
     With ``yr = trunc(xr * 2**shift)``, ``yi = ±trunc(xi * 2**shift)`` (minus
     when ``conj``) and ``s = roots[l]`` (``s*s == -1 mod m``), plane ``2l`` is
     ``(yr + s*yi) mod m`` and plane ``2l+1`` is ``(yr - s*yi) mod m``
-    (symmetric int8).  ``xr``/``xi`` are float32/float64 arrays of one shape
-    and dtype (``z.real``/``z.imag`` views of a complex array work, as do two
-    column blocks of one real matrix).  ``out``: int8, shape
-    (2*len(moduli), rows, cols), any strides.
+    (symmetric int8).
+
+    Parameters
+    ----------
+    xr, xi : numpy.ndarray, float32 or float64, shape (rows, cols)
+        The real and imaginary parts, one shape and dtype, finite, any strides
+        (``z.real``/``z.imag`` views of a complex array work, as do two column
+        blocks of one real matrix).
+    shift : sequence of int
+        ``rows`` shifts (``axis=0``: one per row) or ``cols`` (``axis=1``).
+    axis : {0, 1}
+    moduli : sequence of int
+        Each in 2..256, at most 64 (``EMUBLAS_OZ_MAX_MODULI``).
+    roots : sequence of int, length len(moduli)
+        ``roots[l]`` a square root of -1 modulo ``moduli[l]``.
+    conj : bool, default False
+        Take the residues of the conjugate (``yi`` negated).
+    out : numpy.ndarray, int8, shape (2*len(moduli), rows, cols), optional
+        Any strides (e.g. planes of a bigger buffer).  New array otherwise.
+    threads : int, optional
+
+    Returns
+    -------
+    numpy.ndarray, int8, shape (2*len(moduli), rows, cols)
+        ``out`` or the new array: the two planes of each modulus, each entry the
+        symmetric residue as in :func:`oz_residues`.
+
+    Raises
+    ------
+    TypeError
+        ``xr`` and ``xi`` of other dtypes, or of different dtypes.
+    ValueError
+        Bad shapes, moduli or roots, or a non-finite scaled element.
     """
     return _oz_cplx("2m", xr, xi, shift, axis, moduli, roots, conj, out, threads)
 
@@ -375,6 +462,38 @@ def oz_residues_3m(
     out: np.ndarray | None = None,
     threads: int | None = None,
 ) -> np.ndarray:
-    """3M residues: planes ``3l, 3l+1, 3l+2`` = ``yr, yi, yr + yi`` mod ``moduli[l]``
-    (see :func:`oz_residues_cplx`).  ``out``: int8, shape (3*len(moduli), rows, cols)."""
+    """3M residues: planes ``3l, 3l+1, 3l+2`` = ``yr, yi, yr + yi`` mod ``moduli[l]``.
+
+    ``yr``, ``yi`` as in :func:`oz_residues_cplx` (``yi`` negated when
+    ``conj``); the three planes feed the Karatsuba-style products of 3M moduli,
+    which need no square root of -1.
+
+    Parameters
+    ----------
+    xr, xi : numpy.ndarray, float32 or float64, shape (rows, cols)
+        The real and imaginary parts, one shape and dtype, finite, any strides.
+    shift : sequence of int
+        ``rows`` shifts (``axis=0``: one per row) or ``cols`` (``axis=1``).
+    axis : {0, 1}
+    moduli : sequence of int
+        Each in 2..256, at most 64 (``EMUBLAS_OZ_MAX_MODULI``).
+    conj : bool, default False
+        Take the residues of the conjugate (``yi`` negated).
+    out : numpy.ndarray, int8, shape (3*len(moduli), rows, cols), optional
+        Any strides.  New array otherwise.
+    threads : int, optional
+
+    Returns
+    -------
+    numpy.ndarray, int8, shape (3*len(moduli), rows, cols)
+        ``out`` or the new array: three planes per modulus, each entry the
+        symmetric residue as in :func:`oz_residues`.
+
+    Raises
+    ------
+    TypeError
+        ``xr`` and ``xi`` of other dtypes, or of different dtypes.
+    ValueError
+        Bad shapes or moduli, or a non-finite scaled element.
+    """
     return _oz_cplx("3m", xr, xi, shift, axis, moduli, None, conj, out, threads)
