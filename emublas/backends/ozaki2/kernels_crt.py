@@ -232,7 +232,27 @@ def oz_crt_finalize(
         None), ``row_wsum``, ``col_wsum`` (float64), ``row_budget``,
         ``col_budget`` (int32), ``fix`` (bool), ``L``, ``R`` (the factors,
         (m, k) and (n, k)), ``conj_l``, ``conj_r``.  On return
-        ``cert["uncertified"]`` holds the number of entries that failed it.
+        ``cert["uncertified"]`` holds the number of entries that failed it
+        (with ``fix``, those entries were recomputed as float64 dot products
+        of ``L`` and ``R``).
+    threads : int, optional
+        Default :func:`emublas._kernels.cpu.default_threads`.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``out`` itself, its selected entries overwritten (through a
+        Fortran-ordered copy when its strides are not whole elements, it is
+        unaligned or it overlaps an accumulator); the others untouched.
+
+    Raises
+    ------
+    TypeError
+        Arguments that are not numpy arrays, or of the wrong dtype.
+    ValueError
+        Shapes that disagree, accumulators not Fortran-ordered, a read-only
+        ``out``, an imaginary part with a real ``out``, a bad ``uplo`` or
+        shift vector, or a malformed ``cert``.
     """
     nthreads = threads_for(threads)
     if not isinstance(re_hi, np.ndarray):
