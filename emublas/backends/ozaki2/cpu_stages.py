@@ -27,7 +27,45 @@ __all__ = ["CpuStages", "new_state", "finalize", "residues", "BLOCKS"]
 
 
 def residues(kind: str, x, shift, moduli, roots, conj: bool, threads=None) -> np.ndarray:
-    """Residue planes of one factor for a run of moduli: int8 array (planes·count, rows, kk)."""
+    """Residue planes of one factor for a run of moduli: int8 array (planes·count, rows, kk).
+
+    Parameters
+    ----------
+    kind : {"real", "2m", "split", "split2m", "3m"}
+        The recipe's plane kind (:mod:`.recipes`): ``real`` one plane of a real
+        factor; ``2m`` ``Xr ± s·Xi``; ``split`` ``P ± s·Q`` for the left and right
+        column halves ``P``, ``Q`` of a real factor (``conj`` is not used);
+        ``split2m`` that split applied to each of the two 2M planes; ``3m``
+        ``Xr``, ``Xi``, ``Xr + Xi``.
+    x : numpy.ndarray, shape (rows, k)
+        The factor, rows × k (a right factor transposed), unscaled: float32 or
+        float64 for ``real`` and ``split`` (``k`` even there), complex64 or
+        complex128 otherwise (``k`` even for ``split2m``); finite.
+    shift : numpy.ndarray or sequence of int, length rows
+        Row ``i`` is taken as ``trunc(x[i] · 2**shift[i])``.
+    moduli : sequence of int
+        The run's moduli (2..256), one plane kind for all.
+    roots : sequence of int
+        Per modulus a square root of -1 modulo it (read by ``2m``, ``split`` and
+        ``split2m``).
+    conj : bool
+        Take the residues of ``conj(x)`` (complex kinds but ``split``).
+    threads : int, optional
+        Default :func:`emublas._kernels.cpu.default_threads`.
+
+    Returns
+    -------
+    numpy.ndarray, int8, shape (planes·len(moduli), rows, kk)
+        ``planes`` = :data:`~.recipes.PLANES_PER_MODULUS` of ``kind`` (1, 2, 2, 4,
+        3), consecutive per modulus; ``kk = k`` except ``k // 2`` for the split
+        kinds.  Entries are symmetric residues.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``kind``, or what the residue kernels raise (bad shapes or
+        moduli, a non-finite scaled element).
+    """
     rows, k = x.shape
     moduli, roots = tuple(moduli), tuple(roots)  # tuples: the kernels check them once, then reuse
     if kind == "real":
@@ -56,7 +94,23 @@ def residues(kind: str, x, shift, moduli, roots, conj: bool, threads=None) -> np
 
 
 def new_state(shape, complex_out: bool) -> dict:
-    """Zeroed double-double accumulators (Fortran order) for an output of ``shape``."""
+    """Zeroed double-double accumulators (Fortran order) for an output of ``shape``.
+
+    Parameters
+    ----------
+    shape : tuple of (int, int)
+        ``(rows of x, rows of y)``: the output's shape.
+    complex_out : bool
+        Whether the output has an imaginary part (the job's ``complex_out``).
+
+    Returns
+    -------
+    dict
+        ``re_hi``, ``re_lo`` (and ``im_hi``, ``im_lo`` with ``complex_out``):
+        float64 zeros of ``shape`` in Fortran order, the high and low doubles of
+        each part's CRT sum; ``first_re``, ``first_im``: True, so that each part's
+        first term overwrites its accumulators rather than adding to them.
+    """
     parts = ("re", "im") if complex_out else ("re",)
     state: dict = {f"{p}_{h}": np.zeros(shape, order="F") for p in parts for h in ("hi", "lo")}
     state.update(first_re=True, first_im=True)
@@ -86,7 +140,30 @@ def accumulate(state: dict, prods, jb: pipeline.Job, l: int, uplo: int = 0, thre
 
 class CpuStages:
     """The CPU's stages of one call ``x·yᵀ`` (``x``, ``y`` scaled by their row shifts
-    inside the residue kernels; ``y is x`` and equal shifts share one set of planes)."""
+    inside the residue kernels; ``y is x`` and equal shifts share one set of planes).
+
+    :func:`.pipeline.run` drives it: :meth:`planes` once per run of moduli, then
+    :meth:`run_products` (one C call), or per modulus and k-chunk
+    :meth:`products` and :meth:`reduce`.
+
+    Parameters
+    ----------
+    x, y : numpy.ndarray, shape (mx, k) and (my, k)
+        The two factors as rows × k (the right one transposed), unscaled, finite
+        (rows holding NaN/Inf already zeroed); real or complex as the recipe's
+        plane kind needs (see :func:`residues`).  ``y`` may be ``x``.
+    x_shift, y_shift : numpy.ndarray of int32, lengths mx and my
+        Per-row power-of-two scalings applied in the residue kernels.
+    conj_x, conj_y : bool, default False
+        Use the conjugate of a complex factor.
+    uplo : int, default 0
+        The accumulated entries: 0 all, 1 ``i <= j``, 2 ``i >= j``.
+    threads : int, optional
+        Threads of every kernel of the call; default
+        :func:`emublas._kernels.cpu.default_threads` (read once here).
+    timer : pipeline.Timer, optional
+        Gets the seconds spent in the ``residues``, ``gemm`` and ``crt`` phases.
+    """
 
     def __init__(self, x, y, x_shift, y_shift, *, conj_x=False, conj_y=False, uplo=0, threads=None, timer=None):
         self.x, self.y, self.xs, self.ys = x, y, x_shift, y_shift
@@ -101,6 +178,20 @@ class CpuStages:
             self.t0 = self.timer.add(phase, self.t0)
 
     def planes(self, jb: pipeline.Job, start: int, stop: int):
+        """Residue planes of both factors for moduli ``[start, stop)`` (one run: one plane kind).
+
+        Parameters
+        ----------
+        jb : pipeline.Job
+        start, stop : int
+            The run's moduli.
+
+        Returns
+        -------
+        px, py : numpy.ndarray, int8
+            The planes of ``x`` and of ``y`` (:func:`residues`); ``py is px`` when
+            both factors and their shifts and conjugation are the same.
+        """
         kind = jb.recipes[start].planes
         ms, rs = jb.moduli[start:stop], jb.roots[start:stop]
         px = residues(kind, self.x, self.xs, ms, rs, self.conj_x, self.threads)
@@ -109,6 +200,27 @@ class CpuStages:
         return px, py
 
     def products(self, planes, jb: pipeline.Job, j: int, l: int, c: int) -> list[np.ndarray]:
+        """The int8 products ``X_a·Y_bᵀ`` of modulus ``l`` over k-chunk ``c``, exact in int32.
+
+        Parameters
+        ----------
+        planes : tuple of numpy.ndarray
+            The run's planes ``(px, py)`` from :meth:`planes`.
+        jb : pipeline.Job
+        j : int
+            The modulus's place in its run (``l - start``): its planes are
+            ``per·j .. per·j + per - 1``.
+        l : int
+            The modulus (its recipe's plane pairs).
+        c : int
+            The k-chunk (columns :meth:`pipeline.Job.chunk`).
+
+        Returns
+        -------
+        list of numpy.ndarray, int32, shape (mx, my), Fortran-ordered
+            One per product of the recipe, in its order.  The buffers belong to
+            this object and are overwritten by the next call.
+        """
         px, py = planes
         rec = jb.recipes[l]
         per = PLANES_PER_MODULUS[rec.planes]
@@ -121,6 +233,20 @@ class CpuStages:
         return self.buf
 
     def reduce(self, state: dict, prods, jb: pipeline.Job, l: int, c: int) -> None:
+        """Fold modulus ``l``'s products of one k-chunk into the accumulators, term by term.
+
+        Parameters
+        ----------
+        state : dict
+            The accumulators of :func:`new_state`, updated in place.
+        prods : list of numpy.ndarray
+            The int32 products from :meth:`products`.
+        jb : pipeline.Job
+        l : int
+            The modulus (its CRT terms and constants).
+        c : int
+            The k-chunk (not needed here: every chunk folds the same way).
+        """
         accumulate(state, prods, jb, l, self.uplo, self.threads)
         self._tick("crt")
 
@@ -199,7 +325,27 @@ def schedule(jb: pipeline.Job, start: int, stop: int) -> kernels_crt.RunSchedule
 
 
 def finalize(state: dict, jb: pipeline.Job, x_shift, y_shift, out, alpha, beta, *, uplo=0, cert=None) -> None:
-    """``out = alpha·C + beta·out`` from the accumulators, certified entry by entry (``cert``)."""
+    """``out = alpha·C + beta·out`` from the accumulators, certified entry by entry (``cert``).
+
+    Parameters
+    ----------
+    state : dict
+        The accumulators of :func:`new_state` after every modulus.
+    jb : pipeline.Job
+        Gives the product of the moduli ``P`` (``jb.mset``).
+    x_shift, y_shift : numpy.ndarray of int32, lengths m and n
+        Entry ``(i, j)`` is unscaled by ``2**-(x_shift[i] + y_shift[j])``.
+    out : numpy.ndarray, shape (m, n)
+        float32, float64, complex64 or complex128, written in place (its old
+        values count only when ``beta`` is nonzero).
+    alpha, beta : complex
+        The BLAS scalars (imaginary parts ignored for a real ``out``).
+    uplo : int, default 0
+        The entries written: 0 all, 1 ``i <= j``, 2 ``i >= j``.
+    cert : dict, optional
+        The accuracy certificate of :func:`.kernels_crt.oz_crt_finalize`; its
+        ``uncertified`` count is set on return.
+    """
     kernels_crt.oz_crt_finalize(
         state["re_hi"],
         state["re_lo"],
