@@ -87,13 +87,28 @@ def _parse_options(backend: Backend, raw: Mapping[str, Any], where: str) -> dict
     return parsed
 
 
+# The environment is read on every call (a change applies at once); only the parsing of the
+# texts read is cached, per backend object and tuple of texts (bounded: a program sets few values).
+_ENV_VARS: dict[Backend, tuple[tuple[str, str], ...]] = {}
+_ENV_PARSED: dict[tuple[Backend, tuple[str | None, ...]], dict[str, Any]] = {}
+_ENV_PARSED_MAX = 256
+
+
 def _env_options(backend: Backend) -> dict[str, Any]:
-    raw = {}
-    for key, spec in backend.options.items():
-        text = os.environ.get(spec.env_var)
-        if text is not None and text.strip() != "":
-            raw.update(_parse_options(backend, {key: text}, f"environment variable {spec.env_var}"))
-    return raw
+    names = _ENV_VARS.get(backend)
+    if names is None:
+        names = _ENV_VARS[backend] = tuple((key, spec.env_var) for key, spec in backend.options.items())
+    texts = tuple(os.environ.get(var) for _, var in names)
+    key = (backend, texts)
+    parsed = _ENV_PARSED.get(key)
+    if parsed is None:
+        parsed = {}
+        for (opt, var), text in zip(names, texts):
+            if text is not None and text.strip() != "":
+                parsed.update(_parse_options(backend, {opt: text}, f"environment variable {var}"))
+        if len(_ENV_PARSED) < _ENV_PARSED_MAX:
+            _ENV_PARSED[key] = parsed
+    return dict(parsed)
 
 
 def _make_selection(name: str, options: Mapping[str, Any], source: str) -> Selection:
