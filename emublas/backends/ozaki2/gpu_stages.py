@@ -24,6 +24,7 @@ from functools import lru_cache
 import numpy as np
 
 from . import kernels_gpu as kg
+from . import kernels_gpu_crt as kc
 from . import pipeline, scaling
 from .recipes import PLANES_PER_MODULUS
 
@@ -332,7 +333,7 @@ class GpuStages:
         spec_d, tr = spec(jb, l, self.swap)
         nt = len(jb.terms[l])
         mr, nbk = self.r1 - self.r0, self.j1 - self.j0
-        kg.terms(
+        kc.terms(
             prods,
             self.rp,
             mr,
@@ -380,7 +381,7 @@ def final(jb: pipeline.Job, on, T, r0, r1, j0, j1, alpha, beta, out, uplo, out_j
     """
     rp = kg.pad(r1 - r0)
     part, bhi, blo = job_constants(jb)
-    kg.crt_final(
+    kc.crt_final(
         T,
         jb.nterms,
         (j1 - j0) * rp,
@@ -567,7 +568,7 @@ class _Blocks:
                     key: (cupy.asarray(np.asarray(v)) if isinstance(v, np.ndarray) else v) for key, v in cert.items()
                 }
                 dev_cert["counter"] = cupy.zeros(1, np.uint64)
-            kg.crt_final(
+            kc.crt_final(
                 T,
                 T.shape[0],
                 my * rp,
@@ -608,7 +609,7 @@ class _BlockReduce:
     def reduce(self, T, prods, jb, l, c):
         spec_d, tr = spec(jb, l, False)
         nt = len(jb.terms[l])
-        kg.terms(
+        kc.terms(
             prods,
             self.rp,
             self.rows_x,

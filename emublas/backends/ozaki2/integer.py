@@ -96,6 +96,7 @@ def _intmatmul_gpu(a, b, bound: int):
     import cupy
 
     from . import kernels_gpu as kg
+    from . import kernels_gpu_int as ki
 
     m, k = a.shape
     n = b.shape[1]
@@ -105,8 +106,8 @@ def _intmatmul_gpu(a, b, bound: int):
         if x.dtype == np.uint64 and x.size and int(x.max()) > _INT64_MAX:
             raise OverflowError(f"intmatmul on the GPU: {name} holds uint64 values above 2**63 - 1")
     moduli = _moduli_for(bound)
-    ra = kg.int_residues(a.astype(np.int64, copy=False), moduli)
-    rb = kg.int_residues(b.T.astype(np.int64, copy=False), moduli)
+    ra = ki.int_residues(a.astype(np.int64, copy=False), moduli)
+    rb = ki.int_residues(b.T.astype(np.int64, copy=False), moduli)
     mp, nq, kp = ra.shape[1], rb.shape[1], ra.shape[2]
     prod = cupy.empty((nq, mp), np.int32)
     res = cupy.empty((len(moduli), nq, mp), np.int32)
@@ -114,8 +115,8 @@ def _intmatmul_gpu(a, b, bound: int):
         for c0 in range(0, kp, K_CHUNK):
             ck = min(kp, c0 + K_CHUNK) - c0
             kg.gemm_tn(ra.data.ptr + l * mp * kp + c0, rb.data.ptr + l * nq * kp + c0, mp, nq, ck, kp, kp, prod, mp)
-            kg.int_accumulate(prod, res[l], mod, c0 == 0)
-    value, suspect, count = kg.int_garner(res[:, :n, :], moduli, m, n)
+            ki.int_accumulate(prod, res[l], mod, c0 == 0)
+    value, suspect, count = ki.int_garner(res[:, :n, :], moduli, m, n)
     if int(count.get()[0]):  # entries near or past the int64 range: decide exactly on the host
         where = [w.get() for w in cupy.nonzero(suspect)]
         sel = res[:, cupy.asarray(where[1]), cupy.asarray(where[0])].get().astype(np.int64)

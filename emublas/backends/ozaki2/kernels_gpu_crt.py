@@ -1,0 +1,366 @@
+"""Python side of the Ozaki-II GPU CRT passes (``native/cuda/ozaki2.cu``): int32 products to
+int8 CRT terms, the certified final pass and the tiled fallback that recomputes the entries it
+flags.
+
+Queued on cupy's current stream; nothing here waits for the device.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .kernels_gpu import MAX_TERMS, PAD, _fn, _i32, _i64, _ptr, _views
+
+__all__ = ["terms", "crt_final", "cert_args", "MAX_TERMS"]
+
+
+def terms(
+    products,
+    ldp: int,
+    rows: int,
+    cols: int,
+    r0: int,
+    j0: int,
+    spec_d,
+    nterms: int,
+    m: int,
+    out,
+    plane_offset: int,
+    plane_stride: int,
+    ldt: int,
+    uplo: int,
+    transposed: bool,
+) -> None:
+    """int32 products of one modulus -> int8 CRT term planes ``out[plane_offset + t]``.
+
+    Without transposed sources the vectorised kernel runs (whole padded
+    columns; ``ldp`` and ``ldt`` multiples of 4), else the tiled one.
+
+    Parameters
+    ----------
+    products : list of cupy.ndarray
+        The modulus's int32 products (at most 4), column-major with leading
+        dimension ``ldp``.
+    ldp : int
+        Their leading dimension (the block's padded rows).
+    rows, cols : int
+        The block's rows and columns.
+    r0, j0 : int
+        The block's first output row and column (the tiled kernel's triangle test).
+    spec_d : cupy.ndarray
+        int32 term spec, 6 per term (:func:`.gpu_stages.spec`).
+    nterms : int
+        Terms of the modulus's recipe.
+    m : int
+        The modulus.
+    out : cupy.ndarray
+        int8 term planes, written from plane ``plane_offset`` on.
+    plane_offset, plane_stride : int
+        The first plane written and elements per plane.
+    ldt : int
+        Leading dimension of a term plane.
+    uplo : int
+        0: the whole block; 1, 2: the tiled kernel skips the tiles wholly
+        outside the upper or lower triangle.
+    transposed : bool
+        Whether some term reads a product transposed (the tiled kernel).
+    """
+    ptrs = [p.data.ptr for p in products] + [0] * (4 - len(products))
+    inv = 1.0 / m
+    bias = 0.5 / m if m % 2 == 0 else 0.0
+    dst = _ptr(out.data.ptr + plane_offset * plane_stride)
+    if not transposed:
+        quads = ldp // 4
+        _fn("oz_terms_direct")(
+            ((quads + 255) // 256, min(cols, 65535)),
+            (256,),
+            (
+                _i64(quads),
+                _i64(cols),
+                *(_ptr(p) for p in ptrs),
+                _i64(ldp),
+                spec_d,
+                _i32(nterms),
+                np.float64(m),
+                np.float64(inv),
+                np.float64(bias),
+                dst,
+                _i64(plane_stride),
+                _i64(ldt),
+            ),
+        )
+        return
+    grid = ((rows + PAD - 1) // PAD, (cols + PAD - 1) // PAD)
+    _fn("oz_terms")(
+        grid,
+        (256,),
+        (
+            _i64(rows),
+            _i64(cols),
+            _i64(r0),
+            _i64(j0),
+            *(_ptr(p) for p in ptrs),
+            _i64(ldp),
+            spec_d,
+            _i32(nterms),
+            np.float64(m),
+            np.float64(inv),
+            np.float64(bias),
+            dst,
+            _i64(plane_stride),
+            _i64(ldt),
+            _i32(uplo),
+        ),
+    )
+
+
+def _factor_args(cert) -> tuple:
+    """(float64?, Lr, Li, Rr, Ri, strides, k, conj_l, conj_r) of the factors the fallback reads."""
+    L, R = cert["L"], cert["R"]
+    lr, li, rsl, csl, suffix, _ = _views(L)
+    rr, ri, rsr, csr, _, _ = _views(R)
+    return (
+        _i32(suffix == "f64"),
+        _ptr(lr),
+        _ptr(li),
+        _ptr(rr),
+        _ptr(ri),
+        _i64(rsl),
+        _i64(csl),
+        _i64(rsr),
+        _i64(csr),
+        _i64(L.shape[1]),
+        _i32(bool(cert["conj_l"])),
+        _i32(bool(cert["conj_r"])),
+    )
+
+
+def cert_args(cert, w_j0: int = 0, flags=None) -> tuple:
+    """The certificate's arguments of ``oz_crt_final``, in the kernel's order.
+
+    Parameters
+    ----------
+    cert : dict or None
+        The certificate as device arrays (see :func:`emublas.backends.ozaki2.certify.certificate`;
+        ``counter`` a one-element uint64 array); None: no certificate (null pointers and zeros).
+    w_j0 : int, optional
+        First column of W that ``cert["W"]`` holds (a device-local column block).
+    flags : tuple, optional
+        ``(mask, tiles, ldm, ntr)``: where the final pass flags the entries that
+        :func:`crt_final`'s fix pass recomputes; None: no fix pass.
+
+    Returns
+    -------
+    tuple
+        Kernel arguments (numpy scalars and cupy arrays or raw pointers).
+    """
+    if cert is None:
+        return (
+            _i32(0),
+            _ptr(0),
+            _ptr(0),
+            np.float64(0),
+            np.float64(0),
+            _ptr(0),
+            _i64(0),
+            _ptr(0),
+            _ptr(0),
+            _ptr(0),
+            _ptr(0),
+            _i32(0),
+            _i32(0),
+            _ptr(0),
+            _ptr(0),
+            _ptr(0),
+            _ptr(0),
+            _i64(0),
+            _i64(0),
+            _i64(0),
+            _i64(0),
+            _i64(0),
+            _i32(0),
+            _i32(0),
+            _ptr(0),
+            _ptr(0),
+            _ptr(0),
+            _i64(0),
+            _i64(0),
+        )
+    W = cert.get("W")
+    if W is not None:
+        ldw = W.strides[1] // 4
+        w = (
+            _ptr(W.data.ptr - w_j0 * ldw * 4),
+            _i64(ldw),
+            _ptr(cert["row_wsum"].data.ptr),
+            _ptr(cert["col_wsum"].data.ptr),
+            _ptr(cert["row_budget"].data.ptr),
+            _ptr(cert["col_budget"].data.ptr),
+        )
+    else:
+        w = (_ptr(0), _i64(0), _ptr(0), _ptr(0), _ptr(0), _ptr(0))
+    # the factors travel even without fix: rows with NaN/Inf are always finished from them
+    f = (_i32(bool(cert["fix"])), *_factor_args(cert))
+    mask, tiles, ldm, ntr = flags
+    return (
+        _i32(1),
+        _ptr(cert["row_err"].data.ptr),
+        _ptr(cert["col_err"].data.ptr),
+        np.float64(cert["crt_err"]),
+        np.float64(cert["target"]),
+        *w,
+        *f,
+        _ptr(cert["counter"].data.ptr),
+        mask,
+        tiles,
+        _i64(ldm),
+        _i64(ntr),
+    )
+
+
+def crt_final(
+    term_planes,
+    nterms: int,
+    plane_stride: int,
+    ldt: int,
+    part_d,
+    bhi_d,
+    blo_d,
+    P_hi: float,
+    P_lo: float,
+    row_shift_d,
+    col_shift_d,
+    rows: int,
+    cols: int,
+    r0: int,
+    j0: int,
+    alpha,
+    beta,
+    out,
+    uplo: int,
+    out_j0: int = 0,
+    cert=None,
+) -> None:
+    """Double-double CRT over the term planes, then ``out = alpha·v + beta·out`` for the block.
+
+    ``out`` holds the output's columns from ``out_j0`` on (a device-local
+    column block); indices passed to the kernel stay global.  ``cert``: the
+    per-entry certificate on this device (:func:`cert_args`), or None.
+
+    Parameters
+    ----------
+    term_planes : cupy.ndarray
+        int8 CRT term planes of the block, ``nterms`` of them.
+    nterms : int
+        Term planes to sum (at most :data:`MAX_TERMS`).
+    plane_stride, ldt : int
+        Elements per term plane and its leading dimension (a multiple of 4).
+    part_d, bhi_d, blo_d : cupy.ndarray
+        Per term: int8 part (0 real, 1 imaginary) and the float64 high and low
+        words of its CRT weight (:func:`.gpu_stages.job_constants`).
+    P_hi, P_lo : float
+        The moduli's product as a double-double (for the symmetric reduction).
+    row_shift_d, col_shift_d : cupy.ndarray
+        int32 shifts of the output's rows and columns, undone in the result.
+    rows, cols : int
+        The block's rows and columns.
+    r0, j0 : int
+        The block's first output row and column (global).
+    alpha, beta : float or complex
+        The scalars (``beta == 0``: ``out`` is not read).
+    out : cupy.ndarray
+        float32/float64/complex64/complex128 output, updated in place.
+    uplo : int
+        0: every entry; 1 or 2: only the upper or lower triangle.
+    out_j0 : int
+        The global column of ``out``'s first column.
+    cert : dict, optional
+        The certificate's device arrays, or None: no certificate, no fix pass.
+
+    Notes
+    -----
+    With ``cert``, a second kernel recomputes the flagged 32 × 32 tiles' entries
+    (uncertified, or in NaN/Inf rows) as float64 dot products; unflagged tiles
+    return at once.
+    """
+    if nterms > MAX_TERMS:
+        raise ValueError(f"ozaki2 on the GPU: {nterms} CRT terms exceed {MAX_TERMS} (k too long)")
+    code = {"f": 0, "d": 1, "F": 2, "D": 3}[out.dtype.char]
+    size = out.itemsize
+    rso, cso = out.strides[0] // size, out.strides[1] // size
+    alpha, beta = complex(alpha), complex(beta)
+    if ldt % 4:
+        raise ValueError("term planes need a leading dimension divisible by 4")
+    # one warp per column, 4 (real) or 2 (complex) rows per lane, 8 columns per block
+    cplx = code >= 2
+    per_warp = 64 if cplx else 128
+    grid = ((rows + per_warp - 1) // per_warp, (cols + 7) // 8)
+    flags = None
+    if cert is not None:  # entries the final pass cannot vouch for (and NaN/Inf rows), per 32 x 32 tile
+        import cupy
+
+        ntr, ntc = (rows + 31) // 32, (cols + 31) // 32
+        flags = (cupy.zeros(rows * cols, np.uint8), cupy.zeros(ntr * ntc, np.int32), rows, ntr)
+    _fn("oz_crt_final_cplx" if cplx else "oz_crt_final_real")(
+        grid,
+        (256,),
+        (
+            _i64(rows),
+            _i64(cols),
+            _i64(r0),
+            _i64(j0),
+            term_planes,
+            _i64(plane_stride),
+            _i64(ldt),
+            _i32(nterms),
+            part_d,
+            bhi_d,
+            blo_d,
+            np.float64(P_hi),
+            np.float64(P_lo),
+            np.float64(1.0 / P_hi),
+            row_shift_d,
+            col_shift_d,
+            np.float64(alpha.real),
+            np.float64(alpha.imag),
+            np.float64(beta.real),
+            np.float64(beta.imag),
+            _i32(beta == 0),
+            _i32(code),
+            _ptr(out.data.ptr - out_j0 * cso * size),
+            _i64(rso),
+            _i64(cso),
+            _i32(uplo),
+            *cert_args(cert, out_j0, flags),
+        ),
+    )
+    if flags is not None:  # the flagged tiles recomputed as float64 dot products (the others return at once)
+        mask, tiles, ldm, ntr = flags
+        _fn("oz_fix_tiles")(
+            ((rows + 63) // 64, (cols + 63) // 64),  # 64 x 64 blocks: 2 x 2 flag tiles each
+            (256,),
+            (
+                _i64(rows),
+                _i64(cols),
+                _i64(r0),
+                _i64(j0),
+                row_shift_d,
+                col_shift_d,
+                np.float64(alpha.real),
+                np.float64(alpha.imag),
+                np.float64(beta.real),
+                np.float64(beta.imag),
+                _i32(beta == 0),
+                _i32(code),
+                _ptr(out.data.ptr - out_j0 * cso * size),
+                _i64(rso),
+                _i64(cso),
+                cert["row_err"],
+                cert["col_err"],
+                *_factor_args(cert),
+                mask,
+                tiles,
+                _i64(ldm),
+                _i64(ntr),
+            ),
+        )
