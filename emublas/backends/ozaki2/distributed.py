@@ -36,7 +36,7 @@ from dask import delayed
 from dask.base import tokenize
 
 from ..._arrays import is_cupy, namespace
-from . import certify, cpu_stages, routines, scaling
+from . import certify, cpu_blocks, routines, scaling
 
 __all__ = ["gemm"]
 
@@ -64,10 +64,10 @@ def _offsets(chunks) -> list[int]:
 def _ops(x):
     """The block stages for ``x``'s chunks: numpy or cupy."""
     if is_cupy(x._meta):
-        from . import gpu_stages
+        from . import gpu_blocks
 
-        return gpu_stages.BLOCKS
-    return cpu_stages.BLOCKS
+        return gpu_blocks.BLOCKS
+    return cpu_blocks.BLOCKS
 
 
 def _stats(x):
