@@ -1,0 +1,254 @@
+"""Ozaki-II planning: the moduli families, the choice of the moduli count, the row shifts.
+
+A call's plan (:class:`Plan`) is its moduli, their CRT constants and the power-of-two
+shifts of each row of both factors; :func:`job_for` turns it into the driver's cached
+:class:`~.pipeline.Job`.  Pure host arithmetic on the factors' statistics (numpy or, for
+the shifts on a GPU, the device kernels behind :mod:`.scaling`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import certify, pipeline, scaling
+from . import recipes as recipe_table
+from .moduli import HYBRID_EXTRA, REAL_MODULI, TWO_M_MODULI, TWO_M_ROOTS, ModulusSet
+
+__all__ = ["MODES", "DEFAULT_MODULI", "Family", "Plan", "plan", "job_for", "nterms", "precision_of"]
+
+MODES = ("fast", "accurate", "auto")
+#: Default moduli counts, per family and precision: enough for native accuracy
+#: on ordinary data (real list: 16 → 125 bits; 2M list: 16 → 118, 17 → 124.5).
+DEFAULT_MODULI = {("real", 53): 16, ("real", 24): 8, ("2m", 53): 16, ("2m", 24): 8, ("split", 53): 17, ("split", 24): 9}
+MAX_REAL = len(REAL_MODULI)
+MAX_2M = len(TWO_M_MODULI)
+MAX_HYBRID = MAX_2M + len(HYBRID_EXTRA)
+
+
+@dataclass
+class Family:
+    """A list of moduli a routine draws its first ``count`` from.
+
+    Attributes
+    ----------
+    name : {"real", "2m", "split"}
+        "real": the real moduli; "2m": the 2M moduli (complex data; hybrid moduli
+        without a square root of −1 past the 2M list); "split": the 2M moduli for
+        real rank-k calls.
+    maximum : int
+        The largest count the routine may use.
+    """
+
+    name: str
+    maximum: int
+
+    def modulus_list(self, count: int) -> tuple[list[int], list[int | None]]:
+        """The first ``count`` moduli and, for the 2M lists, each one's square root of −1 (None if it has none).
+
+        Parameters
+        ----------
+        count : int
+
+        Returns
+        -------
+        moduli : list of int
+        roots : list of int or None
+        """
+        if self.name == "real":
+            return list(REAL_MODULI[:count]), [None] * count
+        ms = list(TWO_M_MODULI[:count]) + list(HYBRID_EXTRA[: max(0, count - MAX_2M)])
+        return ms, [TWO_M_ROOTS.get(m) for m in ms]
+
+    def bits(self, count: int) -> float:
+        """log2 of the product of the first ``count`` moduli.
+
+        Parameters
+        ----------
+        count : int
+
+        Returns
+        -------
+        float
+        """
+        return ModulusSet.from_moduli(self.modulus_list(count)[0]).bits
+
+    def smallest_for(self, L: float) -> int | None:
+        """The smallest count whose moduli carry ``L`` bits (2 to spare), None if none up to the maximum.
+
+        Parameters
+        ----------
+        L : float
+            Bits needed.
+
+        Returns
+        -------
+        int or None
+        """
+        for count in range(1, self.maximum + 1):
+            if self.bits(count) - 2 >= L:
+                return count
+        return None
+
+
+def precision_of(dtype) -> int:
+    """Significand bits of a floating dtype: 53 for float64/complex128, 24 for float32/complex64.
+
+    Parameters
+    ----------
+    dtype : numpy dtype or type
+
+    Returns
+    -------
+    int
+    """
+    return 53 if np.dtype(dtype) in (np.float64, np.complex128) else 24
+
+
+def _choose(family: Family, precision: int, moduli, mode: str, left, right, g_r, g_c):
+    """``(count, L_exact, chose)``: the number of moduli; in auto mode picked from the
+    estimate of :func:`~.scaling.needed_bits` (the only mode that computes it)."""
+    if mode == "auto":
+        L_exact = scaling.needed_bits(left, right, g_r, g_c, precision)
+        cap = family.maximum if moduli == "default" else min(int(moduli), family.maximum)
+        count = family.smallest_for(L_exact)
+        if count is None or count > cap:
+            count = cap
+        return count, L_exact, True
+    count = DEFAULT_MODULI[(family.name, precision)] if moduli == "default" else int(moduli)
+    if count > family.maximum:
+        raise ValueError(f"ozaki2: at most {family.maximum} moduli here, got {count}")
+    return count, None, False
+
+
+def nterms(jb: pipeline.Job) -> int:
+    """Accumulated CRT terms per part of the output (the reconstruction's error grows with it).
+
+    Parameters
+    ----------
+    jb : pipeline.Job
+
+    Returns
+    -------
+    int
+        Terms summed into the real (or imaginary) part of each entry, over all k-chunks.
+    """
+    return sum(max(sum(t.part == p for t in r.terms) for p in ("re", "im")) for r in jb.recipes) * jb.nchunks
+
+
+@dataclass
+class Plan:
+    """The moduli and the row plans of one call (what the engine needs besides the data).
+
+    Attributes
+    ----------
+    moduli : list of int
+    roots : list of int or None
+        The 2M square roots of −1 (None for real moduli).
+    mset : ModulusSet
+        Their CRT constants.
+    px, py : scaling.RowPlan
+        The plans of the left and right factor's rows (``py is px`` when both share rows).
+    info : dict
+        The part of ``last_run()`` fixed by the scaling.
+    """
+
+    moduli: list[int]
+    roots: list[int | None]
+    mset: ModulusSet
+    px: scaling.RowPlan  # rows of the left factor
+    py: scaling.RowPlan  # rows of the right factor (``px`` itself when both sides share rows)
+    info: dict  # the part of last_run() fixed by the scaling
+
+    @property
+    def x_shift(self):
+        """The left factor's row shifts (int32, on its device)."""
+        return self.px.shift
+
+    @property
+    def y_shift(self):
+        """The right factor's row shifts (int32, on its device)."""
+        return self.py.shift
+
+
+def plan(
+    routine: str,
+    family: Family,
+    precision: int,
+    left,
+    right,
+    wrow,
+    wcol,
+    *,
+    moduli="default",
+    mode="accurate",
+    shared=False,
+    complex_data=False,
+) -> Plan:
+    """Moduli count, moduli and row plans from the sides' statistics and, in accurate
+    mode, the bound product's row and column maxima ``wrow``, ``wcol`` (None: fast mode).
+
+    Shared by :func:`_execute` and the distributed path (:mod:`emublas.ozaki2.distributed`),
+    which reduces the statistics and W over k-blocks exactly: the same inputs give the
+    same plan, hence the same products.  Only ``auto`` mode reads anything on the host.
+
+    Parameters
+    ----------
+    routine : str
+        Named in the report (``last_run()["routine"]``).
+    family : Family
+    precision : int
+        Significand bits of the data (:func:`precision_of`).
+    left, right : scaling.Side
+        Per-row statistics of the two factors.
+    wrow, wcol : array or None
+        Row and column maxima of the bound product W (None: fast mode).
+    moduli : int or "default", optional
+        The count, or the cap in auto mode.
+    mode : {"fast", "accurate", "auto"}, optional
+    shared : bool, optional
+        Both factors are one (rank-k): one row plan.
+    complex_data : bool, optional
+        Widens the certificate's slack for complex products.
+
+    Returns
+    -------
+    Plan
+    """
+    g_r = g_c = None
+    if mode == "auto":
+        g_r, g_c = scaling.growth(left, wrow), scaling.growth(right, wcol)
+    count, L_exact, chose = _choose(family, precision, moduli, mode, left, right, g_r, g_c)
+    ms, roots = family.modulus_list(count)
+    mset = ModulusSet.from_moduli(ms)
+    slack = certify.slack(complex_data)
+    px = scaling.row_plan(left, mset.bits - 2, slack, wrow)
+    py = px if shared else scaling.row_plan(right, mset.bits - 2, slack, wcol)
+    info = {
+        "routine": routine,
+        "moduli": count,
+        "mode": mode,
+        "auto_chose": chose,
+        "bits": mset.bits,
+        "needed_bits": None if L_exact is None else L_exact + 2,
+    }
+    return Plan(ms, roots, mset, px, py, info)
+
+
+def job_for(recipe_name: str, p: Plan, k: int) -> pipeline.Job:
+    """The driver's (cached) job for a plan: the recipe per modulus over factors of k columns.
+
+    Parameters
+    ----------
+    recipe_name : str
+        A key of :data:`.recipes.RECIPES` ("real", "2m", "herk", ...).
+    p : Plan
+    k : int
+        Columns of the factors.
+
+    Returns
+    -------
+    pipeline.Job
+    """
+    return pipeline.job(recipe_table.for_moduli(recipe_name, p.roots), p.moduli, p.roots, k)
