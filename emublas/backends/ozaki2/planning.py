@@ -9,6 +9,7 @@ the shifts on a GPU, the device kernels behind :mod:`.scaling`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -134,7 +135,12 @@ def nterms(jb: pipeline.Job) -> int:
     int
         Terms summed into the real (or imaginary) part of each entry, over all k-chunks.
     """
-    return sum(max(sum(t.part == p for t in r.terms) for p in ("re", "im")) for r in jb.recipes) * jb.nchunks
+    got = jb.memo.get("nterms")
+    if got is None:  # per job, not per call (the job is cached)
+        got = jb.memo["nterms"] = (
+            sum(max(sum(t.part == p for t in r.terms) for p in ("re", "im")) for r in jb.recipes) * jb.nchunks
+        )
+    return got
 
 
 @dataclass
@@ -251,4 +257,11 @@ def job_for(recipe_name: str, p: Plan, k: int) -> pipeline.Job:
     -------
     pipeline.Job
     """
-    return pipeline.job(recipe_table.for_moduli(recipe_name, p.roots), p.moduli, p.roots, k)
+    # keyed by small ints, so a repeated call does not hash the recipes again (pipeline.job's key)
+    return _job_for(recipe_name, tuple(int(m) for m in p.moduli), tuple(p.roots), int(k), scaling.K_CHUNK)
+
+
+@lru_cache(maxsize=512)
+def _job_for(recipe_name: str, moduli: tuple, roots: tuple, k: int, k_chunk: int) -> pipeline.Job:
+    # k_chunk is part of the key only: pipeline.job reads scaling.K_CHUNK itself
+    return pipeline.job(recipe_table.for_moduli(recipe_name, list(roots)), moduli, roots, k)
