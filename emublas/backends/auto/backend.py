@@ -16,15 +16,14 @@ asks for N correct bits per entry relative to ``sum|a||b|`` instead; with
 
 A call pays for its decision once per shape: decisions are kept per (routine, device,
 dtype, m, n, k, accuracy, bits, table option), at most :data:`CACHE_SIZE` of them, each
-valid while the table it was made with is still the one in force (looked up again at
-most every ``tables.RECHECK_S`` seconds), so the common small call costs a dict lookup
-over native's.
+valid while the table it was made with is still the one in force (which
+:func:`.tables.table_for` re-resolves at most every ``tables.RECHECK_S`` seconds), so the
+common small call costs two dict lookups over native's.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 import warnings
 from typing import Any
 
@@ -38,7 +37,7 @@ _PREFIX = {("f", 4): "s", ("f", 8): "d", ("c", 8): "c", ("c", 16): "z"}
 _last = threading.local()
 #: Decisions kept per (routine, array type, dtype, m, n, k, accuracy, bits, table option);
 #: the oldest goes when full.  Each entry holds the table it was made with and is used only
-#: while that is still the table in force (re-resolved at most every ``tables.RECHECK_S``).
+#: while that is still the table in force.
 CACHE_SIZE = 4096
 
 
@@ -163,7 +162,6 @@ class AutoBackend(Backend):
 
     def __init__(self):
         self._usable: dict[str, tuple[str, ...]] = {}
-        self._tables: dict[tuple, tuple[float, str, tables.Table]] = {}
         self._decisions: dict[tuple, tuple] = {}
 
     # -- readiness -----------------------------------------------------------
@@ -275,23 +273,13 @@ class AutoBackend(Backend):
             usable=self.usable(device),
         )
 
-    def _table_now(self, c, path: str | None, read_env: bool) -> tuple[str, tables.Table]:
-        """(device, table in force there) for output ``c``, looked up again at most every
-        ``tables.RECHECK_S`` (``read_env``: the call's options lack ``table``, so the variable
-        is read here)."""
-        key = (type(c), path, read_env)
-        hit = self._tables.get(key)
-        now = time.monotonic()
-        if hit is not None and now - hit[0] < tables.RECHECK_S:
-            return hit[1], hit[2]
-        device = "gpu" if is_cupy(c) else "cpu"
-        table = tables.table_for(device, path, read_env=read_env)
-        self._tables[key] = (now, device, table)
-        return device, table
-
     def _choose(self, routine: str, c, m: int, n: int, k: int, opts: dict):
         accuracy, bits, path = opts.get("accuracy", "native"), opts.get("bits"), opts.get("table")
-        device, table = self._table_now(c, path, "table" not in opts)
+        device = "gpu" if is_cupy(c) else "cpu"
+        # the front's option resolution has already read EMUBLAS_COST_TABLE into opts (the
+        # ``table`` option's variable), so table_for need not read it again; it re-resolves
+        # the files at most every RECHECK_S (the one cache of tables)
+        table = tables.table_for(device, path, read_env=False)
         key = (routine, device, c.dtype.char, m, n, k, accuracy, bits, path)
         hit = self._decisions.get(key)
         if hit is not None and hit[0] is table:
