@@ -52,16 +52,19 @@ QUICK_PAUSE_S = 0.05
 
 
 def _inputs(xp, prefix: str, n: int, seed: int):
-    """(rand - 0.5) * exp(0.5 * randn): the benchmarks' ordinary data."""
+    """(rand - 0.5) * exp(0.5 * randn): the benchmarks' ordinary data, drawn on the array's
+    device (on the host, drawing two 16384 x 16384 complex operands takes about a minute)."""
     import numpy as np
 
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(seed) if xp is np else xp.random.default_rng(seed)
+    real = np.float32 if prefix in "sc" else np.float64
+
+    def part():
+        return (rng.random((n, n), dtype=real) - 0.5) * xp.exp(0.5 * rng.standard_normal((n, n), dtype=real))
 
     def one():
-        x = (rng.random((n, n)) - 0.5) * np.exp(0.5 * rng.standard_normal((n, n)))
-        if prefix in "cz":
-            x = x + 1j * (rng.random((n, n)) - 0.5) * np.exp(0.5 * rng.standard_normal((n, n)))
-        return xp.asfortranarray(xp.asarray(x.astype(costmodel_dtype(prefix))))
+        x = part() + 1j * part() if prefix in "cz" else part()
+        return xp.asfortranarray(x.astype(costmodel_dtype(prefix)))
 
     return one(), one()
 
@@ -208,10 +211,10 @@ def calibrate(
     entries = []
     t_start = time.perf_counter()
     for prefix in prefixes:
-        for routine in ROUTINES:
-            for n in grid["sizes"]:
-                a, b = _inputs(xp, prefix, n, seed)
-                out = xp.zeros((n, n), dtype=costmodel_dtype(prefix), order="F")
+        for n in grid["sizes"]:
+            a, b = _inputs(xp, prefix, n, seed)
+            out = xp.zeros((n, n), dtype=costmodel_dtype(prefix), order="F")
+            for routine in ROUTINES:
                 cfgs = _configs(routine, prefix, grid, device)
                 calls = [(be, knob, _call(routine, prefix, a, b, out, be, opts)) for be, knob, opts in cfgs]
                 for attempt in range(1 + RETRIES):
@@ -247,7 +250,7 @@ def calibrate(
                         f" median {med * 1e3:10.3f} ms  [{min(ts) * 1e3:.3f}, {max(ts) * 1e3:.3f}]"
                         f"  {med / nat:6.2f}x native time"
                     )
-                del a, b, out
+            del a, b, out
     from .info import cpu_model
 
     hardware = cpu_model() if device == "cpu" else _gpu_name(xp)

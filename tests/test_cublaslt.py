@@ -249,6 +249,7 @@ def test_captured_best_call_replays_exactly(cp):
     a, b = _planes(rng, batch, m, lda, k), _planes(rng, batch, n, ldb, k)
     c_shape = (batch, n, ldc)
     da, db, dc, (pa, pb, pc) = _device_buffers(cp, a, b, c_shape, (0, 0, 0))
+    cp.cuda.Device().synchronize()  # the copies are done before the non-blocking stream reads them
     stream = cp.cuda.Stream(non_blocking=True)
     if not hasattr(stream, "begin_capture"):
         pytest.skip("this cupy cannot capture CUDA graphs")
@@ -261,7 +262,8 @@ def test_captured_best_call_replays_exactly(cp):
         cublaslt.matmul_i8_tn(m, n, k, pa, lda, pb, ldb, pc, ldc, batch, *strides, stream=stream.ptr, algo="best")
         graph = stream.end_capture()
     assert len(cublaslt.tuned()) == before  # nothing was timed while capturing
-    dc.fill(-1)
-    graph.launch(stream)
+    with stream:  # on the replay's stream: a non-blocking stream does not wait for the null stream's fill
+        dc.fill(-1)
+        graph.launch(stream)
     stream.synchronize()
     np.testing.assert_array_equal(_read_c(cp, dc, 0, c_shape, m).astype(np.int64), _reference(a, b, k, m, n))
