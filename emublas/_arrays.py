@@ -7,6 +7,7 @@ every CPU call stay free of the CUDA start-up cost.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 from typing import Any
 
@@ -43,7 +44,14 @@ def is_cupy(x: Any) -> bool:
     -------
     bool
     """
-    return type(x).__module__.split(".", 1)[0] == "cupy" and hasattr(x, "__cuda_array_interface__")
+    t = type(x)
+    known = _CUPY_TYPE.get(t)
+    if known is None:  # the front asks several times per call: the answer per type is kept
+        known = _CUPY_TYPE[t] = t.__module__.split(".", 1)[0] == "cupy" and hasattr(t, "__cuda_array_interface__")
+    return known
+
+
+_CUPY_TYPE: dict[type, bool] = {np.ndarray: False, type(None): False}
 
 
 def namespace(**arrays: Any):
@@ -69,6 +77,11 @@ def namespace(**arrays: Any):
     ValueError
         cupy arrays on different GPUs.
     """
+    for x in arrays.values():
+        if x is not None and type(x) is not np.ndarray:
+            break
+    else:
+        return np  # the common numpy call, without building the error's tables
     on_gpu = {name: x for name, x in arrays.items() if is_cupy(x)}
     if not on_gpu:
         return np
@@ -88,6 +101,9 @@ def namespace(**arrays: Any):
     return cupy
 
 
+_NO_DEVICE = contextlib.nullcontext()  # reusable: it holds no state
+
+
 def device_of(xp, *arrays: Any):
     """Context manager that makes the arrays' GPU current (no-op on the CPU).
 
@@ -105,9 +121,7 @@ def device_of(xp, *arrays: Any):
         array), or a null context for numpy.
     """
     if xp is np:
-        import contextlib
-
-        return contextlib.nullcontext()
+        return _NO_DEVICE
     for x in arrays:
         if is_cupy(x):
             return x.device

@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["int_range", "boolean", "env_value", "env_flag", "env_int"]
+__all__ = ["int_range", "boolean", "env_value", "env_flag", "env_int", "env_texts"]
 
 
 def int_range(lo: int, hi: int, *, also: tuple[str, ...] = ()) -> Callable[[Any], int | str]:
@@ -81,6 +81,40 @@ def boolean(raw: Any) -> bool:
 boolean.valid = "1/0, true/false, yes/no, on/off"  # type: ignore[attr-defined]
 
 
+# ``os.environ.get`` of an unset variable raises and catches a KeyError inside (about 1 us);
+# the front reads several variables on every call, so it looks them up in the mapping
+# ``os.environ`` keeps of the process environment (CPython, POSIX: bytes keys), which
+# ``os.environ`` itself updates on every assignment, ``putenv`` included.
+_RAW = getattr(os.environ, "_data", None)
+_RAW_OK = isinstance(_RAW, dict) and os.name == "posix"
+_KEYS: dict[str, bytes] = {}
+
+
+def env_texts(names: tuple[str, ...]) -> tuple[str | None, ...]:
+    """The values of environment variables ``names`` (None where unset), read now.
+
+    Parameters
+    ----------
+    names : tuple of str
+        Variable names.
+
+    Returns
+    -------
+    tuple of (str or None)
+        One entry per name, as ``os.environ.get`` gives it.
+    """
+    if not _RAW_OK:
+        return tuple(os.environ.get(n) for n in names)
+    out = []
+    for n in names:
+        key = _KEYS.get(n)
+        if key is None:
+            key = _KEYS[n] = os.fsencode(n)
+        raw = _RAW.get(key)  # type: ignore[union-attr]
+        out.append(None if raw is None else os.fsdecode(raw))
+    return tuple(out)
+
+
 def env_value(var: str, parse: Callable[[Any], Any], default: Any) -> Any:
     """``parse`` applied to environment variable ``var``; ``default`` when unset or empty.
 
@@ -103,7 +137,7 @@ def env_value(var: str, parse: Callable[[Any], Any], default: Any) -> Any:
     ValueError
         The value does not parse; the message names the variable and the valid values.
     """
-    text = os.environ.get(var)
+    (text,) = env_texts((var,))
     if text is None or text.strip() == "":
         return default
     try:

@@ -82,14 +82,10 @@ def _prepare_out(c: Any, shape: tuple[int, int], dtype: np.dtype, xp, overwrite_
     arr = as_matrix(c, dtype, xp, "c") if not is_array or c.ndim != 2 else c
     if arr.shape != shape:
         raise ValueError(f"c has shape {arr.shape[0]}x{arr.shape[1]} but the result is {shape[0]}x{shape[1]}")
-    in_place = (
-        overwrite_c
-        and is_array
-        and arr is c
-        and c.dtype == dtype
-        and c.flags.f_contiguous
-        and (xp is not np or c.flags.writeable)
-    )
+    in_place = overwrite_c and is_array and arr is c and c.dtype == dtype
+    if in_place:
+        flags = c.flags  # a new object per access
+        in_place = flags.f_contiguous and (xp is not np or flags.writeable)
     if not in_place:
         return xp.array(arr, dtype=dtype, order="F", copy=True), False
     may_share = np.may_share_memory if xp is np else _cupy_may_share
@@ -183,7 +179,10 @@ def _gemm(prefix: str | None, alpha, a, b, beta, c, trans_a, trans_b, overwrite_
             _scale(out, beta, xp)
             return out
         target = out.copy(order="F") if alias else out
-        if beta == 0 and c is not None:
+        routed = be.route("gemm", prefix, m, n, ka, target, opts)  # auto: the concrete backend, once
+        if routed is not None:
+            be, _, opts = routed
+        if beta == 0 and c is not None and not be.ignores_c_when_beta_zero:
             target.fill(0)
         backend_gemm(be, opts, xp)(alpha, a, b, beta, target, trans_a, trans_b)
         if alias:

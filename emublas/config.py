@@ -21,7 +21,6 @@ backend's option variables only for calls that run on that backend.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -30,6 +29,7 @@ from types import MappingProxyType
 from typing import Any
 
 from . import backends as _registry
+from ._env import env_texts
 from .backends.base import Backend
 
 __all__ = ["Selection", "set_backend", "use", "get_backend", "process_selection", "resolve"]
@@ -92,23 +92,26 @@ def _parse_options(backend: Backend, raw: Mapping[str, Any], where: str) -> dict
 _ENV_VARS: dict[Backend, tuple[tuple[str, str], ...]] = {}
 _ENV_PARSED: dict[tuple[Backend, tuple[str | None, ...]], dict[str, Any]] = {}
 _ENV_PARSED_MAX = 256
+_VAR_NAMES: dict[Backend, tuple[str, ...]] = {}
 
 
 def _env_options(backend: Backend) -> dict[str, Any]:
+    """The backend's defaults overridden by its environment variables (a shared dict: copy it)."""
     names = _ENV_VARS.get(backend)
     if names is None:
         names = _ENV_VARS[backend] = tuple((key, spec.env_var) for key, spec in backend.options.items())
-    texts = tuple(os.environ.get(var) for _, var in names)
+        _VAR_NAMES[backend] = tuple(var for _, var in names)
+    texts = env_texts(_VAR_NAMES[backend])
     key = (backend, texts)
     parsed = _ENV_PARSED.get(key)
     if parsed is None:
-        parsed = {}
+        parsed = {k: spec.default for k, spec in backend.options.items()}
         for (opt, var), text in zip(names, texts):
             if text is not None and text.strip() != "":
                 parsed.update(_parse_options(backend, {opt: text}, f"environment variable {var}"))
         if len(_ENV_PARSED) < _ENV_PARSED_MAX:
             _ENV_PARSED[key] = parsed
-    return dict(parsed)
+    return parsed
 
 
 def _make_selection(name: str, options: Mapping[str, Any], source: str) -> Selection:
@@ -219,14 +222,25 @@ def get_backend() -> Selection:
     chosen = _explicit()
     if chosen is not None:
         return chosen
-    name = os.environ.get(ENV_BACKEND, "").strip()
+    text = env_texts((ENV_BACKEND,))[0]
+    hit = _ENV_SELECTION.get(text)
+    if hit is not None:
+        return hit
+    name = (text or "").strip()
     if name:
         try:
             backend = _registry.get(name)
         except ValueError as exc:
             raise ValueError(f"environment variable {ENV_BACKEND}: {exc}") from None
-        return Selection(backend.name, MappingProxyType({}), "environment")
-    return Selection(DEFAULT_BACKEND, MappingProxyType({}), "default")
+        selection = Selection(backend.name, MappingProxyType({}), "environment")
+    else:
+        selection = Selection(DEFAULT_BACKEND, MappingProxyType({}), "default")
+    if len(_ENV_SELECTION) < _ENV_PARSED_MAX:
+        _ENV_SELECTION[text] = selection  # Selection is frozen: one object per text serves every call
+    return selection
+
+
+_ENV_SELECTION: dict[str | None, Selection] = {}
 
 
 def resolve(backend: str | None = None, options: Mapping[str, Any] | None = None) -> tuple[Backend, dict[str, Any]]:
@@ -259,8 +273,7 @@ def resolve(backend: str | None = None, options: Mapping[str, Any] | None = None
     else:
         chosen = _explicit()
         obj = _registry.get(backend)
-    merged = {key: spec.default for key, spec in obj.options.items()}
-    merged.update(_env_options(obj))
+    merged = dict(_env_options(obj))
     if chosen is not None and chosen.backend == obj.name:
         merged.update(chosen.options)
     if options:

@@ -35,7 +35,10 @@ only what it has:
 * :attr:`Backend.handles_nonfinite` -- whether NaN/Inf input is the
   backend's business (:func:`split_nonfinite` is the shared patch);
 * :attr:`Backend.native_level3` and :meth:`Backend.route` -- the level-3 front
-  (symm, hemm, trmm, trsm);
+  (symm, hemm, trmm, trsm), and the gemm front, which routes a delegating
+  backend's call before it prepares the output;
+* :attr:`Backend.ignores_c_when_beta_zero` -- whether the gemm front must
+  clear ``c`` first when ``beta`` is 0;
 * :meth:`Backend.dask_gemm` -- :mod:`emublas.dask`;
 * :attr:`Backend.quantizes_floats` -- the interpose shim's warning.
 
@@ -208,6 +211,10 @@ class Backend:
     #: the platform's own; every other backend gets them as recursions over its
     #: gemm (:mod:`emublas.level3`).
     native_level3: ClassVar[bool] = False
+    #: True when :meth:`gemm` with ``beta == 0`` never reads ``c`` (the BLAS rule, which
+    #: the platform BLAS keeps); False: the front zeroes ``c`` first, so that NaN/Inf
+    #: left in it cannot reach the result.
+    ignores_c_when_beta_zero: ClassVar[bool] = False
     #: True when float inputs are rounded to fewer bits than their dtype holds
     #: (an accuracy knob, not an emulation of the dtype's product); the
     #: interpose shim warns about it.
@@ -307,8 +314,8 @@ class Backend:
 
         Parameters
         ----------
-        kind : {"symm", "hemm", "trmm", "trsm"}
-            The level-3 routine.
+        kind : {"gemm", "symm", "hemm", "trmm", "trsm"}
+            The routine (gemm: the gemm front routes before preparing the output).
         prefix : {"s", "d", "c", "z"}
             Its BLAS precision prefix.
         m, n : int

@@ -24,6 +24,7 @@ common small call costs two dict lookups over native's.
 from __future__ import annotations
 
 import threading
+import time
 import warnings
 from typing import Any
 
@@ -275,20 +276,24 @@ class AutoBackend(Backend):
 
     def _choose(self, routine: str, c, m: int, n: int, k: int, opts: dict):
         accuracy, bits, path = opts.get("accuracy", "native"), opts.get("bits"), opts.get("table")
-        device = "gpu" if is_cupy(c) else "cpu"
-        # the front's option resolution has already read EMUBLAS_COST_TABLE into opts (the
-        # ``table`` option's variable), so table_for need not read it again; it re-resolves
-        # the files at most every RECHECK_S (the one cache of tables)
-        table = tables.table_for(device, path, read_env=False)
-        key = (routine, device, c.dtype.char, m, n, k, accuracy, bits, path)
+        key = (routine, c.dtype.char, m, n, k, accuracy, bits, path, type(c))
         hit = self._decisions.get(key)
-        if hit is not None and hit[0] is table:
-            _, be, options, record, warning = hit
-        else:
-            be, options, record, warning = self._decide_call(table, routine, device, c, m, n, k, accuracy, bits)
-            while self._decisions and len(self._decisions) >= CACHE_SIZE:
-                self._decisions.pop(next(iter(self._decisions)), None)
-            self._decisions[key] = (table, be, options, record, warning)
+        now = time.monotonic()
+        # a decision younger than RECHECK_S was made with the table in use now: no table lookup
+        if hit is None or now - hit[0] >= tables.RECHECK_S:
+            device = "gpu" if is_cupy(c) else "cpu"
+            # the front's option resolution has already read EMUBLAS_COST_TABLE into opts (the
+            # ``table`` option's variable), so table_for need not read it again; it re-resolves
+            # the files at most every RECHECK_S (the one cache of tables)
+            table = tables.table_for(device, path, read_env=False)
+            if hit is not None and hit[1] is table:
+                hit = (now, *hit[1:])
+            else:
+                hit = (now, table, *self._decide_call(table, routine, device, c, m, n, k, accuracy, bits))
+                while self._decisions and len(self._decisions) >= CACHE_SIZE:
+                    self._decisions.pop(next(iter(self._decisions)), None)
+            self._decisions[key] = hit
+        _, _, be, options, record, warning = hit
         # the record is the call's facts; last_run() turns them into the decision when asked
         _last.call = record
         if warning:
@@ -321,8 +326,8 @@ class AutoBackend(Backend):
 
         Parameters
         ----------
-        kind : {"symm", "hemm", "trmm", "trsm"}
-            The level-3 routine.
+        kind : {"gemm", "symm", "hemm", "trmm", "trsm"}
+            The routine (gemm: the gemm front routes before preparing the output).
         prefix : {"s", "d", "c", "z"}
             Its precision prefix.
         m, n : int

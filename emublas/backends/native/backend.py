@@ -8,6 +8,8 @@ GPU are derived from cuBLAS gemm by the front.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import scipy.linalg.blas as fblas
 
@@ -48,9 +50,17 @@ def _cpu_operand(x, trans: int):
 
 def _fblas(name: str):
     """scipy's own BLAS routine, also while the interpose shim has replaced it (its
-    replacements keep the original as ``__wrapped__``): native must never route back."""
-    fn = getattr(fblas, name)
-    return getattr(fn, "__wrapped__", fn)
+    replacements keep the original as ``__wrapped__``): native must never route back.
+    Kept per name: the original never changes, and the lookup of a missing
+    ``__wrapped__`` costs a microsecond per call."""
+    fn = _ORIGINAL.get(name)
+    if fn is None:
+        fn = getattr(fblas, name)
+        fn = _ORIGINAL[name] = getattr(fn, "__wrapped__", fn)
+    return fn
+
+
+_ORIGINAL: dict[str, Any] = {}
 
 
 def _cpu_call(fn, *args, c, **kw) -> None:
@@ -137,6 +147,7 @@ class NativeBackend(Backend):
     sweep_grid = {}  # no knobs: one configuration, the reference of every sweep group
     handles_nonfinite = True  # the platform BLAS's pattern is, by definition, its own
     native_level3 = True
+    ignores_c_when_beta_zero = True  # scipy's BLAS and cuBLAS do not read c when beta == 0
 
     def device_readiness(self, device):
         if device == "cpu":
@@ -189,7 +200,9 @@ class NativeBackend(Backend):
         fn = _fblas(_PREFIX[c.dtype] + "gemm")
         a, trans_a = _cpu_operand(a, trans_a)
         b, trans_b = _cpu_operand(b, trans_b)
-        _cpu_call(fn, alpha, a, b, beta, trans_a=trans_a, trans_b=trans_b, c=c)
+        result = fn(alpha, a, b, beta, c=c, overwrite_c=1, trans_a=trans_a, trans_b=trans_b)  # no forwarding
+        if result is not c:
+            c[...] = result
 
     def _gpu_gemm(self, alpha, a, b, beta, c, trans_a, trans_b) -> None:
         m, n = c.shape
