@@ -232,7 +232,10 @@ def _rank_k(kind: str, prefix: str | None, alpha, a, b, beta, c, trans, lower, o
         if n == 0:
             return out
         target = out.copy(order="F") if alias else out
-        if beta == 0 and c is not None:
+        routed = be.route(kind, prefix, n, n, k, target, opts)  # auto: the concrete backend, once
+        if routed is not None:
+            be, _, opts = routed
+        if beta == 0 and c is not None and (k == 0 or alpha == 0 or not be.ignores_c_when_beta_zero):
             tri.fill(target, lower, 0)
         if k == 0 or alpha == 0:
             if beta not in (0, 1):

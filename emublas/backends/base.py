@@ -35,9 +35,9 @@ only what it has:
 * :attr:`Backend.handles_nonfinite` -- whether NaN/Inf input is the
   backend's business (:func:`split_nonfinite` is the shared patch);
 * :attr:`Backend.native_level3` and :meth:`Backend.route` -- the level-3 front
-  (symm, hemm, trmm, trsm), and the gemm front, which routes a delegating
+  (symm, hemm, trmm, trsm), and the gemm and rank-k fronts, which route a delegating
   backend's call before it prepares the output;
-* :attr:`Backend.ignores_c_when_beta_zero` -- whether the gemm front must
+* :attr:`Backend.ignores_c_when_beta_zero` -- whether the gemm and rank-k fronts must
   clear ``c`` first when ``beta`` is 0;
 * :meth:`Backend.dask_gemm` -- :mod:`emublas.dask`;
 * :attr:`Backend.quantizes_floats` -- the interpose shim's warning.
@@ -307,15 +307,15 @@ class Backend:
 
     # -- routing ---------------------------------------------------------------
     def route(self, kind: str, prefix: str, m: int, n: int, k: int, out, opts: dict):
-        """The backend that runs a whole symm/hemm/trmm/trsm call, for a backend that delegates per call.
+        """The backend that runs a whole call, for a backend that delegates per call.
 
         A backend like ``auto`` picks the concrete backend here, so that the
         level-3 recursion runs on one backend.
 
         Parameters
         ----------
-        kind : {"gemm", "symm", "hemm", "trmm", "trsm"}
-            The routine (gemm: the gemm front routes before preparing the output).
+        kind : {"gemm", "syrk", "herk", "syr2k", "her2k", "symm", "hemm", "trmm", "trsm"}
+            The routine (the gemm and rank-k fronts route before they clear ``c``).
         prefix : {"s", "d", "c", "z"}
             Its BLAS precision prefix.
         m, n : int

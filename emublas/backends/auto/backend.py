@@ -319,15 +319,15 @@ class AutoBackend(Backend):
         return get(decision.backend), decision.options, record, warning
 
     def route(self, kind: str, prefix: str, m: int, n: int, k: int, out, opts: dict):
-        """The concrete backend that runs a whole symm/hemm/trmm/trsm call.
+        """The concrete backend that runs a whole call (gemm, rank-k or level-3 routine).
 
         The front of :mod:`emublas.level3` asks, so that the recursion runs on one
         concrete backend chosen by the cost model.
 
         Parameters
         ----------
-        kind : {"gemm", "symm", "hemm", "trmm", "trsm"}
-            The routine (gemm: the gemm front routes before preparing the output).
+        kind : {"gemm", "syrk", "herk", "syr2k", "her2k", "symm", "hemm", "trmm", "trsm"}
+            The routine (the gemm and rank-k fronts route before they clear ``c``).
         prefix : {"s", "d", "c", "z"}
             Its precision prefix.
         m, n : int
