@@ -57,6 +57,7 @@ def test_base_declares_every_default():
     assert be.sweep_grid is None and be.sweep_quick_grid is None and be.quick_grid() is None
     assert be.last_run() is None and be.route("symm", "d", 2, 2, 2, None, {}) is None
     assert not be.handles_nonfinite and not be.native_level3 and not be.quantizes_floats
+    assert not be.ignores_c_when_beta_zero  # the safe default: the front clears c
     assert be.dask_gemm(1.0, None, None, 0.0, None, conj_x=False, conj_y=False, dtype=np.float64) is NotImplemented
     assert be.syrk(1.0, None, 0.0, None, 0, 0) is NotImplemented
 
@@ -70,6 +71,7 @@ def test_built_in_backends_declare_what_callers_read():
             assert sweep.validate_grid(be, grid, "test") is not None
     assert [n for n in backends.names() if backends.get(n).native_level3] == ["native"]
     assert [n for n in backends.names() if backends.get(n).quantizes_floats] == ["boolpack"]
+    assert [n for n in backends.names() if backends.get(n).ignores_c_when_beta_zero] == ["native"]
     assert backends.get("ozaki2").quick_grid(rank_k=True)["moduli"] == (8, 16)
     assert backends.get("strassen").quick_grid() == {"levels": (1, 2)}
 
