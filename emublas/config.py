@@ -258,7 +258,8 @@ def resolve(backend: str | None = None, options: Mapping[str, Any] | None = None
     tuple of (Backend, dict)
         The backend and every one of its options: defaults, overridden by the
         environment, by the selection (when it names the same backend) and by
-        the call's keywords, in that order.
+        the call's keywords, in that order.  The dict may be shared with other
+        calls (the per-call path builds none): read it, do not modify it.
 
     Raises
     ------
@@ -273,9 +274,9 @@ def resolve(backend: str | None = None, options: Mapping[str, Any] | None = None
     else:
         chosen = _explicit()
         obj = _registry.get(backend)
-    merged = dict(_env_options(obj))
-    if chosen is not None and chosen.backend == obj.name:
-        merged.update(chosen.options)
+    merged = _env_options(obj)  # shared between calls until something is layered on top
+    if chosen is not None and chosen.backend == obj.name and chosen.options:
+        merged = {**merged, **chosen.options}
     if options:
-        merged.update(_parse_options(obj, options, "call keyword"))
+        merged = {**merged, **_parse_options(obj, options, "call keyword")}
     return obj, merged

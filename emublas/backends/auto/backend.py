@@ -346,7 +346,7 @@ class AutoBackend(Backend):
             options to call it with.
         """
         be, options = self._choose(kind, out, m, n, k, opts)
-        return be, be.name, dict(options)  # a copy: the cached decision's dict stays as it is
+        return be, be.name, options  # the cached decision's dict: callers only read it
 
     # -- compute ---------------------------------------------------------------
     def gemm(self, alpha, a, b, beta, c, trans_a, trans_b, **opts) -> None:
