@@ -23,13 +23,16 @@ pytestmark = pytest.mark.skipif(not cpu.available(), reason=f"C extension not bu
 
 HAS_VNNI = cpu.available() and cpu.features()["avx512_vnni"]
 needs_vnni = pytest.mark.skipif(not HAS_VNNI, reason="CPU lacks AVX-512 VNNI")
+HAS_AMX = cpu.available() and cpu.features()["amx_int8"]
+needs_amx = pytest.mark.skipif(not HAS_AMX, reason="CPU, OS or build lacks AMX int8")
 
-#: Every implementation the public API offers; "vnni" is skipped without VNNI.
-IMPLS = ["generic", pytest.param("vnni", marks=needs_vnni), "auto"]
+#: Every implementation the public API offers; "vnni" and "amx" are skipped without them.
+IMPLS = ["generic", pytest.param("vnni", marks=needs_vnni), pytest.param("amx", marks=needs_amx), "auto"]
 
 # Register tiles and cache blocks of the kernels (native/cpu): the shapes
 # below straddle all of them.
 #   VNNI:          MR 8, NR 48, KC 1024, MC 192, NC 4096, k padded to 4
+#   AMX:           MR 32, NR 32, KC 2048, MC 64, NC 2048, k padded to 64
 #   generic/AVX2:  MR 6, NR 16, KC 512,  MC 96,  NC 2048
 #   generic/base:  MR 6, NR 8
 SHAPES = [  # (m, n, k)
@@ -51,6 +54,8 @@ SHAPES = [  # (m, n, k)
     (3, 4200, 19),  # several B blocks (NC) for both kernels
     (255, 257, 259),
     (301, 203, 517),
+    (97, 70, 2100),  # AMX: two k-slices, a k tail inside a 64-deep step, edge tiles both ways
+    (33, 2100, 65),  # AMX: two B blocks (NC), one row past a register tile
 ]
 
 
@@ -154,7 +159,7 @@ def test_extreme_values(seeded: Seeded) -> None:
     for va, vb in [(-128, -128), (-128, 127), (127, 127), (127, -128)]:
         a = np.full((19, 77), va, dtype=np.int8)
         b = np.full((77, 53), vb, dtype=np.int8)
-        for impl in ["generic"] + (["vnni"] if HAS_VNNI else []):
+        for impl in ["generic"] + (["vnni"] if HAS_VNNI else []) + (["amx"] if HAS_AMX else []):
             got = cpu.i8gemm(a, b, impl=impl)
             check(got, ref(a, b), seeded, f"{impl} constant {va}*{vb}")
     baseline = i8gemm_baseline(a, b)
@@ -293,6 +298,8 @@ def test_impls_identical(seeded: Seeded, m: int, n: int, k: int) -> None:
     assert np.array_equal(g, v), f"generic != vnni (seed={seeded.seed})"
     assert np.array_equal(g, base), f"generic != baseline generic (seed={seeded.seed})"
     check(v, ref(a, b), seeded, "vnni")
+    if HAS_AMX:
+        assert np.array_equal(g, cpu.i8gemm(a, b, impl="amx")), f"generic != amx (seed={seeded.seed})"
 
 
 @pytest.mark.parametrize("m,n,k", [(17, 33, 5), (255, 257, 259), (301, 203, 517), (1, 31, 129), (65, 1, 700)])
@@ -436,10 +443,12 @@ def test_value_errors(seeded: Seeded) -> None:
 
 
 def test_vnni_unsupported_raises(seeded: Seeded, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cpu, "_features", {"avx512_vnni": False, "avx512_vpopcntdq": False})
+    monkeypatch.setattr(cpu, "_features", {"avx512_vnni": False, "avx512_vpopcntdq": False, "amx_int8": False})
     a, b = seeded.i8((3, 4)), seeded.i8((4, 5))
     with pytest.raises(RuntimeError, match="VNNI"):
         cpu.i8gemm(a, b, impl="vnni")
+    with pytest.raises(RuntimeError, match="AMX"):
+        cpu.i8gemm(a, b, impl="amx")
     # The generic path still works.
     check(cpu.i8gemm(a, b, impl="generic"), ref(a, b), seeded, "generic with VNNI hidden")
 
@@ -453,6 +462,8 @@ def test_c_level_errors() -> None:
     assert lib.emublas_i8gemm(0, 0, 5, 5, nul, 1, 1, nul, 1, 1, nul, 1, 1, 0, 1) == lib.EMUBLAS_OK
     if not HAS_VNNI:
         assert lib.emublas_i8gemm(2, 1, 1, 1, nul, 1, 1, nul, 1, 1, nul, 1, 1, 0, 1) == lib.EMUBLAS_ENOTSUP
+    if not HAS_AMX:
+        assert lib.emublas_i8gemm(4, 1, 1, 1, nul, 1, 1, nul, 1, 1, nul, 1, 1, 0, 1) == lib.EMUBLAS_ENOTSUP
 
 
 # ---- features, threads, probe ---------------------------------------------------------
@@ -460,10 +471,12 @@ def test_c_level_errors() -> None:
 
 def test_features_and_kernel_names() -> None:
     f = cpu.features()
-    assert set(f) == {"avx512_vnni", "avx512_vpopcntdq"}
+    assert set(f) == {"avx512_vnni", "avx512_vpopcntdq", "amx_int8"}
     assert all(isinstance(v, bool) for v in f.values())
     assert cpu.kernel_name("generic") in {"generic", "generic_avx2"}
     assert cpu.kernel_name("auto") == ("avx512_vnni" if f["avx512_vnni"] else cpu.kernel_name("generic"))
+    if f["amx_int8"]:
+        assert cpu.kernel_name("amx") == "amx_int8"
     assert cpu.available() and cpu.load_error() is None
 
 

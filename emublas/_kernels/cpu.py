@@ -44,8 +44,8 @@ __all__ = [
 ]
 
 #: Valid values of the ``impl`` argument of :func:`i8gemm`.
-IMPLS: tuple[str, ...] = ("auto", "generic", "vnni")
-_IMPL_CODES = {"auto": 0, "generic": 1, "vnni": 2}
+IMPLS: tuple[str, ...] = ("auto", "generic", "vnni", "amx")
+_IMPL_CODES = {"auto": 0, "generic": 1, "vnni": 2, "amx": 4}
 
 #: Environment variable that sets the default thread count.
 ENV_THREADS = "EMUBLAS_NUM_THREADS"
@@ -137,9 +137,10 @@ def features() -> dict[str, bool]:
     Returns
     -------
     dict of str to bool
-        ``avx512_vnni`` (avx512f+bw+vl+vnni: the fast int8 GEMM) and
-        ``avx512_vpopcntdq`` (avx512f+vpopcntdq).  All False when the
-        extension is missing.
+        ``avx512_vnni`` (avx512f+bw+vl+vnni: the fast int8 GEMM),
+        ``avx512_vpopcntdq`` (avx512f+vpopcntdq) and ``amx_int8`` (AMX tiles
+        with int8 products, the OS having granted the tile state: the
+        ``impl="amx"`` kernel, which ``"auto"`` does not pick yet).  All False when the extension is missing.
     """
     global _features
     if _features is None:
@@ -147,7 +148,12 @@ def features() -> dict[str, bool]:
         mask = mod.lib.emublas_cpu_features() if mod is not None else 0
         vnni = mod.lib.EMUBLAS_CPU_AVX512_VNNI if mod is not None else 1
         popc = mod.lib.EMUBLAS_CPU_AVX512_VPOPCNTDQ if mod is not None else 2
-        _features = {"avx512_vnni": bool(mask & vnni), "avx512_vpopcntdq": bool(mask & popc)}
+        amx = mod.lib.EMUBLAS_CPU_AMX_INT8 if mod is not None else 4
+        _features = {
+            "avx512_vnni": bool(mask & vnni),
+            "avx512_vpopcntdq": bool(mask & popc),
+            "amx_int8": bool(mask & amx),
+        }
     return dict(_features)
 
 
@@ -202,6 +208,12 @@ def _check_vnni(impl: str) -> None:
             "impl='vnni' needs AVX-512 VNNI (avx512f, avx512bw, avx512vl, avx512vnni), "
             "which this CPU or OS does not provide; use impl='auto' or 'generic'"
         )
+    if impl == "amx" and not features()["amx_int8"]:
+        raise RuntimeError(
+            "impl='amx' needs AMX int8 tiles (amx-tile, amx-int8, with the OS's permission for"
+            " the tile state), which this CPU, OS or build does not provide; use impl='auto',"
+            " 'vnni' or 'generic'"
+        )
 
 
 def kernel_name(impl: str = "auto") -> str:
@@ -209,12 +221,12 @@ def kernel_name(impl: str = "auto") -> str:
 
     Parameters
     ----------
-    impl : {"auto", "generic", "vnni"}
+    impl : {"auto", "generic", "vnni", "amx"}
 
     Returns
     -------
     str
-        ``"avx512_vnni"``, ``"generic_avx2"`` (the portable C kernel built for
+        ``"amx_int8"``, ``"avx512_vnni"``, ``"generic_avx2"`` (the portable C kernel built for
         AVX2+FMA) or ``"generic"`` (the same C for the baseline ISA).
     """
     code = _impl_code(impl)
@@ -362,7 +374,7 @@ def i8gemm(
         Fortran-ordered array is returned.
     accumulate : bool, default False
         Add the product to ``out`` instead of overwriting it (needs ``out``).
-    impl : {"auto", "generic", "vnni"}, default "auto"
+    impl : {"auto", "generic", "vnni", "amx"}, default "auto"
         ``auto`` picks AVX-512 VNNI where available, else the portable C
         kernel; all give identical results.
     threads : int, optional
@@ -382,7 +394,7 @@ def i8gemm(
         Non-2-D inputs, non-conforming shapes, a read-only ``out``, a bad
         ``impl`` or ``threads``, ``accumulate`` without ``out``.
     RuntimeError
-        ``impl="vnni"`` on a CPU without AVX-512 VNNI
+        ``impl="vnni"`` on a CPU without AVX-512 VNNI, ``impl="amx"`` without AMX int8
         (:class:`emublas.errors.BackendUnavailableError`, a RuntimeError,
         when the C extension is missing).
     MemoryError

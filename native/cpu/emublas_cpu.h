@@ -44,6 +44,7 @@ extern "C" {
 /* Bits of emublas_cpu_features(). */
 #define EMUBLAS_CPU_AVX512_VNNI 1      /* avx512f+avx512bw+avx512vl+avx512vnni */
 #define EMUBLAS_CPU_AVX512_VPOPCNTDQ 2 /* avx512f+avx512vpopcntdq */
+#define EMUBLAS_CPU_AMX_INT8 4         /* amx-tile+amx-int8, tile data enabled by the OS */
 
 /* Values of the impl argument. */
 #define EMUBLAS_IMPL_AUTO 0    /* best available */
@@ -51,6 +52,7 @@ extern "C" {
 #define EMUBLAS_IMPL_VNNI 2    /* AVX-512 VNNI */
 #define EMUBLAS_IMPL_GENERIC_BASELINE 3 /* portable C for the baseline ISA even
                                            where AVX2 exists (for tests) */
+#define EMUBLAS_IMPL_AMX 4     /* AMX int8 tiles (TDPBSSD); opt-in, auto does not pick it */
 
 /* CPU features usable here (CPU and OS support), a mask of EMUBLAS_CPU_*. */
 int emublas_cpu_features(void);

@@ -8,6 +8,36 @@
  */
 #include "internal.h"
 
+#if EMUBLAS_HAVE_AMX
+#include <cpuid.h>
+#ifdef __linux__
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+/* AMX int8 is usable when the CPU has it (CPUID.7.0:EDX bits 24, 25), the OS
+ * saves the tile state (XCR0 bits 17, 18) and, on Linux, grants this process
+ * the tile data (arch_prctl ARCH_REQ_XCOMP_PERM; without it the first tile
+ * instruction faults).  The permission holds for every thread of the process. */
+static int amx_usable(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) /* OSXSAVE: xgetbv exists */
+        return 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 25)))
+        return 0;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & (3u << 17)) != (3u << 17))
+        return 0;
+#ifdef __linux__
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+#else
+    return 0; /* no way to ask for the tile data here: do not risk the fault */
+#endif
+}
+#endif
+
 static int probe(void)
 {
     int f = 0;
@@ -30,6 +60,10 @@ static int probe(void)
     if (__builtin_cpu_supports("popcnt"))
         f |= EMUBLAS__CPU_POPCNT;
 #endif
+#if EMUBLAS_HAVE_AMX
+    if (amx_usable())
+        f |= EMUBLAS_CPU_AMX_INT8;
+#endif
     return f;
 }
 
@@ -46,5 +80,5 @@ int emublas__cpu_features(void)
 
 int emublas_cpu_features(void)
 {
-    return emublas__cpu_features() & (EMUBLAS_CPU_AVX512_VNNI | EMUBLAS_CPU_AVX512_VPOPCNTDQ);
+    return emublas__cpu_features() & (EMUBLAS_CPU_AVX512_VNNI | EMUBLAS_CPU_AVX512_VPOPCNTDQ | EMUBLAS_CPU_AMX_INT8);
 }

@@ -26,6 +26,15 @@
 #define EMUBLAS_X86 0
 #endif
 
+/* AMX intrinsics need GCC 11 or Clang 12; an older compiler builds without the AMX kernel. */
+#if EMUBLAS_X86 && ((defined(__clang__) && __clang_major__ >= 12) || \
+                    (!defined(__clang__) && __GNUC__ >= 11))
+#define EMUBLAS_HAVE_AMX 1
+#define EMUBLAS_TARGET_AMX __attribute__((target("amx-tile,amx-int8")))
+#else
+#define EMUBLAS_HAVE_AMX 0
+#endif
+
 /* ---- CPU features (features.c) ---------------------------------------------- */
 
 /* Bits of emublas__cpu_features(): the public EMUBLAS_CPU_* bits
@@ -107,6 +116,9 @@ typedef struct emublas__i8kernel {
 
 #if EMUBLAS_X86
 EMUBLAS_HIDDEN extern const emublas__i8kernel emublas__i8kernel_vnni;
+#endif
+#if EMUBLAS_HAVE_AMX
+EMUBLAS_HIDDEN extern const emublas__i8kernel emublas__i8kernel_amx;
 #endif
 
 /* ---- int8 GEMM inside a caller's parallel region (i8gemm.c) ---------------- */
