@@ -44,7 +44,8 @@ extern "C" {
 /* Bits of emublas_cpu_features(). */
 #define EMUBLAS_CPU_AVX512_VNNI 1      /* avx512f+avx512bw+avx512vl+avx512vnni */
 #define EMUBLAS_CPU_AVX512_VPOPCNTDQ 2 /* avx512f+avx512vpopcntdq */
-#define EMUBLAS_CPU_AMX_INT8 4         /* amx-tile+amx-int8, tile data enabled by the OS */
+#define EMUBLAS_CPU_AMX_INT8 4         /* amx-tile+amx-int8 with the tile state saved by the OS (the
+                                          tile data itself is asked for when impl AMX is first used) */
 
 /* Values of the impl argument. */
 #define EMUBLAS_IMPL_AUTO 0    /* best available */

@@ -6,6 +6,9 @@
  * __builtin_cpu_supports reports an AVX-512 feature only when the OS also
  * saves the zmm/mask state (XCR0), so "supported" here means "usable".
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* syscall() under -std=c11 */
+#endif
 #include "internal.h"
 
 #if EMUBLAS_HAVE_AMX
@@ -15,11 +18,12 @@
 #include <unistd.h>
 #endif
 
-/* AMX int8 is usable when the CPU has it (CPUID.7.0:EDX bits 24, 25), the OS
- * saves the tile state (XCR0 bits 17, 18) and, on Linux, grants this process
- * the tile data (arch_prctl ARCH_REQ_XCOMP_PERM; without it the first tile
- * instruction faults).  The permission holds for every thread of the process. */
-static int amx_usable(void)
+/* AMX int8 is present when the CPU has it (CPUID.7.0:EDX bits 24, 25) and the
+ * OS saves the tile state (XCR0 bits 17, 18).  Side-effect free: the tile data
+ * permission is asked for only when the kernel is first chosen
+ * (emublas__amx_permit), since a granted permission enlarges every signal frame
+ * of the process. */
+static int amx_present(void)
 {
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) /* OSXSAVE: xgetbv exists */
@@ -28,13 +32,25 @@ static int amx_usable(void)
         return 0;
     unsigned lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    if ((lo & (3u << 17)) != (3u << 17))
-        return 0;
+    return (lo & (3u << 17)) == (3u << 17);
+}
+
+/* Linux grants a process the tile data on request (arch_prctl
+ * ARCH_REQ_XCOMP_PERM), for all its threads; without it the first tile
+ * instruction faults.  Asked once; 1 when granted. */
+int emublas__amx_permit(void)
+{
+    static int cached = -1;
+    int ok = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (ok < 0) {
 #ifdef __linux__
-    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+        ok = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
 #else
-    return 0; /* no way to ask for the tile data here: do not risk the fault */
+        ok = 0; /* no way to ask for the tile data here: do not risk the fault */
 #endif
+        __atomic_store_n(&cached, ok, __ATOMIC_RELAXED);
+    }
+    return ok;
 }
 #endif
 
@@ -61,7 +77,7 @@ static int probe(void)
         f |= EMUBLAS__CPU_POPCNT;
 #endif
 #if EMUBLAS_HAVE_AMX
-    if (amx_usable())
+    if (amx_present())
         f |= EMUBLAS_CPU_AMX_INT8;
 #endif
     return f;

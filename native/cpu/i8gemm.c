@@ -302,7 +302,7 @@ const emublas__i8kernel *emublas__i8gemm_kernel(int impl, int *err)
         return generic_kernel();
     case EMUBLAS_IMPL_AMX:
 #if EMUBLAS_HAVE_AMX
-        if (amx)
+        if (amx && emublas__amx_permit())
             return &emublas__i8kernel_amx;
 #endif
         *err = EMUBLAS_ENOTSUP;

@@ -119,6 +119,8 @@ EMUBLAS_HIDDEN extern const emublas__i8kernel emublas__i8kernel_vnni;
 #endif
 #if EMUBLAS_HAVE_AMX
 EMUBLAS_HIDDEN extern const emublas__i8kernel emublas__i8kernel_amx;
+/* Asks the OS for the tile data once (features.c); 1 when granted. */
+EMUBLAS_HIDDEN int emublas__amx_permit(void);
 #endif
 
 /* ---- int8 GEMM inside a caller's parallel region (i8gemm.c) ---------------- */
