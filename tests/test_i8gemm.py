@@ -474,7 +474,8 @@ def test_features_and_kernel_names() -> None:
     assert set(f) == {"avx512_vnni", "avx512_vpopcntdq", "amx_int8"}
     assert all(isinstance(v, bool) for v in f.values())
     assert cpu.kernel_name("generic") in {"generic", "generic_avx2"}
-    assert cpu.kernel_name("auto") == ("avx512_vnni" if f["avx512_vnni"] else cpu.kernel_name("generic"))
+    best = "amx_int8" if f["amx_int8"] else "avx512_vnni" if f["avx512_vnni"] else cpu.kernel_name("generic")
+    assert cpu.kernel_name("auto") == best
     if f["amx_int8"]:
         assert cpu.kernel_name("amx") == "amx_int8"
     assert cpu.available() and cpu.load_error() is None

@@ -75,6 +75,11 @@ int emublas_i8gemm(int impl, int64_t m, int64_t n, int64_t k,
  * "generic_avx2", "generic"), or NULL when impl is invalid or unsupported. */
 const char *emublas_i8gemm_kernel_name(int impl);
 
+/* Make impl AUTO mean impl (EMUBLAS_IMPL_AUTO: the built-in choice again) for
+ * every later product of the process, the Ozaki-II loop's included.  Returns
+ * EMUBLAS_OK, or the error the kernel lookup gives (ENOTSUP, EINVAL). */
+int emublas_i8gemm_set_auto(int impl);
+
 /*
  * Measured VNNI ceiling: runs a register-only chain of independent 512-bit
  * vpdpbusd instructions on nthreads threads (<= 0: all CPUs) for iters loop

@@ -284,17 +284,34 @@ static int choose_split(const emublas__i8kernel *K, int64_t m, int64_t n,
     return split_cost(n, m, k, K->nr, nt) <= split_cost(m, n, k, K->mr, nt);
 }
 
+/* What impl AUTO means for this process (emublas_i8gemm_set_auto). */
+static int auto_impl = EMUBLAS_IMPL_AUTO;
+
+int emublas_i8gemm_set_auto(int impl)
+{
+    int err;
+    if (impl != EMUBLAS_IMPL_AUTO && !emublas__i8gemm_kernel(impl, &err))
+        return err;
+    __atomic_store_n(&auto_impl, impl, __ATOMIC_RELAXED);
+    return EMUBLAS_OK;
+}
+
 const emublas__i8kernel *emublas__i8gemm_kernel(int impl, int *err)
 {
+    if (impl == EMUBLAS_IMPL_AUTO) {
+        const int pinned = __atomic_load_n(&auto_impl, __ATOMIC_RELAXED);
+        if (pinned != EMUBLAS_IMPL_AUTO)
+            impl = pinned;
+    }
     const int vnni = (emublas_cpu_features() & EMUBLAS_CPU_AVX512_VNNI) != 0;
     const int amx = (emublas_cpu_features() & EMUBLAS_CPU_AMX_INT8) != 0;
-    (void)amx;
     *err = EMUBLAS_OK;
     switch (impl) {
     case EMUBLAS_IMPL_AUTO:
-        /* not AMX yet: alone it is about 2x VNNI at 2048^3, but inside the Ozaki-II loop
-         * (products between AVX-512 accumulation passes on the same cores) it measured
-         * slower than VNNI on the one AMX host tried; it stays opt-in until that is understood */
+#if EMUBLAS_HAVE_AMX
+        if (amx && emublas__amx_permit())
+            return &emublas__i8kernel_amx;
+#endif
 #if EMUBLAS_X86
         if (vnni)
             return &emublas__i8kernel_vnni;

@@ -61,6 +61,23 @@ static void pack_a_amx(int64_t mc, int64_t kc, const int8_t *A, int64_t rsa, int
     }
 }
 
+/* 16 columns of 4 consecutive k-lines (s + q*ld, q = 0..3), byte-interleaved into
+ * the B panel's order: column j's 4 bytes at d + 4j (64 bytes). */
+static inline void interleave_4x16(const int8_t *s, int64_t ld, int8_t *d)
+{
+    const __m128i x0 = _mm_loadu_si128((const __m128i *)(s));
+    const __m128i x1 = _mm_loadu_si128((const __m128i *)(s + ld));
+    const __m128i x2 = _mm_loadu_si128((const __m128i *)(s + 2 * ld));
+    const __m128i x3 = _mm_loadu_si128((const __m128i *)(s + 3 * ld));
+    const __m128i t01l = _mm_unpacklo_epi8(x0, x1), t01h = _mm_unpackhi_epi8(x0, x1);
+    const __m128i t23l = _mm_unpacklo_epi8(x2, x3), t23h = _mm_unpackhi_epi8(x2, x3);
+    __m128i *o = (__m128i *)d;
+    _mm_storeu_si128(o, _mm_unpacklo_epi16(t01l, t23l));
+    _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(t01l, t23l));
+    _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(t01h, t23h));
+    _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(t01h, t23h));
+}
+
 static void pack_b_amx(int64_t kc, int64_t nc, const int8_t *B, int64_t rsb, int64_t csb, void *dst_,
                        int32_t *bias)
 {
@@ -69,19 +86,24 @@ static void pack_b_amx(int64_t kc, int64_t nc, const int8_t *B, int64_t rsb, int
     for (int64_t j0 = 0; j0 < nc; j0 += AMX_NR) {
         int8_t *panel = dst + j0 * kp;
         const int64_t nr = nc - j0 < AMX_NR ? nc - j0 : AMX_NR;
-        for (int64_t j = 0; j < AMX_NR; j++) {
-            const int8_t *s = B + (j0 + j) * csb;
-            int64_t g = 0;
-            if (j < nr && rsb == 1) { /* k contiguous: each k-group is one dword */
-                for (; g < kfull; g++)
-                    memcpy(panel + (g * AMX_NR + j) * 4, s + 4 * g, 4);
-            }
-            for (; g < ng; g++)
+        int64_t jdone = 0; /* columns whose full k-groups a fast path packed */
+        if (csb == 1) { /* n contiguous (the Ozaki-II planes' usual role): 16 columns per step */
+            jdone = nr / 16 * 16;
+            for (int64_t g = 0; g < kfull; g++)
+                for (int64_t j = 0; j < jdone; j += 16)
+                    interleave_4x16(B + 4 * g * rsb + j0 + j, rsb, panel + (g * AMX_NR + j) * 4);
+        } else if (rsb == 1) { /* k contiguous: each k-group is one dword */
+            jdone = nr;
+            for (int64_t j = 0; j < nr; j++)
+                for (int64_t g = 0; g < kfull; g++)
+                    memcpy(panel + (g * AMX_NR + j) * 4, B + (j0 + j) * csb + 4 * g, 4);
+        }
+        for (int64_t j = 0; j < AMX_NR; j++)
+            for (int64_t g = j < jdone ? kfull : 0; g < ng; g++)
                 for (int q = 0; q < 4; q++) {
                     const int64_t p = 4 * g + q;
-                    panel[(g * AMX_NR + j) * 4 + q] = (j < nr && p < kc) ? s[p * rsb] : 0;
+                    panel[(g * AMX_NR + j) * 4 + q] = (j < nr && p < kc) ? B[p * rsb + (j0 + j) * csb] : 0;
                 }
-        }
     }
     (void)bias; /* signed x signed: no offset to correct */
 }
