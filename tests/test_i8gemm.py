@@ -469,6 +469,21 @@ def test_c_level_errors() -> None:
 # ---- features, threads, probe ---------------------------------------------------------
 
 
+def test_set_auto_kernel_pins_and_restores(seeded: Seeded) -> None:
+    a, b = seeded.i8((70, 130)), seeded.i8((130, 90))
+    builtin = cpu.kernel_name("auto")
+    try:
+        for impl in ["generic"] + (["vnni"] if HAS_VNNI else []) + (["amx"] if HAS_AMX else []):
+            cpu.set_auto_kernel(impl)
+            assert cpu.kernel_name("auto") == cpu.kernel_name(impl)
+            check(cpu.i8gemm(a, b), ref(a, b), seeded, f"auto pinned to {impl}")
+    finally:
+        cpu.set_auto_kernel("auto")
+    assert cpu.kernel_name("auto") == builtin
+    with pytest.raises(ValueError, match="impl="):
+        cpu.set_auto_kernel("fastest")
+
+
 def test_features_and_kernel_names() -> None:
     f = cpu.features()
     assert set(f) == {"avx512_vnni", "avx512_vpopcntdq", "amx_int8"}

@@ -28,6 +28,7 @@ from ..errors import BackendUnavailableError
 
 __all__ = [
     "IMPLS",
+    "set_auto_kernel",
     "available",
     "load_error",
     "features",
@@ -214,6 +215,30 @@ def _check_vnni(impl: str) -> None:
             " the tile state), which this CPU, OS or build does not provide; use impl='auto',"
             " 'vnni' or 'generic'"
         )
+
+
+def set_auto_kernel(impl: str = "auto") -> None:
+    """Make ``impl="auto"`` mean ``impl`` for every later int8 product of the process.
+
+    The Ozaki-II loop's products included; ``"auto"`` restores the built-in choice
+    (AMX, else VNNI, else the portable kernel).  For comparing kernels in one process.
+
+    Parameters
+    ----------
+    impl : {"auto", "generic", "vnni", "amx"}
+
+    Raises
+    ------
+    ValueError
+        ``impl`` is not one of the names.
+    RuntimeError
+        The kernel cannot run on this CPU (or the OS refused the AMX tile state).
+    """
+    code = _impl_code(impl)
+    _, lib = require()
+    _check_vnni(impl)
+    if lib.emublas_i8gemm_set_auto(code) != lib.EMUBLAS_OK:
+        raise RuntimeError(f"impl={impl!r} is not supported on this CPU")
 
 
 def kernel_name(impl: str = "auto") -> str:
