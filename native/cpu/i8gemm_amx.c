@@ -28,6 +28,8 @@
 
 #include <immintrin.h>
 
+#include "pack_sse.h"
+
 #define AMX_MR 32
 #define AMX_NR 32
 #define AMX_KB 64 /* k per tile step */
@@ -61,23 +63,6 @@ static void pack_a_amx(int64_t mc, int64_t kc, const int8_t *A, int64_t rsa, int
     }
 }
 
-/* 16 columns of 4 consecutive k-lines (s + q*ld, q = 0..3), byte-interleaved into
- * the B panel's order: column j's 4 bytes at d + 4j (64 bytes). */
-static inline void interleave_4x16(const int8_t *s, int64_t ld, int8_t *d)
-{
-    const __m128i x0 = _mm_loadu_si128((const __m128i *)(s));
-    const __m128i x1 = _mm_loadu_si128((const __m128i *)(s + ld));
-    const __m128i x2 = _mm_loadu_si128((const __m128i *)(s + 2 * ld));
-    const __m128i x3 = _mm_loadu_si128((const __m128i *)(s + 3 * ld));
-    const __m128i t01l = _mm_unpacklo_epi8(x0, x1), t01h = _mm_unpackhi_epi8(x0, x1);
-    const __m128i t23l = _mm_unpacklo_epi8(x2, x3), t23h = _mm_unpackhi_epi8(x2, x3);
-    __m128i *o = (__m128i *)d;
-    _mm_storeu_si128(o, _mm_unpacklo_epi16(t01l, t23l));
-    _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(t01l, t23l));
-    _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(t01h, t23h));
-    _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(t01h, t23h));
-}
-
 static void pack_b_amx(int64_t kc, int64_t nc, const int8_t *B, int64_t rsb, int64_t csb, void *dst_,
                        int32_t *bias)
 {
@@ -91,7 +76,8 @@ static void pack_b_amx(int64_t kc, int64_t nc, const int8_t *B, int64_t rsb, int
             jdone = nr / 16 * 16;
             for (int64_t g = 0; g < kfull; g++)
                 for (int64_t j = 0; j < jdone; j += 16)
-                    interleave_4x16(B + 4 * g * rsb + j0 + j, rsb, panel + (g * AMX_NR + j) * 4);
+                    emublas__interleave_4x16(B + 4 * g * rsb + j0 + j, rsb, _mm_setzero_si128(),
+                                             panel + (g * AMX_NR + j) * 4, panel + (g * AMX_NR + j + 8) * 4);
         } else if (rsb == 1) { /* k contiguous: each k-group is one dword */
             jdone = nr;
             for (int64_t j = 0; j < nr; j++)

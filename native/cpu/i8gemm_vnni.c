@@ -34,6 +34,8 @@
 #include <immintrin.h>
 #include <time.h>
 
+#include "pack_sse.h"
+
 #ifndef VNNI_MR
 #define VNNI_MR 8 /* rows of the register tile */
 #endif
@@ -74,25 +76,6 @@ static ALWAYS_INLINE void store32(void *p, uint32_t v) { memcpy(p, &v, 4); }
  * Other strides, the k tail and the edge panels take a scalar loop.
  * Padding: zero in B (so padded k contributes nothing); in A, 0x80 (the
  * offset zero) in k and 0 in rows the driver discards. */
-
-/* Byte-interleave 4 k-lines of 16 bytes (s + q*ld, q = 0..3): item i gets
- * bytes (line0[i], line1[i], line2[i], line3[i]).  Items 0-7 go to lo, 8-15
- * to hi (32 bytes each); flip is XORed in (0x80 for A, 0 for B). */
-EMUBLAS_TARGET_VNNI static ALWAYS_INLINE void
-interleave_4x16(const int8_t *s, int64_t ld, __m128i flip, void *lo, void *hi)
-{
-    __m128i x0 = _mm_loadu_si128((const __m128i *)(s));
-    __m128i x1 = _mm_loadu_si128((const __m128i *)(s + ld));
-    __m128i x2 = _mm_loadu_si128((const __m128i *)(s + 2 * ld));
-    __m128i x3 = _mm_loadu_si128((const __m128i *)(s + 3 * ld));
-    __m128i t01l = _mm_unpacklo_epi8(x0, x1), t01h = _mm_unpackhi_epi8(x0, x1);
-    __m128i t23l = _mm_unpacklo_epi8(x2, x3), t23h = _mm_unpackhi_epi8(x2, x3);
-    __m128i *l = lo, *h = hi;
-    _mm_storeu_si128(l, _mm_xor_si128(_mm_unpacklo_epi16(t01l, t23l), flip));
-    _mm_storeu_si128(l + 1, _mm_xor_si128(_mm_unpackhi_epi16(t01l, t23l), flip));
-    _mm_storeu_si128(h, _mm_xor_si128(_mm_unpacklo_epi16(t01h, t23h), flip));
-    _mm_storeu_si128(h + 1, _mm_xor_si128(_mm_unpackhi_epi16(t01h, t23h), flip));
-}
 
 /* The same for 8 items (8-byte lines) into 32 bytes. */
 EMUBLAS_TARGET_VNNI static ALWAYS_INLINE void
@@ -227,7 +210,7 @@ pack_a_vnni(int64_t mc, int64_t kc, const int8_t *A, int64_t rsa, int64_t csa,
             int64_t r = 0;
             for (; r + 16 <= mfull; r += 16)
                 for (int64_t g = g0; g < g1; g++)
-                    interleave_4x16(A + 4 * g * csa + r, csa, flip, A_DST(r, g),
+                    emublas__interleave_4x16(A + 4 * g * csa + r, csa, flip, A_DST(r, g),
                                     A_DST(r + 8, g));
             for (; r < mfull; r += 8)
                 for (int64_t g = g0; g < g1; g++)
@@ -289,7 +272,7 @@ pack_b_vnni(int64_t kc, int64_t nc, const int8_t *B, int64_t rsb, int64_t csb,
             const int8_t *b = B + 4 * g * rsb;
             for (int64_t j = 0; j < nfull; j += 16) {
                 int8_t *d = dst + j / NR * NR * kp + (g * NR + j % NR) * 4;
-                interleave_4x16(b + j, rsb, zero, d, d + 32);
+                emublas__interleave_4x16(b + j, rsb, zero, d, d + 32);
             }
         }
         gdone = kfull;
