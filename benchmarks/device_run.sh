@@ -15,6 +15,10 @@
 #                                                     gemmEx, strided-batched gemmEx and cuBLASLt (heuristic and
 #                                                     timed algorithms), bench_int8_products_gpu.py:
 #                                                     $OUT/products.json, $OUT/products.md     (carry: .whl)
+#   bash benchmarks/device_run.sh gpu-tests a|b       build; the GPU tests in two halves that each fit one
+#                                                     call (a: every file but the parity suite, b: the parity
+#                                                     suite; 16 workers, one line per test in
+#                                                     $OUT/pytest_gpu_PART.log, the slowest 25 listed)  (carry: .whl)
 #   bash benchmarks/device_run.sh min-dim [OUT_DIR]   CPU, no build: the sweep behind EMUBLAS_MIN_DIM
 #                                                     (BENCHMARKS.md, "The interpose size threshold")
 #
@@ -56,6 +60,22 @@ gemmul8)
     [ $rc -eq 0 ] || { echo "bench_gemmul8.py exit status $rc; last lines:"; tail -20 "$OUT/bench.log"; }
     exit $rc
     ;;
+gpu-tests)
+    part=${1:-}
+    case "$part" in
+    a) files=$(ls tests/test_*.py | grep -v test_blas_parity.py) ;;
+    b) files=tests/test_blas_parity.py ;;
+    *) echo "gpu-tests: give the half, a or b (got '${part}')" >&2; exit 2 ;;
+    esac
+    source "$here/_device_setup.sh"
+    # -v: a line per test as it ends, so a call cut short still says which tests passed
+    timeout $((570 - SECONDS)) python3 -m pytest -v -p no:cacheprovider -m gpu -n 16 -rf --durations=25 \
+        $files >"$OUT/pytest_gpu_$part.log" 2>&1
+    echo "pytest exit status $? at ${SECONDS} s"
+    grep -cE " PASSED " "$OUT/pytest_gpu_$part.log" | sed 's/^/passed: /'
+    grep -E "(FAILED|ERROR) " "$OUT/pytest_gpu_$part.log" | head -20
+    tail -1 "$OUT/pytest_gpu_$part.log"
+    ;;
 products)
     source "$here/_device_setup.sh"
     nvidia-smi -L
@@ -70,7 +90,7 @@ min-dim)
         --grid 'ozaki2:moduli=16' --families phi0.5 --reps 5 --no-plots --out "$out"
     ;;
 *)
-    echo "usage: bash benchmarks/device_run.sh {foundation|ozaki2|gemmul8|products|min-dim} [ARGS...]" >&2
+    echo "usage: bash benchmarks/device_run.sh {foundation|ozaki2|gemmul8|products|gpu-tests a|b|min-dim} [ARGS...]" >&2
     exit 2
     ;;
 esac

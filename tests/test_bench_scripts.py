@@ -124,7 +124,7 @@ def test_scripts_follow_one_naming_convention():
         ["bash", os.path.join(BENCH, "device_run.sh"), "nosuchjob"], capture_output=True, text=True, timeout=20
     )
     assert proc.returncode == 2
-    for job in ("foundation", "ozaki2", "gemmul8", "min-dim"):
+    for job in ("foundation", "ozaki2", "gemmul8", "products", "gpu-tests", "min-dim"):
         assert job in proc.stderr
 
 
