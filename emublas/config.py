@@ -89,19 +89,19 @@ def _parse_options(backend: Backend, raw: Mapping[str, Any], where: str) -> dict
 
 # The environment is read on every call (a change applies at once); only the parsing of the
 # texts read is cached, per backend object and tuple of texts (bounded: a program sets few values).
-_ENV_VARS: dict[Backend, tuple[tuple[str, str], ...]] = {}
+_ENV_VARS: dict[Backend, tuple[tuple[tuple[str, str], ...], tuple[str, ...]]] = {}  # (option, var) pairs, vars
 _ENV_PARSED: dict[tuple[Backend, tuple[str | None, ...]], dict[str, Any]] = {}
 _ENV_PARSED_MAX = 256
-_VAR_NAMES: dict[Backend, tuple[str, ...]] = {}
 
 
 def _env_options(backend: Backend) -> dict[str, Any]:
     """The backend's defaults overridden by its environment variables (a shared dict: copy it)."""
-    names = _ENV_VARS.get(backend)
-    if names is None:
-        names = _ENV_VARS[backend] = tuple((key, spec.env_var) for key, spec in backend.options.items())
-        _VAR_NAMES[backend] = tuple(var for _, var in names)
-    texts = env_texts(_VAR_NAMES[backend])
+    entry = _ENV_VARS.get(backend)
+    if entry is None:
+        pairs = tuple((key, spec.env_var) for key, spec in backend.options.items())
+        entry = _ENV_VARS[backend] = (pairs, tuple(var for _, var in pairs))
+    names, variables = entry
+    texts = env_texts(variables)
     key = (backend, texts)
     parsed = _ENV_PARSED.get(key)
     if parsed is None:

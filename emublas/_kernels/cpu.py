@@ -203,7 +203,7 @@ def _impl_code(impl: str) -> int:
     return _IMPL_CODES[impl]
 
 
-def _check_vnni(impl: str) -> None:
+def _check_supported(impl: str) -> None:
     if impl == "vnni" and not features()["avx512_vnni"]:
         raise RuntimeError(
             "impl='vnni' needs AVX-512 VNNI (avx512f, avx512bw, avx512vl, avx512vnni), "
@@ -236,7 +236,7 @@ def set_auto_kernel(impl: str = "auto") -> None:
     """
     code = _impl_code(impl)
     _, lib = require()
-    _check_vnni(impl)
+    _check_supported(impl)
     if lib.emublas_i8gemm_set_auto(code) != lib.EMUBLAS_OK:
         raise RuntimeError(f"impl={impl!r} is not supported on this CPU")
 
@@ -256,7 +256,7 @@ def kernel_name(impl: str = "auto") -> str:
     """
     code = _impl_code(impl)
     ffi, lib = require()
-    _check_vnni(impl)
+    _check_supported(impl)
     return ffi.string(lib.emublas_i8gemm_kernel_name(code)).decode()
 
 
@@ -446,7 +446,7 @@ def i8gemm(
         if not out.flags.writeable:
             raise ValueError("out is read-only")
     ffi, lib = require()
-    _check_vnni(impl)
+    _check_supported(impl)
     if m == 0 or n == 0:
         return out
 
