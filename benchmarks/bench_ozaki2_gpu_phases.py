@@ -7,11 +7,14 @@ synchronises, so its total is a little longer), beside cuBLAS's time for the
 same product.  Inputs rand − 0.5 (complex: both parts), times exp(φ·randn) with
 ``--phi`` (φ = 4 makes the certificate recompute many entries), Fortran order.
 ``--products gemmex lt`` times each size once per int8 product path (cublasGemmEx,
-cuBLASLt with timed algorithm choice: ``kernels_gpu.PRODUCTS``), in the same run.
+cuBLASLt with timed algorithm choice: ``kernels_gpu.PRODUCTS``), in the same run;
+``--graphs auto off`` times each with and without the CUDA-graph replay of small
+calls (the ``graphs`` option; the profiled call always runs directly).
 
 Usage::
 
     python3 benchmarks/bench_ozaki2_gpu_phases.py --sizes 4096 8192 --dtypes z d --moduli 16 [--json out.json]
+    python3 benchmarks/bench_ozaki2_gpu_phases.py --sizes 128 256 512 1024 --graphs auto off   # the fixed cost
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ def main() -> None:
     ap.add_argument("--dtypes", nargs="+", choices=["d", "z"], default=["z", "d"])
     ap.add_argument("--moduli", type=int, default=16)
     ap.add_argument("--products", nargs="+", choices=["gemmex", "lt", "auto"], default=[kernels_gpu.PRODUCTS])
+    ap.add_argument("--graphs", nargs="+", choices=["auto", "off"], default=["auto"])
     ap.add_argument("--phi", type=float, default=0.0)
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -61,28 +65,33 @@ def main() -> None:
             _, native = _per_call(partial(f, 1.0, a, b, backend="native"))
             for path in args.products:
                 kernels_gpu.PRODUCTS = path
-                host, dev = _per_call(partial(f, 1.0, a, b, backend="ozaki2", moduli=args.moduli))
-                routines.PROFILE_GPU = True
-                try:
-                    f(1.0, a, b, backend="ozaki2", moduli=args.moduli)
-                    cupy.cuda.Device().synchronize()
-                    phases = dict(routines.last_run()["phases"])
-                finally:
-                    routines.PROFILE_GPU = False
-                rows.append(
-                    {
-                        "op": code + "gemm",
-                        "n": n,
-                        "moduli": args.moduli,
-                        "phi": args.phi,
-                        "products": path,
-                        "host_s": host,
-                        "device_s": dev,
-                        "native_s": native,
-                        "vs_native": native / dev,
-                        "phases": phases,
-                    }
-                )
+                for graphs in args.graphs:
+                    call = partial(f, 1.0, a, b, backend="ozaki2", moduli=args.moduli, graphs=graphs)
+                    host, dev = _per_call(call)
+                    replayed = routines.last_run().get("graph")
+                    routines.PROFILE_GPU = True
+                    try:
+                        f(1.0, a, b, backend="ozaki2", moduli=args.moduli)
+                        cupy.cuda.Device().synchronize()
+                        phases = dict(routines.last_run()["phases"])
+                    finally:
+                        routines.PROFILE_GPU = False
+                    rows.append(
+                        {
+                            "op": code + "gemm",
+                            "n": n,
+                            "moduli": args.moduli,
+                            "phi": args.phi,
+                            "products": path,
+                            "graphs": graphs,
+                            "graph": replayed,
+                            "host_s": host,
+                            "device_s": dev,
+                            "native_s": native,
+                            "vs_native": native / dev,
+                            "phases": phases,
+                        }
+                    )
             del a, b
             cupy.get_default_memory_pool().free_all_blocks()
     print(
@@ -90,14 +99,16 @@ def main() -> None:
         f" phi = {args.phi}, per call (ms):"
     )
     print(
-        "| op | n | products | host | device | cuBLAS | × cuBLAS | scaling | residues | int8 GEMMs | CRT | GEMM share |"
+        "| op | n | products | graphs (last call) | host | device | cuBLAS | × cuBLAS | scaling | residues"
+        " | int8 GEMMs | CRT | GEMM share |"
     )
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         p = r["phases"]
         total = sum(p.get(k, 0.0) for k in ("scaling", "residues", "gemm", "crt"))
         print(
-            f"| {r['op']} | {r['n']} | {r['products']} | {1e3 * r['host_s']:.2f} | {1e3 * r['device_s']:.2f} |"
+            f"| {r['op']} | {r['n']} | {r['products']} | {r['graphs']} ({r['graph'] or 'direct'}) |"
+            f" {1e3 * r['host_s']:.3f} | {1e3 * r['device_s']:.3f} |"
             f" {1e3 * r['native_s']:.2f} | {r['vs_native']:.2f} |"
             + "".join(f" {1e3 * p.get(k, 0.0):.2f} |" for k in ("scaling", "residues", "gemm", "crt"))
             + f" {p.get('gemm', 0.0) / total:.0%} |"

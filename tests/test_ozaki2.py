@@ -378,3 +378,11 @@ def test_rank_2k_factors_of_very_different_size(rng, name, alpha):
     ours = getattr(emublas, name)(alpha, a, b, backend="ozaki2")
     ref = getattr(sblas, name)(alpha, a, b)
     assert np.abs(ours - ref).max() <= 64 * np.finfo(dtype).eps * np.abs(ref).max()
+
+
+def test_graphs_option_is_checked_and_numpy_calls_ignore_it(emublas, rng):
+    a = rng.standard_normal((9, 7))
+    want = emublas.dgemm(1.0, a, a.T, backend="ozaki2")
+    np.testing.assert_array_equal(emublas.dgemm(1.0, a, a.T, backend="ozaki2", graphs="off"), want)
+    with pytest.raises(ValueError, match="graphs.*auto.*off"):
+        emublas.dgemm(1.0, a, a.T, backend="ozaki2", graphs="on")

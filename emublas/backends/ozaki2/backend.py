@@ -67,6 +67,15 @@ class Ozaki2Backend(Backend):
                 "how several GPUs share a call: by moduli, by column tiles of C, or auto (fewer bytes between devices)",
                 env="EMUBLAS_MULTI_GPU_SPLIT",
             ),
+            "graphs": Option(
+                "graphs",
+                "auto",
+                choice("auto", "off"),
+                "small calls on cupy arrays: from a signature's second call on, replayed as a CUDA graph"
+                " captured once (auto; bit-identical, see emublas.backends.ozaki2.graphs), or always issued"
+                " kernel by kernel (off)",
+                env="EMUBLAS_OZAKI2_GRAPHS",
+            ),
         }
 
     def device_readiness(self, device):

@@ -42,8 +42,9 @@ def last_run() -> dict | None:
         ``mode``, ``auto_chose``, ``bits`` (of the moduli's product),
         ``needed_bits`` (auto mode only, else None), ``phases`` (seconds per
         phase), ``fallback``, ``uncertified`` (entries the certificate did not
-        cover) and, on cupy arrays, ``gpu_plan``.  None before the thread's
-        first call.
+        cover) and, on cupy arrays, ``gpu_plan`` and ``graph`` (None: issued
+        directly; "captured" or "replayed": through a CUDA graph, :mod:`.graphs`).
+        None before the thread's first call.
 
     Notes
     -----
@@ -75,6 +76,7 @@ def _execute(
     fallback="dot",
     devices=None,
     split="auto",
+    graphs="auto",
 ):
     """Scale, choose moduli, run the engine and finalize into ``out`` (updated in place).
 
@@ -83,96 +85,172 @@ def _execute(
     The finalize certifies every entry (:mod:`.certify`) against those factors; its
     fallback reads ``fallback_factors`` (default: those factors).  ``unscale``: the
     product of the scaled integers is ``2^unscale`` times the result (syr2k/her2k's
-    balancing), taken back in the final unscaling.
+    balancing), taken back in the final unscaling.  ``graphs``: "auto" lets a small
+    call on cupy arrays replay as a CUDA graph (:mod:`.graphs`), "off" never.
     """
     verdicts.check()  # earlier GPU calls' warnings, where ready
-    timer = pipeline.Timer()
-    t0 = time.perf_counter()
-    precision = precision_of(out.dtype)
-    bx, by = bounds_from or (x, y)
-    shared = bounds_from is not None or y is x  # rank-k: one set of rows (and shifts) for both sides
-    if sides is not None:
-        left, right = sides
-    else:
-        left = scaling.side(bx)
-        right = left if by is bx else scaling.side(by)
-    wrow = wcol = W = None
-    if mode != "fast":
-        wrow, wcol, W = scaling.bound_product(left, right)
-    cplx_data = x.dtype.kind == "c"
-    p = plan(
-        routine,
-        family,
-        precision,
-        left,
-        right,
-        wrow,
-        wcol,
+    kw = dict(
+        conj_x=conj_x,
+        conj_y=conj_y,
+        uplo=uplo,
+        bounds_from=bounds_from,
+        sides=sides,
+        fallback_factors=fallback_factors,
+        unscale=unscale,
         moduli=moduli,
         mode=mode,
-        shared=shared,
-        complex_data=cplx_data,
-    )
-    x_shift, y_shift, info = p.x_shift, p.y_shift, p.info
-    jb = job_for(recipe_name, p, x.shape[1])
-    fl, fr = fallback_factors or (bx, by)
-    cert = certify.certificate(
-        p.px,
-        p.py,
-        p.mset,
-        nterms(jb),
-        k=bx.shape[1],
-        precision=precision,
-        W=W,
         fallback=fallback,
-        L=fl,
-        R=fr,
-        conj_l=conj_x,
-        conj_r=(not conj_y) if recipe_name == "herk" else conj_y,
     )
-    # the final pass unscales by 2^-(x_shift + final_y_shift)
-    final_y_shift = y_shift
-    if unscale:
-        xp = namespace(out=out)
-        final_y_shift = xp.where(y_shift == scaling.DEAD, y_shift, y_shift + unscale).astype(np.int32)
-    if not is_cupy(out):  # the C kernels read rows with NaN/Inf as zeros (the GPU kernels skip them)
-        x, y = _dead_rows_zeroed(x, y, x_shift, y_shift)
-    del left, right
-    t0 = timer.add("scaling", t0)
-    if is_cupy(out):
-        from . import gpu_engine
-
-        timer.gpu_profile = PROFILE_GPU
-        counters = gpu_engine.run(
-            jb,
-            x,
-            y,
-            x_shift,
-            y_shift,
-            out,
-            alpha,
-            beta,
-            conj_x=conj_x,
-            conj_y=conj_y,
-            uplo=uplo,
-            timer=timer,
-            budget=_gpu_budget(x, y, out),
-            devices=_resolve_devices(devices),
-            split=split,
-            cert=cert,
-            final_y_shift=final_y_shift,
-        )
-        _last.info = info = {**info, "phases": dict(timer.phases), "gpu_plan": timer.gpu_plan, "fallback": fallback}
-        verdicts.defer(counters, routine=routine, total=_entries(out.shape, uplo), info=info, fallback=fallback)
+    if not is_cupy(out):
+        _run_cpu(routine, recipe_name, family, x, y, out, alpha, beta, **kw)
         return
+
+    def direct(x, y, out):
+        return _run_gpu(routine, recipe_name, family, x, y, out, alpha, beta, devices=devices, split=split, **kw)
+
+    sig = None
+    if (
+        graphs == "auto"
+        and mode != "auto"  # auto mode reads its sample on the host
+        and devices is None
+        and not PROFILE_GPU
+        and bounds_from is None
+        and sides is None
+        and fallback_factors is None
+        and not unscale
+    ):
+        from . import graphs as cuda_graphs
+
+        fixed = (conj_x, conj_y, uplo, moduli, mode, fallback, split)
+        sig = cuda_graphs.signature(routine, recipe_name, (family.name, family.maximum), x, y, out, alpha, beta, fixed)
+    if sig is None:
+        counters, info = direct(x, y, out)
+    else:
+        counters, info = cuda_graphs.run(sig, x, y, out, direct, read_out=beta != 0 or uplo != 0)
+    _last.info = info
+    verdicts.defer(counters, routine=routine, total=_entries(out.shape, uplo), info=info, fallback=fallback)
+
+
+class _Prepared:
+    """What a call's scaling and planning produced: the job, shifts, certificate, record."""
+
+    def __init__(
+        self,
+        routine,
+        recipe_name,
+        family,
+        x,
+        y,
+        out,
+        *,
+        conj_x,
+        conj_y,
+        uplo,
+        bounds_from,
+        sides,
+        fallback_factors,
+        unscale,
+        moduli,
+        mode,
+        fallback,
+    ):
+        self.timer = timer = pipeline.Timer()
+        t0 = time.perf_counter()
+        precision = precision_of(out.dtype)
+        bx, by = bounds_from or (x, y)
+        shared = bounds_from is not None or y is x  # rank-k: one set of rows (and shifts) for both sides
+        if sides is not None:
+            left, right = sides
+        else:
+            left = scaling.side(bx)
+            right = left if by is bx else scaling.side(by)
+        wrow = wcol = W = None
+        if mode != "fast":
+            wrow, wcol, W = scaling.bound_product(left, right)
+        p = plan(
+            routine,
+            family,
+            precision,
+            left,
+            right,
+            wrow,
+            wcol,
+            moduli=moduli,
+            mode=mode,
+            shared=shared,
+            complex_data=x.dtype.kind == "c",
+        )
+        self.x_shift, self.y_shift, self.info = p.x_shift, p.y_shift, p.info
+        self.jb = job_for(recipe_name, p, x.shape[1])
+        fl, fr = fallback_factors or (bx, by)
+        self.cert = certify.certificate(
+            p.px,
+            p.py,
+            p.mset,
+            nterms(self.jb),
+            k=bx.shape[1],
+            precision=precision,
+            W=W,
+            fallback=fallback,
+            L=fl,
+            R=fr,
+            conj_l=conj_x,
+            conj_r=(not conj_y) if recipe_name == "herk" else conj_y,
+        )
+        # the final pass unscales by 2^-(x_shift + final_y_shift)
+        self.final_y_shift = self.y_shift
+        if unscale:
+            xp = namespace(out=out)
+            ys = self.y_shift
+            self.final_y_shift = xp.where(ys == scaling.DEAD, ys, ys + unscale).astype(np.int32)
+        self.t0 = timer.add("scaling", t0)
+
+
+def _run_gpu(routine, recipe_name, family, x, y, out, alpha, beta, *, devices, split, **kw):
+    """A call on cupy arrays, queued on the current stream: (certificate counters, last-run record)."""
+    from . import gpu_engine
+
+    pr = _Prepared(routine, recipe_name, family, x, y, out, **kw)
+    pr.timer.gpu_profile = PROFILE_GPU
+    counters = gpu_engine.run(
+        pr.jb,
+        x,
+        y,
+        pr.x_shift,
+        pr.y_shift,
+        out,
+        alpha,
+        beta,
+        conj_x=kw["conj_x"],
+        conj_y=kw["conj_y"],
+        uplo=kw["uplo"],
+        timer=pr.timer,
+        budget=_gpu_budget(x, y, out),
+        devices=_resolve_devices(devices),
+        split=split,
+        cert=pr.cert,
+        final_y_shift=pr.final_y_shift,
+    )
+    t = pr.timer
+    info = {**pr.info, "phases": dict(t.phases), "gpu_plan": t.gpu_plan, "fallback": kw["fallback"], "graph": None}
+    return counters, info
+
+
+def _run_cpu(routine, recipe_name, family, x, y, out, alpha, beta, **kw):
+    """A call on numpy arrays, through the C kernels; its verdict is reported at once."""
+    pr = _Prepared(routine, recipe_name, family, x, y, out, **kw)
+    x, y = _dead_rows_zeroed(x, y, pr.x_shift, pr.y_shift)  # the C kernels read NaN/Inf rows as zeros
+    uplo, timer, jb = kw["uplo"], pr.timer, pr.jb
     state = cpu_stages.new_state((x.shape[0], y.shape[0]), jb.complex_out)
-    stages = cpu_stages.CpuStages(x, y, x_shift, y_shift, conj_x=conj_x, conj_y=conj_y, uplo=uplo, timer=timer)
+    stages = cpu_stages.CpuStages(
+        x, y, pr.x_shift, pr.y_shift, conj_x=kw["conj_x"], conj_y=kw["conj_y"], uplo=uplo, timer=timer
+    )
     pipeline.run(jb, stages, state, batch=cpu_stages.batch_for(x, y, out, jb))
     t0 = time.perf_counter()
-    cpu_stages.finalize(state, jb, x_shift, final_y_shift, out, alpha, beta, uplo=uplo, cert=cert)
+    cpu_stages.finalize(state, jb, pr.x_shift, pr.final_y_shift, out, alpha, beta, uplo=uplo, cert=pr.cert)
     timer.add("crt", t0)
-    _report(routine, cert, info, out.shape, uplo, fallback)
-    _last.info = {**info, "phases": dict(timer.phases)}
+    _report(routine, pr.cert, pr.info, out.shape, uplo, kw["fallback"])
+    _last.info = {**pr.info, "phases": dict(timer.phases)}
 
 
 def _dead_rows_zeroed(x, y, x_shift, y_shift):
@@ -260,6 +338,7 @@ def gemm(
     fallback="dot",
     devices=None,
     split="auto",
+    graphs="auto",
 ) -> None:
     """``c = alpha·op(a)·op(b) + beta·c`` with Ozaki-II (c Fortran-ordered, updated in place).
 
@@ -285,6 +364,8 @@ def gemm(
         GPUs sharing a cupy call (None: the arrays' own device); ignored for numpy.
     split : {"auto", "moduli", "tiles"}
         How several GPUs share the call.
+    graphs : {"auto", "off"}
+        Whether a small call on cupy arrays may replay as a CUDA graph (:mod:`.graphs`).
 
     Notes
     -----
@@ -315,6 +396,7 @@ def gemm(
         fallback=fallback,
         devices=devices,
         split=split,
+        graphs=graphs,
     )
 
 
@@ -333,6 +415,7 @@ def rank_k(
     fallback="dot",
     devices=None,
     split="auto",
+    graphs="auto",
 ):
     """syrk/herk/syr2k/her2k with their own Ozaki-II paths; NotImplemented where the
     front should derive the routine from gemm (more moduli than the 2M list has).
@@ -355,7 +438,7 @@ def rank_k(
         for herk/her2k (a plain transpose for syrk/syr2k).
     lower : bool
         Which triangle of ``c`` to update.
-    moduli, mode, fallback, devices, split
+    moduli, mode, fallback, devices, split, graphs
         As in :func:`gemm`.
 
     Returns
@@ -399,6 +482,7 @@ def rank_k(
             fallback=fallback,
             devices=devices,
             split=split,
+            graphs=graphs,
         )
     elif kind == "syrk":
         if x.shape[1] % 2:
@@ -418,6 +502,7 @@ def rank_k(
             fallback=fallback,
             devices=devices,
             split=split,
+            graphs=graphs,
         )
     elif kind == "herk":
         _execute(
@@ -437,6 +522,7 @@ def rank_k(
             fallback=fallback,
             devices=devices,
             split=split,
+            graphs=graphs,
         )
     elif kind == "her2k":
         if conj:
@@ -467,6 +553,7 @@ def rank_k(
             fallback=fallback,
             devices=devices,
             split=split,
+            graphs=graphs,
         )
     else:  # syr2k
         fam = Family("2m", MAX_2M) if cplx else Family("real", MAX_REAL)
@@ -491,6 +578,7 @@ def rank_k(
             fallback=fallback,
             devices=devices,
             split=split,
+            graphs=graphs,
         )
     return None
 
