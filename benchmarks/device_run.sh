@@ -15,10 +15,11 @@
 #                                                     gemmEx, strided-batched gemmEx and cuBLASLt (heuristic and
 #                                                     timed algorithms), bench_int8_products_gpu.py:
 #                                                     $OUT/products.json, $OUT/products.md     (carry: .whl)
-#   bash benchmarks/device_run.sh gpu-tests a|b       build; the GPU tests in two halves that each fit one
-#                                                     call (a: every file but the parity suite, b: the parity
-#                                                     suite; 16 workers, one line per test in
-#                                                     $OUT/pytest_gpu_PART.log, the slowest 25 listed)  (carry: .whl)
+#   bash benchmarks/device_run.sh gpu-tests a|b|c     build; the GPU tests in three parts that each fit one
+#                                                     call (a: every file but the parity suite and level 3,
+#                                                     b: the parity suite, c: tests/test_level3.py; 16 workers,
+#                                                     one line per test in $OUT/pytest_gpu_PART.log, the
+#                                                     slowest 25 listed; exits with pytest's status)  (carry: .whl)
 #   bash benchmarks/device_run.sh min-dim [OUT_DIR]   CPU, no build: the sweep behind EMUBLAS_MIN_DIM
 #                                                     (BENCHMARKS.md, "The interpose size threshold")
 #
@@ -63,18 +64,21 @@ gemmul8)
 gpu-tests)
     part=${1:-}
     case "$part" in
-    a) files=$(ls tests/test_*.py | grep -v test_blas_parity.py) ;;
+    a) files=$(ls tests/test_*.py | grep -v -e test_blas_parity.py -e test_level3.py) ;;
     b) files=tests/test_blas_parity.py ;;
-    *) echo "gpu-tests: give the half, a or b (got '${part}')" >&2; exit 2 ;;
+    c) files=tests/test_level3.py ;;
+    *) echo "gpu-tests: give the part, a, b or c (got '${part}')" >&2; exit 2 ;;
     esac
     source "$here/_device_setup.sh"
     # -v: a line per test as it ends, so a call cut short still says which tests passed
     timeout $((570 - SECONDS)) python3 -m pytest -v -p no:cacheprovider -m gpu -n 16 -rf --durations=25 \
         $files >"$OUT/pytest_gpu_$part.log" 2>&1
-    echo "pytest exit status $? at ${SECONDS} s"
+    rc=$?
+    echo "pytest exit status $rc at ${SECONDS} s$([ $rc -eq 124 ] && echo ': cut by the time limit, not complete')"
     grep -cE " PASSED " "$OUT/pytest_gpu_$part.log" | sed 's/^/passed: /'
     grep -E "(FAILED|ERROR) " "$OUT/pytest_gpu_$part.log" | head -20
     tail -1 "$OUT/pytest_gpu_$part.log"
+    exit $rc
     ;;
 products)
     source "$here/_device_setup.sh"
@@ -90,7 +94,7 @@ min-dim)
         --grid 'ozaki2:moduli=16' --families phi0.5 --reps 5 --no-plots --out "$out"
     ;;
 *)
-    echo "usage: bash benchmarks/device_run.sh {foundation|ozaki2|gemmul8|products|gpu-tests a|b|min-dim} [ARGS...]" >&2
+    echo "usage: bash benchmarks/device_run.sh {foundation|ozaki2|gemmul8|products|gpu-tests a|b|c|min-dim} [ARGS...]" >&2
     exit 2
     ;;
 esac
