@@ -100,10 +100,8 @@ def _capturing(stream: int) -> bool:
     """Whether ``stream`` is being captured (an unanswerable query counts as yes: no sync then)."""
     import cupy
 
-    try:
-        current = cupy.cuda.get_current_stream()
-        st = current if current.ptr == stream else cupy.cuda.ExternalStream(stream)
-        return bool(st.is_capturing())
+    try:  # the runtime's query on the pointer: no stream object (cupy deprecates ExternalStream)
+        return bool(cupy.cuda.runtime.streamIsCapturing(stream))
     except Exception:
         return True
 
@@ -149,15 +147,15 @@ def _time(
     """Median seconds of the product with ``algo`` (CUDA events; stops early past ``bound``)."""
     import cupy
 
-    st = cupy.cuda.ExternalStream(stream)
+    record = cupy.cuda.runtime.eventRecord
     for _ in range(warmups):
         _matmul(dev, s, algo, *ptrs, stream)
     times: list[float] = []
     for _ in range(reps):
         start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record(st)
+        record(start.ptr, stream)
         _matmul(dev, s, algo, *ptrs, stream)
-        stop.record(st)
+        record(stop.ptr, stream)
         stop.synchronize()
         times.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
         if times[-1] > 1.5 * bound:  # clearly slower than the best so far: not worth the reps
