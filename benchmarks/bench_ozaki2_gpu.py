@@ -101,8 +101,8 @@ def main() -> None:
     import cupy as cp
 
     import emublas
+    from emublas.backends.ozaki2 import calls, routines
     from emublas.backends.ozaki2 import kernels_gpu as kg
-    from emublas.backends.ozaki2 import routines
 
     reps = args.reps
     big = 4096 if args.quick else 16384
@@ -182,11 +182,11 @@ def main() -> None:
     for dtype in ("float64", "complex128"):
         a, b = wide(cp, 3, (n, n), 0.5, dtype), wide(cp, 4, (n, n), 0.5, dtype)
         fn = emublas.zgemm if dtype == "complex128" else emublas.dgemm
-        routines.PROFILE_GPU = True
+        calls.PROFILE_GPU = True
         fn(1.0, a, b, backend="ozaki2")
         cp.cuda.Device().synchronize()
         wall = elapsed(lambda a=a, b=b: fn(1.0, a, b, backend="ozaki2"))  # the host's wall time of one call
-        routines.PROFILE_GPU = False
+        calls.PROFILE_GPU = False
         info = routines.last_run()
         gpu_total = sum(v for k, v in info["phases"].items() if k in ("residues", "gemm", "crt"))
         record(

@@ -2,7 +2,7 @@
 
 For each size and dtype: 10 back-to-back calls on the same cupy arrays (host
 wall time per call, and CUDA-event device time per call over all 10), then one
-profiled call (``routines.PROFILE_GPU``: CUDA events between the phases, which
+profiled call (``calls.PROFILE_GPU``: CUDA events between the phases, which
 synchronises, so its total is a little longer), beside cuBLAS's time for the
 same product.  Inputs rand − 0.5 (complex: both parts), times exp(φ·randn) with
 ``--phi`` (φ = 4 makes the certificate recompute many entries), Fortran order.
@@ -24,7 +24,7 @@ import json
 from functools import partial
 
 import emublas
-from emublas.backends.ozaki2 import kernels_gpu, routines
+from emublas.backends.ozaki2 import calls, kernels_gpu, routines
 from emublas.timing import cuda_batch
 
 
@@ -69,13 +69,13 @@ def main() -> None:
                     call = partial(f, 1.0, a, b, backend="ozaki2", moduli=args.moduli, graphs=graphs)
                     host, dev = _per_call(call)
                     replayed = routines.last_run().get("graph")
-                    routines.PROFILE_GPU = True
+                    calls.PROFILE_GPU = True
                     try:
                         f(1.0, a, b, backend="ozaki2", moduli=args.moduli)
                         cupy.cuda.Device().synchronize()
                         phases = dict(routines.last_run()["phases"])
                     finally:
-                        routines.PROFILE_GPU = False
+                        calls.PROFILE_GPU = False
                     rows.append(
                         {
                             "op": code + "gemm",

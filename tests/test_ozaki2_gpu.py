@@ -109,7 +109,7 @@ def test_close_to_cublas(emublas, cp, rng):
 @pytest.mark.parametrize("routine", ["gemm", "herk", "syr2k", "syrk"])
 def test_blocking_gives_the_same_result(emublas, cp, rng, monkeypatch, routine):
     """A small workspace budget forces column blocks (and, for rank-k, swapped products)."""
-    from emublas.backends.ozaki2 import routines
+    from emublas.backends.ozaki2 import calls, routines
 
     n, k = 150, 90
     dtype = np.complex128 if routine in ("gemm", "herk") else np.float64
@@ -122,16 +122,16 @@ def test_blocking_gives_the_same_result(emublas, cp, rng, monkeypatch, routine):
     # graphs="off": both calls plan directly (a replay would keep the first call's plan)
     whole = fn(*args, 0.25, c.copy(), **kw, backend="ozaki2", graphs="off")
     assert routines.last_run()["gpu_plan"]["column_block"] == n
-    monkeypatch.setattr(routines, "_gpu_budget", lambda x, y, out: 400_000)
+    monkeypatch.setattr(calls, "gpu_budget", lambda x, y, out: 400_000)
     blocked = fn(*args, 0.25, c.copy(), **kw, backend="ozaki2", graphs="off")
     assert routines.last_run()["gpu_plan"]["column_block"] < n
     cp.testing.assert_array_equal(blocked, whole)
 
 
 def test_workspace_too_small_raises(emublas, cp, rng, monkeypatch):
-    from emublas.backends.ozaki2 import routines
+    from emublas.backends.ozaki2 import calls
 
-    monkeypatch.setattr(routines, "_gpu_budget", lambda x, y, out: 1000)
+    monkeypatch.setattr(calls, "gpu_budget", lambda x, y, out: 1000)
     a = cp.asarray(randn(rng, (64, 64), np.float64))
     with pytest.raises(MemoryError, match="workspace"):
         emublas.dgemm(1.0, a, a, backend="ozaki2", graphs="off")  # a replay would not plan again
@@ -244,15 +244,15 @@ def _capture_and_replay(emublas, cp, rng, a, b, ref, mode, dtype):
 
 
 def test_profile_phases(emublas, cp, rng):
-    from emublas.backends.ozaki2 import routines
+    from emublas.backends.ozaki2 import calls, routines
 
     a = cp.asarray(randn(rng, (256, 256), np.float64))
-    old = routines.PROFILE_GPU
-    routines.PROFILE_GPU = True
+    old = calls.PROFILE_GPU
+    calls.PROFILE_GPU = True
     try:
         emublas.dgemm(1.0, a, a, backend="ozaki2")
     finally:
-        routines.PROFILE_GPU = old
+        calls.PROFILE_GPU = old
     phases = routines.last_run()["phases"]
     assert phases["gemm"] > 0 and phases["residues"] > 0 and phases["crt"] > 0
 

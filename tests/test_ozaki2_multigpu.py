@@ -50,12 +50,12 @@ def test_rank_k_same_as_one_gpu(emublas, cp, rng, routine, split):
 
 
 def test_tiles_with_blocking(emublas, cp, rng, monkeypatch):
-    from emublas.backends.ozaki2 import routines
+    from emublas.backends.ozaki2 import calls, routines
 
     a = cp.asarray(randn(rng, (150, 64), np.complex128))
     b = cp.asarray(randn(rng, (64, 160), np.complex128))
     one = emublas.zgemm(1.0, a, b, backend="ozaki2")
-    monkeypatch.setattr(routines, "_gpu_budget", lambda x, y, out: 400_000)
+    monkeypatch.setattr(calls, "gpu_budget", lambda x, y, out: 400_000)
     two = emublas.zgemm(1.0, a, b, backend="ozaki2", devices="all", split="tiles")
     assert routines.last_run()["gpu_plan"]["column_block"] < 160
     cp.testing.assert_array_equal(two, one)

@@ -8,12 +8,11 @@ of the arrays' device and lets the final pass write ``alpha·C + beta·c``.
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 
 from ..._arrays import is_cupy, namespace
-from . import certify, cpu_stages, pipeline, scaling, verdicts
+from . import calls, verdicts
 from .planning import (  # noqa: F401  (MAX_HYBRID, MAX_REAL, plan, ... are also read as routines.<name>)
     DEFAULT_MODULI,
     MAX_2M,
@@ -102,18 +101,18 @@ def _execute(
         fallback=fallback,
     )
     if not is_cupy(out):
-        _run_cpu(routine, recipe_name, family, x, y, out, alpha, beta, **kw)
+        _last.info = calls.run_cpu(routine, recipe_name, family, x, y, out, alpha, beta, **kw)
         return
 
     def direct(x, y, out):
-        return _run_gpu(routine, recipe_name, family, x, y, out, alpha, beta, devices=devices, split=split, **kw)
+        return calls.run_gpu(routine, recipe_name, family, x, y, out, alpha, beta, devices=devices, split=split, **kw)
 
     sig = None
     if (
         graphs == "auto"
         and mode != "auto"  # auto mode reads its sample on the host
         and devices is None
-        and not PROFILE_GPU
+        and not calls.PROFILE_GPU
         and bounds_from is None
         and sides is None
         and fallback_factors is None
@@ -128,195 +127,7 @@ def _execute(
     else:
         counters, info = cuda_graphs.run(sig, x, y, out, direct, read_out=beta != 0 or uplo != 0)
     _last.info = info
-    verdicts.defer(counters, routine=routine, total=_entries(out.shape, uplo), info=info, fallback=fallback)
-
-
-class _Prepared:
-    """What a call's scaling and planning produced: the job, shifts, certificate, record."""
-
-    def __init__(
-        self,
-        routine,
-        recipe_name,
-        family,
-        x,
-        y,
-        out,
-        *,
-        conj_x,
-        conj_y,
-        uplo,
-        bounds_from,
-        sides,
-        fallback_factors,
-        unscale,
-        moduli,
-        mode,
-        fallback,
-    ):
-        self.timer = timer = pipeline.Timer()
-        t0 = time.perf_counter()
-        precision = precision_of(out.dtype)
-        bx, by = bounds_from or (x, y)
-        shared = bounds_from is not None or y is x  # rank-k: one set of rows (and shifts) for both sides
-        if sides is not None:
-            left, right = sides
-        else:
-            left = scaling.side(bx)
-            right = left if by is bx else scaling.side(by)
-        wrow = wcol = W = None
-        if mode != "fast":
-            wrow, wcol, W = scaling.bound_product(left, right)
-        p = plan(
-            routine,
-            family,
-            precision,
-            left,
-            right,
-            wrow,
-            wcol,
-            moduli=moduli,
-            mode=mode,
-            shared=shared,
-            complex_data=x.dtype.kind == "c",
-        )
-        self.x_shift, self.y_shift, self.info = p.x_shift, p.y_shift, p.info
-        self.jb = job_for(recipe_name, p, x.shape[1])
-        fl, fr = fallback_factors or (bx, by)
-        self.cert = certify.certificate(
-            p.px,
-            p.py,
-            p.mset,
-            nterms(self.jb),
-            k=bx.shape[1],
-            precision=precision,
-            W=W,
-            fallback=fallback,
-            L=fl,
-            R=fr,
-            conj_l=conj_x,
-            conj_r=(not conj_y) if recipe_name == "herk" else conj_y,
-        )
-        # the final pass unscales by 2^-(x_shift + final_y_shift)
-        self.final_y_shift = self.y_shift
-        if unscale:
-            xp = namespace(out=out)
-            ys = self.y_shift
-            self.final_y_shift = xp.where(ys == scaling.DEAD, ys, ys + unscale).astype(np.int32)
-        self.t0 = timer.add("scaling", t0)
-
-
-def _run_gpu(routine, recipe_name, family, x, y, out, alpha, beta, *, devices, split, **kw):
-    """A call on cupy arrays, queued on the current stream: (certificate counters, last-run record)."""
-    from . import gpu_engine
-
-    pr = _Prepared(routine, recipe_name, family, x, y, out, **kw)
-    pr.timer.gpu_profile = PROFILE_GPU
-    counters = gpu_engine.run(
-        pr.jb,
-        x,
-        y,
-        pr.x_shift,
-        pr.y_shift,
-        out,
-        alpha,
-        beta,
-        conj_x=kw["conj_x"],
-        conj_y=kw["conj_y"],
-        uplo=kw["uplo"],
-        timer=pr.timer,
-        budget=_gpu_budget(x, y, out),
-        devices=_resolve_devices(devices),
-        split=split,
-        cert=pr.cert,
-        final_y_shift=pr.final_y_shift,
-    )
-    t = pr.timer
-    info = {**pr.info, "phases": dict(t.phases), "gpu_plan": t.gpu_plan, "fallback": kw["fallback"], "graph": None}
-    return counters, info
-
-
-def _run_cpu(routine, recipe_name, family, x, y, out, alpha, beta, **kw):
-    """A call on numpy arrays, through the C kernels; its verdict is reported at once."""
-    pr = _Prepared(routine, recipe_name, family, x, y, out, **kw)
-    x, y = _dead_rows_zeroed(x, y, pr.x_shift, pr.y_shift)  # the C kernels read NaN/Inf rows as zeros
-    uplo, timer, jb = kw["uplo"], pr.timer, pr.jb
-    state = cpu_stages.new_state((x.shape[0], y.shape[0]), jb.complex_out)
-    stages = cpu_stages.CpuStages(
-        x, y, pr.x_shift, pr.y_shift, conj_x=kw["conj_x"], conj_y=kw["conj_y"], uplo=uplo, timer=timer
-    )
-    pipeline.run(jb, stages, state, batch=cpu_stages.batch_for(x, y, out, jb))
-    t0 = time.perf_counter()
-    cpu_stages.finalize(state, jb, pr.x_shift, pr.final_y_shift, out, alpha, beta, uplo=uplo, cert=pr.cert)
-    timer.add("crt", t0)
-    _report(routine, pr.cert, pr.info, out.shape, uplo, kw["fallback"])
-    _last.info = {**pr.info, "phases": dict(timer.phases)}
-
-
-def _dead_rows_zeroed(x, y, x_shift, y_shift):
-    """``x``, ``y`` with the rows the plan marked dead (NaN/Inf) set to zero (copies, only if any)."""
-
-    def clean(f, shift):
-        dead = shift == scaling.DEAD
-        if not dead.any():
-            return f
-        f = f.copy()
-        f[dead] = 0
-        return f
-
-    cx = clean(x, x_shift)
-    return cx, (cx if y is x else clean(y, y_shift))
-
-
-def _report(routine, cert, info, shape, uplo, fallback) -> None:
-    """Record the certificate's verdict in ``last_run()`` and warn when entries failed it."""
-    count = cert.get("uncertified", 0)
-    info["uncertified"] = count
-    info["fallback"] = fallback
-    if count:
-        certify.warn(routine, count, _entries(shape, uplo), info["moduli"], info["bits"], fallback)
-
-
-def _entries(shape, uplo) -> int:
-    """Output entries a call computes (one triangle for the rank-k routines)."""
-    m, n = shape
-    return m * n if not uplo else min(m, n) * (min(m, n) + 1) // 2
-
-
-#: Record per-phase GPU times with CUDA events in ``last_run()["phases"]``
-#: (reading them waits for the device, so it is off unless a benchmark asks).
-PROFILE_GPU = False
-
-
-#: Workspace every GPU call may use whatever its size (padding makes tiny problems' planes
-#: larger than twice their operands).
-GPU_MIN_WORKSPACE = 64 * 2**20
-
-
-def _resolve_devices(devices):
-    """The ``devices`` option as a list of GPU ids (None: the arrays' own device)."""
-    if devices is None:
-        return None
-    import cupy
-
-    count = cupy.cuda.runtime.getDeviceCount()
-    if devices == "all":
-        return list(range(count))
-    bad = [d for d in devices if d >= count]
-    if bad:
-        raise ValueError(f"ozaki2: devices={list(devices)} but only {count} GPU(s) are visible")
-    return list(devices)
-
-
-def _gpu_budget(x, y, out) -> int:
-    """GPU workspace limit: twice the operands and output (at least GPU_MIN_WORKSPACE),
-    and at most 60% of what the device and cupy's pool have free."""
-    import cupy
-
-    free, _ = cupy.cuda.runtime.memGetInfo()
-    free += cupy.get_default_memory_pool().free_bytes()
-    wanted = max(2 * (x.nbytes + (0 if y is x else y.nbytes) + out.nbytes), GPU_MIN_WORKSPACE)
-    return int(min(wanted, 0.6 * free))  # headroom: scaling temporaries, the allocator's rounding
+    verdicts.defer(counters, routine=routine, total=calls.entries(out.shape, uplo), info=info, fallback=fallback)
 
 
 # ---------------------------------------------------------------------------
