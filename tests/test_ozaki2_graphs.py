@@ -132,3 +132,27 @@ def test_the_cache_is_bounded(emublas, cp, rng, monkeypatch):
             got = emublas.dgemm(1.0, a, a, backend="ozaki2")
         cp.testing.assert_array_equal(got, emublas.dgemm(1.0, a, a, backend="ozaki2", graphs="off"))
     assert graphs.cached() == 2
+
+
+def test_threads_sharing_a_stream_get_their_own_results(emublas, cp, rng):
+    """Replays of one graph from several threads on the default stream never mix operands."""
+    import threading
+
+    mats = [cp.asarray(randn(rng, (96, 96), np.float64)) for _ in range(8)]
+    want = [emublas.dgemm(1.0, a, a, backend="ozaki2", graphs="off") for a in mats]
+    emublas.dgemm(1.0, mats[0], mats[0], backend="ozaki2")  # first sighting; the threads capture and replay
+    bad = []
+
+    def work(i):
+        for _ in range(20):
+            got = emublas.dgemm(1.0, mats[i], mats[i], backend="ozaki2")
+            if not bool(cp.all(got == want[i])):
+                bad.append(i)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(mats))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    cp.cuda.Device().synchronize()
+    assert not bad

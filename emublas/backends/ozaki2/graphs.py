@@ -26,6 +26,11 @@ holds the call's peak workspace for as long as the graph is cached.  At most
 :data:`MAX_GRAPHS` graphs, holding at most :data:`MAX_BYTES` together, are kept
 (least recently used out first).  :func:`clear` drops them all.
 
+Threads: a replay issues its copies, launch and copy-out under the graph's lock,
+so threads sharing a stream (the legacy default stream, a stream object passed
+around) queue whole replays one after the other; on the per-thread default
+stream each thread has its own graph.
+
 The accuracy verdict: the certificate's counter is a buffer of the graph, zeroed
 by the graph itself; after each replay it is deferred like a direct call's
 (:mod:`.verdicts`), so every replay's warning reaches the user.  Warnings the
@@ -93,8 +98,18 @@ def signature(routine: str, recipe: str, family: tuple, x, y, out, alpha, beta, 
     if stream.is_capturing():  # the caller's own graph takes the launches as they are
         return None
     layouts = tuple((a.shape, a.dtype.str, o) for a, o in zip((x, y, out), orders))
+    # the per-thread default stream has one pointer for a different stream in each thread:
+    # each thread gets its own graph (buffers) there; other streams are one stream whatever
+    # the thread, and a replay's issue is atomic (_Graph.replay)
+    where = (stream.ptr, threading.get_ident() if stream.ptr == _per_thread_stream() else None)
     # repr keeps -0.0 apart from 0.0 (the sign of zero results differs)
-    return (routine, recipe, family, y is x, layouts, repr(alpha), repr(beta), fixed, out.device.id, stream.ptr)
+    return (routine, recipe, family, y is x, layouts, repr(alpha), repr(beta), fixed, out.device.id, where)
+
+
+def _per_thread_stream() -> int:
+    import cupy
+
+    return int(getattr(cupy.cuda.runtime, "streamPerThread", 2))
 
 
 def run(sig: tuple, x, y, out, direct, *, read_out: bool):
@@ -206,6 +221,7 @@ class _Graph:
                         raise
                     self.graph = stream.end_capture()
         self.stream = stream  # the graph's nodes were made on it: keep it alive with them
+        self.lock = threading.Lock()
         self.info = info
         self.warnings = [(w.message, w.category) for w in caught]
         self.nbytes = self.pool.total_bytes()
@@ -215,13 +231,15 @@ class _Graph:
         import cupy
 
         s = cupy.cuda.get_current_stream()
-        _copy(self.x, x, s)
-        if self.y is not self.x:
-            _copy(self.y, y, s)
-        if read_out:
-            _copy(self.out, out, s)
-        self.graph.launch(s)
-        _copy(out, self.out, s)
+        # two threads on one stream: each one's copies, launch and copy-out stay together in it
+        with self.lock:
+            _copy(self.x, x, s)
+            if self.y is not self.x:
+                _copy(self.y, y, s)
+            if read_out:
+                _copy(self.out, out, s)
+            self.graph.launch(s)
+            _copy(out, self.out, s)
         for message, category in self.warnings:
             warnings.warn(message, category, stacklevel=5)
         return self.counters
