@@ -7,7 +7,10 @@ For each size n it times n x n x n products:
 * ``scipy.linalg.blas.sgemm`` on float32 data of the same shape, into a
   preallocated float32 output;
 
-all operands Fortran-ordered (BLAS's native layout, so f2py copies nothing).
+all operands Fortran-ordered (BLAS's native layout, so f2py copies nothing);
+``--layout planes`` gives i8gemm the layout of ozaki2's products instead (A and B
+C-ordered, the int32 output Fortran-ordered: residue planes of a factor and of a
+transposed factor, k contiguous in one and not in the other).
 It reports the median time, GOPS = 2mnk/t, the fraction of the machine's
 VNNI ceiling measured in the same run by a register-only ``vpdpbusd`` probe,
 and the speed relative to sgemm.  It also checks that an sgemm issued right
@@ -22,6 +25,7 @@ of not pausing.
 Usage::
 
     python benchmarks/bench_i8gemm.py --sizes 1024 2048 --reps 7 --json out.json
+    python benchmarks/bench_i8gemm.py --sizes 256 512 1024 --impls amx --layout planes
 """
 
 from __future__ import annotations
@@ -152,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=None, help="threads (default: emublas default_threads())")
     ap.add_argument("--impls", nargs="+", default=["vnni", "generic"], choices=list(cpu.IMPLS))
     ap.add_argument("--probe-iters", type=int, default=20_000_000, help="loop trips of the peak probe")
+    ap.add_argument("--layout", choices=["fortran", "planes"], default="fortran", help="i8gemm's operand layout")
     ap.add_argument("--json", metavar="PATH", help="also write all results and metadata as JSON")
     args = ap.parse_args(argv)
 
@@ -179,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         "features": cpu.features(),
         "kernels": {i: cpu.kernel_name(i) for i in impls},
         "loadavg_start": os.getloadavg(),
+        "layout": args.layout,
     }
 
     probes = (
@@ -195,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         for n in args.sizes:
             a8 = np.asfortranarray(rng.integers(-128, 128, (n, n), dtype=np.int8))
             b8 = np.asfortranarray(rng.integers(-128, 128, (n, n), dtype=np.int8))
+            if args.layout == "planes":
+                a8, b8 = np.ascontiguousarray(a8), np.ascontiguousarray(b8)
             c32 = np.empty((n, n), dtype=np.int32, order="F")
             a32, b32 = np.asfortranarray(a8, dtype=np.float32), np.asfortranarray(b8, dtype=np.float32)
             cf = np.empty((n, n), dtype=np.float32, order="F")

@@ -43,6 +43,16 @@ static void pack_a_amx(int64_t mc, int64_t kc, const int8_t *A, int64_t rsa, int
         const int64_t mr = mc - i0 < AMX_MR ? mc - i0 : AMX_MR;
         for (int64_t b = 0; b < kp / AMX_KB; b++) {
             const int64_t k0 = b * AMX_KB, kn = kc - k0 < AMX_KB ? kc - k0 : AMX_KB;
+            if (rsa == 1 && csa != 1 && mr == AMX_MR && kn == AMX_KB) {
+                /* m contiguous (a column-major A, e.g. residue planes of a transposed
+                 * factor): 16 x 16 byte blocks transposed instead of a strided gather */
+                int8_t *d = panel + b * AMX_MR * AMX_KB;
+                for (int64_t r0 = 0; r0 < AMX_MR; r0 += 16)
+                    for (int64_t q0 = 0; q0 < AMX_KB; q0 += 16)
+                        emublas__transpose_16x16_bytes(A + (i0 + r0) + (k0 + q0) * csa, csa,
+                                                       d + r0 * AMX_KB + q0, AMX_KB);
+                continue;
+            }
             for (int64_t r = 0; r < AMX_MR; r++) {
                 int8_t *d = panel + (b * AMX_MR + r) * AMX_KB;
                 if (r >= mr) {
@@ -80,8 +90,13 @@ static void pack_b_amx(int64_t kc, int64_t nc, const int8_t *B, int64_t rsb, int
                                              panel + (g * AMX_NR + j) * 4, panel + (g * AMX_NR + j + 8) * 4);
         } else if (rsb == 1) { /* k contiguous: each k-group is one dword */
             jdone = nr;
+            const int64_t j4 = nr / 4 * 4, g4 = kfull / 4 * 4;
+            for (int64_t j = 0; j < j4; j += 4) /* 4 x 4 blocks of dwords transposed */
+                for (int64_t g = 0; g < g4; g += 4)
+                    emublas__transpose_4x4_dwords(B + (j0 + j) * csb + 4 * g, csb, panel + (g * AMX_NR + j) * 4,
+                                                  AMX_NR * 4);
             for (int64_t j = 0; j < nr; j++)
-                for (int64_t g = 0; g < kfull; g++)
+                for (int64_t g = j < j4 ? g4 : 0; g < kfull; g++)
                     memcpy(panel + (g * AMX_NR + j) * 4, B + (j0 + j) * csb + 4 * g, 4);
         }
         for (int64_t j = 0; j < AMX_NR; j++)
