@@ -14,8 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from . import _triangles as tri
 from . import config
 from ._arrays import (
@@ -25,121 +23,22 @@ from ._arrays import (
     complex_scalar,
     device_of,
     flag,
-    is_cupy,
     namespace,
     overwrite_flag,
     real_scalar,
 )
+from ._front import (
+    DTYPES,
+    device_name,
+    given,
+    prefix_of,
+    prepare_out,
+    scale_out,
+    trans_codes,
+)
 from .derived import backend_gemm, derived_rank_k
 
 __all__: list[str] = ["gemm", "syrk", "herk", "syr2k", "her2k"]
-
-DTYPES: dict[str, np.dtype[Any]] = {
-    "s": np.dtype(np.float32),
-    "d": np.dtype(np.float64),
-    "c": np.dtype(np.complex64),
-    "z": np.dtype(np.complex128),
-}
-_REAL_OF = {"c": "s", "z": "d"}
-
-
-# ---------------------------------------------------------------------------
-# argument helpers
-# ---------------------------------------------------------------------------
-
-
-def _prefix_of(**arrays: Any) -> str:
-    """BLAS prefix for the generic routines, promoted like scipy's find_best_blas_type."""
-    # imported here: importing scipy.linalg.blas is what triggers the interpose start-up hook
-    from scipy.linalg.blas import find_best_blas_type
-
-    probes = []
-    for x in arrays.values():
-        if x is None:
-            continue
-        dt = x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype
-        probes.append(np.empty(0, dtype=dt))
-    prefix, _, _ = find_best_blas_type(probes)
-    return prefix
-
-
-def _device(xp) -> str:
-    return "cpu" if xp is np else "gpu"
-
-
-def _prepare_out(c: Any, shape: tuple[int, int], dtype: np.dtype, xp, overwrite_c: bool, *inputs):
-    """The array the routine writes and returns.
-
-    ``c`` itself when BLAS would update it in place (``overwrite_c`` and ``c``
-    already a Fortran-contiguous, writeable array of the right dtype),
-    otherwise a Fortran-ordered copy; zeros when ``c`` is None.  Returns
-    ``(out, alias)`` where ``alias`` is True when ``out`` overlaps an input, in
-    which case the caller must compute into a temporary first.
-    """
-    if c is None:
-        return xp.zeros(shape, dtype=dtype, order="F"), False
-    is_array = isinstance(c, np.ndarray) if xp is np else is_cupy(c)
-    arr = as_matrix(c, dtype, xp, "c") if not is_array or c.ndim != 2 else c
-    if arr.shape != shape:
-        raise ValueError(f"c has shape {arr.shape[0]}x{arr.shape[1]} but the result is {shape[0]}x{shape[1]}")
-    in_place = overwrite_c and is_array and arr is c and c.dtype == dtype
-    if in_place:
-        flags = c.flags  # a new object per access
-        in_place = flags.f_contiguous and (xp is not np or flags.writeable)
-    if not in_place:
-        return xp.array(arr, dtype=dtype, order="F", copy=True), False
-    may_share = np.may_share_memory if xp is np else _cupy_may_share
-    return c, any(may_share(c, x) for x in inputs)
-
-
-def _cupy_may_share(x, y) -> bool:
-    import cupy
-
-    return bool(cupy.may_share_memory(x, y))
-
-
-def _trans_codes(prefix: str, kind: str, trans: Any, name: str = "trans") -> int:
-    """Legal trans codes per routine; real routines map 2 (C) to 1 (T).
-
-    scipy lets BLAS print a warning and return garbage for an illegal code;
-    emublas raises instead.
-    """
-    if prefix in "sd":
-        return min(flag(trans, name, (0, 1, 2)), 1)
-    if kind in ("syrk", "syr2k"):
-        allowed = (0, 1)
-        why = (
-            "a conjugate transpose is not defined for complex symmetric updates"
-            f" (use {prefix}{kind.replace('sy', 'he')})"
-        )
-    elif kind in ("herk", "her2k"):
-        allowed = (0, 2)
-        why = f"a plain transpose is not defined for Hermitian updates (use {prefix}{kind.replace('he', 'sy')})"
-    else:
-        return flag(trans, name, (0, 1, 2))
-    try:
-        return flag(trans, "trans", allowed)
-    except ValueError:
-        raise ValueError(f"{prefix}{kind}: trans must be one of {allowed}, got {trans!r}; {why}") from None
-
-
-def _given(raw, arr) -> str:
-    """How an operand is named in a shape error: as the caller passed it."""
-    ndim = getattr(raw, "ndim", None)
-    if ndim is None:
-        ndim = np.ndim(raw)
-    if ndim == 1:
-        return f"1-D of length {arr.shape[0]}, read as a {arr.shape[0]}x1 column"
-    if ndim == 0:
-        return "a scalar, read as 1x1"
-    return f"{arr.shape[0]}x{arr.shape[1]}"
-
-
-def _scale(out, beta, xp) -> None:
-    if beta == 0:
-        out.fill(0)
-    elif beta != 1:
-        out *= beta
 
 
 # ---------------------------------------------------------------------------
@@ -150,14 +49,14 @@ def _scale(out, beta, xp) -> None:
 def _gemm(prefix: str | None, alpha, a, b, beta, c, trans_a, trans_b, overwrite_c, backend, options):
     xp = namespace(a=a, b=b, c=c)
     if prefix is None:
-        prefix = _prefix_of(a=a, b=b, c=c)
+        prefix = prefix_of(a=a, b=b, c=c)
     dtype = DTYPES[prefix]
     scalar = real_scalar if prefix in "sd" else complex_scalar
     alpha = scalar(alpha, "alpha")
     beta = scalar(0.0 if beta is None else beta, "beta")  # None: the default, as in scipy
     overwrite_c = overwrite_flag(overwrite_c)
-    trans_a = _trans_codes(prefix, "gemm", trans_a, "trans_a")
-    trans_b = _trans_codes(prefix, "gemm", trans_b, "trans_b")
+    trans_a = trans_codes(prefix, "gemm", trans_a, "trans_a")
+    trans_b = trans_codes(prefix, "gemm", trans_b, "trans_b")
     be, opts = config.resolve(backend, options)
     with device_of(xp, a, b, c):
         a_in, b_in = a, b
@@ -168,15 +67,15 @@ def _gemm(prefix: str | None, alpha, a, b, beta, c, trans_a, trans_b, overwrite_
         if ka != kb:
             raise ValueError(
                 f"{prefix}gemm: inner dimensions differ: op(a) is {m}x{ka}"
-                f" (a is {_given(a_in, a)}, trans_a={trans_a})"
-                f" but op(b) is {kb}x{n} (b is {_given(b_in, b)}, trans_b={trans_b})"
+                f" (a is {given(a_in, a)}, trans_a={trans_a})"
+                f" but op(b) is {kb}x{n} (b is {given(b_in, b)}, trans_b={trans_b})"
             )
-        be.check(_device(xp))
-        out, alias = _prepare_out(c, (m, n), dtype, xp, bool(overwrite_c), a, b)
+        be.check(device_name(xp))
+        out, alias = prepare_out(c, (m, n), dtype, xp, bool(overwrite_c), a, b)
         if m == 0 or n == 0:
             return out
         if ka == 0 or alpha == 0:
-            _scale(out, beta, xp)
+            scale_out(out, beta, xp)
             return out
         target = out.copy(order="F") if alias else out
         routed = be.route("gemm", prefix, m, n, ka, target, opts)  # auto: the concrete backend, once
@@ -199,7 +98,7 @@ def _rank_k(kind: str, prefix: str | None, alpha, a, b, beta, c, trans, lower, o
     two = kind in ("syr2k", "her2k")
     xp = namespace(a=a, b=b, c=c) if two else namespace(a=a, c=c)
     if prefix is None:
-        prefix = _prefix_of(a=a, b=b, c=c) if two else _prefix_of(a=a, c=c)
+        prefix = prefix_of(a=a, b=b, c=c) if two else prefix_of(a=a, c=c)
     real = prefix in "sd"
     if kind in ("herk", "her2k") and real:
         kind = kind.replace("he", "sy")  # a Hermitian update of real data is the symmetric one
@@ -213,7 +112,7 @@ def _rank_k(kind: str, prefix: str | None, alpha, a, b, beta, c, trans, lower, o
     beta = 0.0 if beta is None else beta  # None: the default, as in scipy
     beta = real_scalar(beta, "beta") if (real or herm) else complex_scalar(beta, "beta")
     overwrite_c = overwrite_flag(overwrite_c)
-    trans = _trans_codes(prefix, kind, trans)
+    trans = trans_codes(prefix, kind, trans)
     lower = flag(lower, "lower", (0, 1))
     be, opts = config.resolve(backend, options)
     with device_of(xp, a, b, c):
@@ -226,9 +125,9 @@ def _rank_k(kind: str, prefix: str | None, alpha, a, b, beta, c, trans, lower, o
                     f" and b {b.shape[0]}x{b.shape[1]}"
                 )
         n, k = a.shape[::-1] if trans else a.shape
-        be.check(_device(xp))
+        be.check(device_name(xp))
         inputs = (a, b) if two else (a,)
-        out, alias = _prepare_out(c, (n, n), dtype, xp, bool(overwrite_c), *inputs)
+        out, alias = prepare_out(c, (n, n), dtype, xp, bool(overwrite_c), *inputs)
         if n == 0:
             return out
         target = out.copy(order="F") if alias else out
@@ -258,19 +157,9 @@ def _rank_k(kind: str, prefix: str | None, alpha, a, b, beta, c, trans, lower, o
 # public routines
 # ---------------------------------------------------------------------------
 
+
 # Parameter entries of the docstrings that emublas.level3 builds (plain text, no format
 # fields: they are joined into templates that are formatted later).
-_OVERWRITE_C_DOC = """overwrite_c : int, optional
-    If nonzero and ``c`` is a Fortran-contiguous array of the routine's dtype,
-    ``c`` is updated in place and returned.  Otherwise ``c`` is not modified.
-"""
-_CALL_OPTIONS_DOC = """backend : str, optional
-    Backend for this call (see :func:`emublas.use`).
-**options
-    Backend options for this call.
-"""
-
-
 def gemm(
     alpha: complex,
     a: Operand,

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from . import blas, config
+from . import _front, config
 from ._arrays import as_2d, complex_scalar, is_cupy, real_scalar
 
 try:
@@ -132,12 +132,12 @@ def gemm(
     a, b = _as_dask(a, "a"), _as_dask(b, "b")
     c = None if c is None else _as_dask(c, "c")
     _same_chunk_type(a=a, b=b, c=c)
-    prefix = blas._prefix_of(a=a, b=b, c=c)
-    dtype = blas.DTYPES[prefix]
+    prefix = _front.prefix_of(a=a, b=b, c=c)
+    dtype = _front.DTYPES[prefix]
     scalar = real_scalar if prefix in "sd" else complex_scalar
     alpha, beta = scalar(alpha, "alpha"), scalar(beta, "beta")
-    trans_a = blas._trans_codes(prefix, "gemm", trans_a, "trans_a")
-    trans_b = blas._trans_codes(prefix, "gemm", trans_b, "trans_b")
+    trans_a = _front.trans_codes(prefix, "gemm", trans_a, "trans_a")
+    trans_b = _front.trans_codes(prefix, "gemm", trans_b, "trans_b")
     be, opts = config.resolve(backend, options)
     a, b = a.astype(dtype), b.astype(dtype)
     x = a if trans_a == 0 else a.T  # op(a) up to conjugation, m × k

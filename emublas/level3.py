@@ -28,17 +28,17 @@ import numpy as np
 
 from . import config
 from ._arrays import as_matrix, complex_scalar, device_of, flag, is_cupy, namespace, real_scalar
-from .blas import (
-    _CALL_OPTIONS_DOC,
-    _OVERWRITE_C_DOC,
+from ._front import (
+    CALL_OPTIONS_DOC,
     DTYPES,
-    _device,
-    _gemm,
-    _prefix_of,
-    _prepare_out,
-    _scale,
-    _trans_codes,
+    OVERWRITE_C_DOC,
+    device_name,
+    prefix_of,
+    prepare_out,
+    scale_out,
+    trans_codes,
 )
+from .blas import _gemm
 from .level3_native import native_symm, native_tri, store
 
 __all__ = ["symm", "hemm", "trmm", "trsm", "ROUTINES", "LEAF", "scipy_dims"]
@@ -206,7 +206,7 @@ def _code(value, name: str, allowed: tuple[int, ...], routine: str) -> int:
 def _symm(kind: str, prefix: str | None, alpha, a, b, beta, c, side, lower, overwrite_c, backend, options):
     xp = namespace(a=a, b=b, c=c)
     if prefix is None:
-        prefix = _prefix_of(a=a, b=b, c=c)
+        prefix = prefix_of(a=a, b=b, c=c)
     if kind == "hemm" and prefix in "sd":
         kind = "symm"  # a Hermitian product of real data is the symmetric one
     name = prefix + kind
@@ -228,12 +228,12 @@ def _symm(kind: str, prefix: str | None, alpha, a, b, beta, c, side, lower, over
                 f"{name}: a must be square {k}x{k} (the {where} of b, side={side}),"
                 f" got a {a.shape[0]}x{a.shape[1]} and b {m}x{n}"
             )
-        be.check(_device(xp))
-        out, alias = _prepare_out(c, (m, n), dtype, xp, bool(overwrite_c), a, b)
+        be.check(device_name(xp))
+        out, alias = prepare_out(c, (m, n), dtype, xp, bool(overwrite_c), a, b)
         if m == 0 or n == 0:
             return out
         if alpha == 0:
-            _scale(out, beta, xp)
+            scale_out(out, beta, xp)
             return out
         target = out.copy(order="F") if alias else out
         if beta == 0 and c is not None:
@@ -253,14 +253,14 @@ def _symm(kind: str, prefix: str | None, alpha, a, b, beta, c, side, lower, over
 def _triangular(kind: str, prefix: str | None, alpha, a, b, side, lower, trans_a, diag, overwrite_b, backend, options):
     xp = namespace(a=a, b=b)
     if prefix is None:
-        prefix = _prefix_of(a=a, b=b)
+        prefix = prefix_of(a=a, b=b)
     name = prefix + kind
     dtype = DTYPES[prefix]
     alpha = (real_scalar if prefix in "sd" else complex_scalar)(alpha, "alpha")
     side = _code(side, "side", (0, 1), name)
     lower = _code(lower, "lower", (0, 1), name)
     try:
-        trans_a = _trans_codes(prefix, kind, trans_a, "trans_a")
+        trans_a = trans_codes(prefix, kind, trans_a, "trans_a")
     except (TypeError, ValueError) as exc:
         raise type(exc)(f"{name}: {exc}") from None
     diag = _code(diag, "diag", (0, 1), name)
@@ -286,11 +286,11 @@ def _triangular(kind: str, prefix: str | None, alpha, a, b, side, lower, trans_a
                     f" (rows >= columns >= {k}), got a {a.shape[0]}x{a.shape[1]} and b {m}x{n}"
                 )
             a = a[:k, :k]
-        be.check(_device(xp))
+        be.check(device_name(xp))
         src = b
         if len(shape) < 2 and (isinstance(b, np.ndarray) or is_cupy(b)) and b.dtype == dtype:
             src = bm  # a view of b's own memory, so that overwrite_b updates a 1-D b too, as in scipy
-        out, alias = _prepare_out(src, (m, n), dtype, xp, bool(overwrite_b), a)
+        out, alias = prepare_out(src, (m, n), dtype, xp, bool(overwrite_b), a)
         if m and n:
             target = out.copy(order="F") if alias else out
             routed = be.route(kind, prefix, m, n, k, target, opts)  # auto: one backend for the routine
@@ -341,8 +341,8 @@ side : {{0, 1}}, optional
 lower : {{0, 1}}, optional
     0: ``A`` is in the upper triangle of ``a``, 1: in the lower.
 """
-    + _OVERWRITE_C_DOC
-    + _CALL_OPTIONS_DOC
+    + OVERWRITE_C_DOC
+    + CALL_OPTIONS_DOC
     + """
 Returns
 -------
@@ -384,7 +384,7 @@ overwrite_b : int, optional
     dtype, ``b`` is overwritten with the result and returned.  Otherwise ``b``
     is not modified.
 """
-    + _CALL_OPTIONS_DOC
+    + CALL_OPTIONS_DOC
     + """
 Returns
 -------
