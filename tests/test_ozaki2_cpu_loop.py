@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import emublas
-from emublas.backends.ozaki2 import cpu_stages, kernels_crt, scaling
+from emublas.backends.ozaki2 import cpu_stages, kernels_run, scaling
 
 
 def _unfused(monkeypatch):
@@ -60,14 +60,14 @@ def test_fused_loop_bit_identical(monkeypatch, name, cplx, kw, chunk):
     rng = np.random.default_rng(hash((name, chunk)) % 2**32)
     call = _call(name, cplx, kw, rng, lower=0 if name.endswith("gemm") else 1)
     calls = []
-    real = kernels_crt.oz_run_products
+    real = kernels_run.oz_run_products
     with monkeypatch.context() as mp:
-        mp.setattr(kernels_crt, "oz_run_products", lambda *a, **k: calls.append(1) or real(*a, **k))
+        mp.setattr(kernels_run, "oz_run_products", lambda *a, **k: calls.append(1) or real(*a, **k))
         got = call()
     assert calls  # the fused loop ran
     with monkeypatch.context() as mp:
         _unfused(mp)
-        mp.setattr(kernels_crt, "oz_run_products", None)  # and now it cannot
+        mp.setattr(kernels_run, "oz_run_products", None)  # and now it cannot
         want = call()
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
@@ -92,7 +92,7 @@ def _schedule(**over):
     args = dict(planes=1, kk=8, k_chunk=8, products=[[(0, 0)]], terms=[[("re", 0, False, 1, None, False, 0)]])
     args.update(moduli=[251], big_hi=[1.0], big_lo=[0.0])
     args.update(over)
-    return kernels_crt.RunSchedule(**args)
+    return kernels_run.RunSchedule(**args)
 
 
 def test_schedule_checks():
@@ -115,17 +115,17 @@ def test_run_products_checks():
     px = np.zeros((1, 4, 8), np.int8)
     acc = [np.zeros((4, 3), order="F") for _ in range(2)]
     with pytest.raises(ValueError, match="py must be 3-D"):
-        kernels_crt.oz_run_products(s, px, np.zeros((1, 3, 7), np.int8), *acc)
+        kernels_run.oz_run_products(s, px, np.zeros((1, 3, 7), np.int8), *acc)
     with pytest.raises(TypeError, match="px must have dtype int8"):
-        kernels_crt.oz_run_products(s, px.astype(np.int16), px, *acc)
+        kernels_run.oz_run_products(s, px.astype(np.int16), px, *acc)
     with pytest.raises(ValueError, match="re_hi has shape"):
-        kernels_crt.oz_run_products(s, px, px, *acc)
+        kernels_run.oz_run_products(s, px, px, *acc)
     with pytest.raises(ValueError, match="must not overlap"):
         sq = np.zeros((4, 4), order="F")
-        kernels_crt.oz_run_products(s, px, px, sq, sq)
+        kernels_run.oz_run_products(s, px, px, sq, sq)
     with pytest.raises(ValueError, match="im_hi and im_lo"):
         si = _schedule(terms=[[("im", 0, False, 1, None, False, 0)]])
-        kernels_crt.oz_run_products(si, px, px, np.zeros((4, 4), order="F"), np.zeros((4, 4), order="F"))
+        kernels_run.oz_run_products(si, px, px, np.zeros((4, 4), order="F"), np.zeros((4, 4), order="F"))
 
 
 def test_run_products_small_exact():
@@ -134,11 +134,11 @@ def test_run_products_small_exact():
     mods = [7, 5]
     x = rng.integers(-3, 4, (2, 6, 9)).astype(np.int8)
     y = rng.integers(-2, 3, (2, 4, 9)).astype(np.int8)
-    s = kernels_crt.RunSchedule(
+    s = kernels_run.RunSchedule(
         1, 9, 4, [[(0, 0)], [(0, 0)]], [[("re", 0, False, 1, None, False, 0)]] * 2, mods, [1.0, 10.0], [0.0, 0.0]
     )
     hi, lo = np.zeros((6, 4), order="F"), np.zeros((6, 4), order="F")
-    first, secs = kernels_crt.oz_run_products(s, x, y, hi, lo)
+    first, secs = kernels_run.oz_run_products(s, x, y, hi, lo)
     assert first == (False, True) and min(secs) >= 0
     want = np.zeros((6, 4))
     for l, m in enumerate(mods):
@@ -233,12 +233,12 @@ def test_run_products_groups(uplo, first):
         ]
         for _ in mods
     ]
-    s = kernels_crt.RunSchedule(2, 70, 1000, [[(0, 0), (1, 1)]] * 5, terms, mods, mset.big_hi, mset.big_lo)
+    s = kernels_run.RunSchedule(2, 70, 1000, [[(0, 0), (1, 1)]] * 5, terms, mods, mset.big_hi, mset.big_lo)
     start = [np.asfortranarray(rng.standard_normal((rows, rows)) * 1e6) for _ in range(4)]
     results = []
     for group in (1, 2, 5, 8):
         acc = [a.copy(order="F") for a in start]
-        flags, _ = kernels_crt.oz_run_products(
+        flags, _ = kernels_run.oz_run_products(
             s, x, y, acc[0], acc[1], im_hi=acc[2], im_lo=acc[3], first=first, uplo=uplo, group=group, threads=2
         )
         assert flags == (False, False)

@@ -8,12 +8,25 @@ parsers; ``--grid`` replaces a backend's grid.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .inputs import DTYPES, parse_family
+from .grids import (  # noqa: F401  (OPS, declared_grids, ... are also read as plan.<name>)
+    OPS,
+    backend_named,
+    declared_grid,
+    declared_grids,
+    knob_product,
+    knobs_shown,
+    knobs_text,
+    parse_dtypes,
+    parse_grid_specs,
+    parse_ops,
+    parse_shapes,
+    split_list,
+    validate_grid,
+)
+from .inputs import parse_family
 
 __all__ = [
     "OPS",
@@ -35,222 +48,6 @@ QUICK_PLAN: list[dict[str, Any]] = [
     {"ops": ["gemm"], "dtypes": ["d", "z"], "shapes": [(512, 512, 512)], "families": ["phi0.5"]},
     {"ops": ["herk"], "dtypes": ["z"], "shapes": [(256, 256, 256)], "families": ["phi0.5", "phi2"], "rank_k": True},
 ]
-
-OPS = ("gemm", "syrk", "herk", "syr2k", "her2k")
-
-
-def _split(text: str | None) -> list[str]:
-    return [t.strip() for t in (text or "").split(",") if t.strip()]
-
-
-def _parse_ops(text) -> list[str]:
-    ops = [o.lower() for o in _split(text)]
-    for o in ops:
-        if o not in OPS:
-            raise ValueError(f"unknown operation {o!r}; valid operations: {', '.join(OPS)}")
-    return ops
-
-
-def _parse_dtypes(text) -> list[str]:
-    ds = [d.lower() for d in _split(text)]
-    for d in ds:
-        if d not in DTYPES:
-            raise ValueError(f"unknown dtype {d!r}; valid dtypes: {', '.join(DTYPES)}")
-    return ds
-
-
-def _parse_shapes(sizes: str | None, mnk: str | None) -> list[tuple[int, int, int]]:
-    shapes = []
-    for s in _split(sizes):
-        if not s.isdigit() or int(s) < 1:
-            raise ValueError(f"bad size {s!r} in --sizes: positive integers, comma-separated")
-        shapes.append((int(s),) * 3)
-    for s in _split(mnk):
-        parts = s.lower().split("x")
-        if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
-            raise ValueError(f"bad shape {s!r} in --mnk: write MxNxK, e.g. 300x200x500")
-        shapes.append((int(parts[0]), int(parts[1]), int(parts[2])))
-    return shapes
-
-
-def _expand_values(text: str) -> list[str]:
-    """``8,12`` / ``8..22`` / ``8..22:2`` -> list of raw strings."""
-    out: list[str] = []
-    for item in _split(text):
-        m = re.fullmatch(r"(-?\d+)\.\.(-?\d+)(?::(-?\d+))?", item)
-        if m:
-            lo, hi, step = int(m.group(1)), int(m.group(2)), int(m.group(3) or 1)
-            if step < 1:
-                raise ValueError(f"bad range {item!r}: the step must be a positive integer (LO..HI:STEP)")
-            if hi < lo:
-                raise ValueError(f"bad range {item!r}: LO..HI needs LO <= HI")
-            out.extend(str(v) for v in range(lo, hi + 1, step))
-        else:
-            out.append(item)
-    return out
-
-
-def parse_grid_specs(specs: Iterable[str]) -> dict[str, dict[str, list[str]]]:
-    """Split ``--grid`` specs into raw values (not validated).
-
-    Parameters
-    ----------
-    specs : iterable of str
-        ``"BACKEND:KNOB=V1,V2;KNOB=V"``, e.g. ``"ozaki2:moduli=8,12;mode=accurate"``;
-        values may be ranges ``LO..HI[:STEP]``.
-
-    Returns
-    -------
-    dict
-        ``{backend: {knob: [raw values]}}``, names lower-cased.
-
-    Raises
-    ------
-    ValueError
-        A spec without ``BACKEND:``, a part without ``=``, or a knob without values.
-    """
-    grids: dict[str, dict[str, list[str]]] = {}
-    for spec in specs:
-        if ":" not in spec:
-            raise ValueError(f"bad --grid {spec!r}: write BACKEND:KNOB=V1,V2;KNOB=V (e.g. ozaki2:moduli=8,12,16)")
-        name, body = spec.split(":", 1)
-        knobs = grids.setdefault(name.strip().lower(), {})
-        for part in body.split(";"):
-            if not part.strip():
-                continue
-            if "=" not in part:
-                raise ValueError(f"bad --grid part {part!r} in {spec!r}: write KNOB=V1,V2")
-            key, vals = part.split("=", 1)
-            values = _expand_values(vals)
-            if not values:
-                raise ValueError(f"--grid {spec!r}: knob {key.strip()!r} has no values")
-            knobs[key.strip().lower()] = values
-    return grids
-
-
-def _backend(name: str):
-    from .. import backends
-
-    return backends.get(name)  # ValueError listing the valid backends
-
-
-def _declared_grid(be, quick: bool, rank_k: bool = False) -> dict[str, list]:
-    """The backend's own grid (``{}``, the option defaults, where it declares none)."""
-    grid = be.quick_grid(rank_k) if quick else be.sweep_grid
-    return {key: list(values) for key, values in (grid or {}).items()}
-
-
-def declared_grids(quick: bool = False) -> dict[str, dict[str, list]]:
-    """Every registered backend's declared grid, derived from the registry.
-
-    Backends that declare no grid are left out (a full sweep runs them at
-    their option defaults; ``--quick`` leaves them out).
-
-    Parameters
-    ----------
-    quick : bool, optional
-        The quick sweep's grids instead of the full ones.
-
-    Returns
-    -------
-    dict
-        ``{backend: {knob: [parsed values]}}``.
-    """
-    from .. import backends as registry
-
-    out = {}
-    for name in registry.names():
-        be = registry.get(name)
-        if (be.quick_grid() if quick else be.sweep_grid) is not None:
-            out[name] = _declared_grid(be, quick)
-    return out
-
-
-def validate_grid(be, grid: dict[str, list], where: str) -> dict[str, list]:
-    """Parse every value of a knob grid with the backend's option parser.
-
-    Parameters
-    ----------
-    be : Backend
-        The backend the grid is for.
-    grid : dict of str to list
-        ``{knob: [raw values]}``; knobs not given stay at their defaults.
-    where : str
-        Where the grid came from, for error messages (e.g. ``"--grid"``).
-
-    Returns
-    -------
-    dict of str to list
-        ``{knob: [parsed values]}`` in the backend's option order, duplicates dropped.
-
-    Raises
-    ------
-    ValueError
-        An unknown knob or a bad value, naming the backend and the valid ones.
-    """
-    for key in grid:
-        if key not in be.options:
-            valid = ", ".join(be.options) or "none"
-            raise ValueError(f"backend {be.name!r} has no knob {key!r} ({where}); valid knobs: {valid}")
-    parsed: dict[str, list] = {}
-    for key, spec in be.options.items():
-        raw = grid.get(key)
-        if raw is None:
-            continue
-        vals = []
-        for v in raw:
-            try:
-                p = spec.parse(v)
-            except ValueError as exc:
-                valid = getattr(spec.parse, "valid", "")
-                hint = f"; valid values: {valid}" if valid else ""
-                raise ValueError(
-                    f"bad value {v!r} for knob {key!r} of backend {be.name!r} ({where}): {exc}{hint}"
-                ) from None
-            if p not in vals:
-                vals.append(p)
-        parsed[key] = vals
-    return parsed
-
-
-def _knob_product(grid: dict[str, list]) -> list[dict[str, Any]]:
-    combos: list[dict[str, Any]] = [{}]
-    for key, vals in grid.items():
-        combos = [{**c, key: v} for c in combos for v in vals]
-    return combos
-
-
-def knobs_text(knobs: dict[str, Any]) -> str:
-    """How a configuration's knobs are stored.
-
-    Parameters
-    ----------
-    knobs : dict
-        ``{option: value}``.
-
-    Returns
-    -------
-    str
-        ``moduli=8;mode=accurate``.
-    """
-    return ";".join(f"{k}={v}" for k, v in knobs.items())
-
-
-def knobs_shown(text: str | None) -> str:
-    """Stored knobs as a person reads them.
-
-    Parameters
-    ----------
-    text : str or None
-        As :func:`knobs_text` writes them.
-
-    Returns
-    -------
-    str
-        ``moduli=8, mode=accurate``; empty for none.
-    """
-    return ", ".join(kv for kv in (text or "").split(";") if kv)
-
 
 # ---------------------------------------------------------------------------
 # configurations
@@ -426,7 +223,7 @@ def plan(
     if device == "gpu":
         _cupy_or_error()
     grid_specs = parse_grid_specs(grid)
-    explicit_backends = _split(backends) if isinstance(backends, str) else list(backends or [])
+    explicit_backends = split_list(backends) if isinstance(backends, str) else list(backends or [])
     notes: list[str] = []
     if quick:
         clash = [
@@ -447,7 +244,7 @@ def plan(
     if explicit_backends:
         names = []
         for name in explicit_backends:
-            be = _backend(name)
+            be = backend_named(name)
             ok, detail = be.device_readiness(device)
             if not ok:
                 raise ValueError(f"backend {be.name!r} cannot run on the {device.upper()} here: {detail}")
@@ -458,40 +255,40 @@ def plan(
         candidates = ["native"] + [n for n in registry.names() if n != "native"]
         if quick:
             candidates = ["native"] + [
-                n for n in candidates if n != "native" and (_backend(n).quick_grid() is not None)
+                n for n in candidates if n != "native" and (backend_named(n).quick_grid() is not None)
             ]
         for name in candidates:
-            be = _backend(name)
+            be = backend_named(name)
             ok, detail = be.device_readiness(device)
             if ok:
                 names.append(be.name)
             else:
                 notes.append(f"backend {be.name} skipped: cannot run on the {device.upper()} here ({detail})")
         for name in grid_specs:
-            be = _backend(name)
+            be = backend_named(name)
             if be.name not in names:
                 raise ValueError(f"--grid names backend {be.name!r}, which cannot run here or is not selected")
     for name in grid_specs:
-        if _backend(name).name not in names:
+        if backend_named(name).name not in names:
             raise ValueError(f"--grid names backend {name!r}, which is not in --backends ({', '.join(names)})")
     base_grids = {}
     for name in names:
-        be = _backend(name)
+        be = backend_named(name)
         if name in grid_specs:
             base_grids[name] = validate_grid(be, grid_specs[name], "--grid")
         else:
             base_grids[name] = validate_grid(
-                be, _declared_grid(be, quick), f"{be.name}'s {'sweep_quick_grid' if quick else 'sweep_grid'}"
+                be, declared_grid(be, quick), f"{be.name}'s {'sweep_quick_grid' if quick else 'sweep_grid'}"
             )
     if quick:
         blocks = QUICK_PLAN
     else:
-        fams = _split(families) or ["phi0.5"]
-        shapes = _parse_shapes(sizes, mnk) or [(256, 256, 256)]
+        fams = split_list(families) or ["phi0.5"]
+        shapes = parse_shapes(sizes, mnk) or [(256, 256, 256)]
         blocks = [
             {
-                "ops": _parse_ops(ops) or ["gemm"],
-                "dtypes": _parse_dtypes(dtypes) or ["d"],
+                "ops": parse_ops(ops) or ["gemm"],
+                "dtypes": parse_dtypes(dtypes) or ["d"],
                 "shapes": shapes,
                 "families": fams,
             }
@@ -505,9 +302,9 @@ def plan(
         if block.get("rank_k"):
             for name in block_grids:
                 if name not in grid_specs:
-                    be = _backend(name)
+                    be = backend_named(name)
                     block_grids[name] = validate_grid(
-                        be, _declared_grid(be, quick, rank_k=True), f"{be.name}'s sweep_quick_rank_k_grid"
+                        be, declared_grid(be, quick, rank_k=True), f"{be.name}'s sweep_quick_rank_k_grid"
                     )
         for op in block["ops"]:
             for dt in block["dtypes"]:
@@ -524,7 +321,7 @@ def plan(
                     for fam in block["families"]:
                         fam_name = fam.strip().lower()
                         for name in names:
-                            for combo in _knob_product(block_grids[name]):
+                            for combo in knob_product(block_grids[name]):
                                 c = Config(
                                     op, dt, tuple(shape), fam_name, name, tuple(combo.items()), device, seed, samples
                                 )

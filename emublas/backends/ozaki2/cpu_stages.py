@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from ..._kernels import cpu
-from . import kernels_cpu, kernels_crt, pipeline
+from . import kernels_cpu, kernels_crt, kernels_run, pipeline
 from .recipes import PLANES_PER_MODULUS
 
 __all__ = ["CpuStages", "new_state", "finalize", "residues"]
@@ -268,7 +268,7 @@ class CpuStages:
         rest of the call as ``crt``.
         """
         px, py = planes
-        first, (t_gemm, _) = kernels_crt.oz_run_products(
+        first, (t_gemm, _) = kernels_run.oz_run_products(
             schedule(jb, start, stop),
             px,
             py,
@@ -289,7 +289,7 @@ class CpuStages:
             self.t0 = t1
 
 
-def schedule(jb: pipeline.Job, start: int, stop: int) -> kernels_crt.RunSchedule:
+def schedule(jb: pipeline.Job, start: int, stop: int) -> kernels_run.RunSchedule:
     """The C loop's schedule of moduli ``[start, stop)`` of ``jb`` (one run: one plane kind).
 
     Parameters
@@ -299,7 +299,7 @@ def schedule(jb: pipeline.Job, start: int, stop: int) -> kernels_crt.RunSchedule
 
     Returns
     -------
-    kernels_crt.RunSchedule
+    kernels_run.RunSchedule
         Built once and kept in ``jb.memo`` under ``("cpu_schedule", start, stop)``:
         it depends only on the job (recipes, moduli, k, chunk width), which is the
         job's cache key, and on the run's bounds.
@@ -308,7 +308,7 @@ def schedule(jb: pipeline.Job, start: int, stop: int) -> kernels_crt.RunSchedule
     sched = jb.memo.get(key)
     if sched is None:
         recs = jb.recipes[start:stop]
-        sched = kernels_crt.RunSchedule(
+        sched = kernels_run.RunSchedule(
             PLANES_PER_MODULUS[recs[0].planes],
             jb.kk,
             jb.k_chunk,
