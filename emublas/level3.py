@@ -41,7 +41,7 @@ from ._front import (
 from .blas import _gemm
 from .level3_native import native_symm, native_tri, store
 
-__all__ = ["symm", "hemm", "trmm", "trsm", "ROUTINES", "LEAF", "scipy_dims"]
+__all__ = ["symm", "hemm", "trmm", "trsm", "ROUTINES", "LEAF"]
 
 #: Largest diagonal block an emulating backend handles as one piece (made explicit for
 #: symm/hemm/trmm, solved natively for trsm), per device.  On the GPU an emulated product
@@ -469,62 +469,3 @@ for _p in "sdcz":
 for _p in "cz":
     ROUTINES[_p + "hemm"] = _make_symm("hemm", _p)
 del _p
-
-
-# ---------------------------------------------------------------------------
-# for the interpose shim
-# ---------------------------------------------------------------------------
-
-
-def scipy_dims(name: str, args: tuple, kwargs: dict):
-    """The sizes of a scipy ``{symm,hemm,trmm,trsm}`` call, for the interpose shim's size policy.
-
-    Parameters
-    ----------
-    name : str
-        The prefixed routine, e.g. ``"dtrsm"``.
-    args : tuple
-        The call's positional arguments.
-    kwargs : dict
-        Its keyword arguments.
-
-    Returns
-    -------
-    tuple or None
-        ``(m, n, k, dtype)``; None where the arguments are ones scipy should
-        handle itself (bad codes or shapes, non-2-D operands, emublas-only keywords).
-    """
-    import inspect
-
-    try:
-        bound = inspect.signature(ROUTINES[name]).bind(*args, **kwargs)
-    except TypeError:
-        return None
-    p = bound.arguments
-    if p.get("backend") is not None or p.get("options"):
-        return None
-    try:
-        a, b = np.asarray(p["a"]), np.asarray(p["b"])
-        if a.ndim != 2 or b.ndim != 2 or a.dtype.kind not in "biufc" or b.dtype.kind not in "biufc":
-            return None
-        if isinstance(p["alpha"], str) or isinstance(p.get("beta"), str):
-            return None
-        side, lower = int(p.get("side", 0)), int(p.get("lower", 0))
-        if side not in (0, 1) or lower not in (0, 1):
-            return None
-        m, n = b.shape
-        k = n if side else m
-        if name[1:] in ("symm", "hemm"):
-            if a.shape != (k, k):
-                return None
-            c = p.get("c")
-            if c is not None and np.shape(c) != (m, n):
-                return None
-        else:
-            if int(p.get("trans_a", 0)) not in (0, 1, 2) or int(p.get("diag", 0)) not in (0, 1):
-                return None
-            if a.shape != (k, k):
-                return None  # trmm's larger a is left to scipy
-    except (TypeError, ValueError):
-        return None
-    return m, n, k, DTYPES[name[0]]

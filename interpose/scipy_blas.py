@@ -19,7 +19,7 @@ import numpy as np
 
 from . import policy
 
-__all__ = ["SCIPY_NAMES", "call_dims", "replacement", "replacements", "clear_blas_memo"]
+__all__ = ["SCIPY_NAMES", "call_dims", "level3_dims", "replacement", "replacements", "clear_blas_memo"]
 
 SCIPY_NAMES = tuple(p + r for r in ("gemm", "syrk", "syr2k", "symm", "trmm", "trsm") for p in "sdcz") + (
     "cherk",
@@ -57,7 +57,7 @@ def call_dims(name: str, args: tuple, kwargs: dict):
     ----------
     name, args, kwargs
         The prefixed scipy routine (any of :data:`SCIPY_NAMES`) and the call's
-        arguments, as :func:`emublas.level3.scipy_dims` takes them.
+        arguments.
 
     Returns
     -------
@@ -67,9 +67,7 @@ def call_dims(name: str, args: tuple, kwargs: dict):
     from emublas import blas as front
 
     if name[1:] in ("symm", "hemm", "trmm", "trsm"):
-        from emublas import level3
-
-        return level3.scipy_dims(name, args, kwargs)
+        return level3_dims(name, args, kwargs)
     sig = _SIGNATURES[name[1:]]
     try:
         bound = sig.bind(*args, **kwargs)
@@ -206,3 +204,58 @@ def clear_blas_memo() -> None:
     memo = getattr(blas.get_blas_funcs, "memo", None)
     if isinstance(memo, dict):
         memo.clear()
+
+
+def level3_dims(name: str, args: tuple, kwargs: dict):
+    """The sizes of a scipy ``{symm,hemm,trmm,trsm}`` call, for the interpose shim's size policy.
+
+    Parameters
+    ----------
+    name : str
+        The prefixed routine, e.g. ``"dtrsm"``.
+    args : tuple
+        The call's positional arguments.
+    kwargs : dict
+        Its keyword arguments.
+
+    Returns
+    -------
+    tuple or None
+        ``(m, n, k, dtype)``; None where the arguments are ones scipy should
+        handle itself (bad codes or shapes, non-2-D operands, emublas-only keywords).
+    """
+    from emublas import blas as front
+    from emublas import level3
+
+    try:
+        bound = inspect.signature(level3.ROUTINES[name]).bind(*args, **kwargs)
+    except TypeError:
+        return None
+    p = bound.arguments
+    if p.get("backend") is not None or p.get("options"):
+        return None
+    try:
+        a, b = np.asarray(p["a"]), np.asarray(p["b"])
+        if a.ndim != 2 or b.ndim != 2 or a.dtype.kind not in "biufc" or b.dtype.kind not in "biufc":
+            return None
+        if isinstance(p["alpha"], str) or isinstance(p.get("beta"), str):
+            return None
+        side, lower = int(p.get("side", 0)), int(p.get("lower", 0))
+        if side not in (0, 1) or lower not in (0, 1):
+            return None
+        m, n = b.shape
+        k = n if side else m
+        if name[1:] in ("symm", "hemm"):
+            if a.shape != (k, k):
+                return None
+            c = p.get("c")
+            if c is not None and np.shape(c) != (m, n):
+                return None
+        else:
+            if int(p.get("trans_a", 0)) not in (0, 1, 2) or int(p.get("diag", 0)) not in (0, 1):
+                return None
+            if a.shape != (k, k):
+                return None  # trmm's larger a is left to scipy
+    except (TypeError, ValueError):
+        return None
+    return m, n, k, front.DTYPES[name[0]]
