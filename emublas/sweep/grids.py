@@ -12,13 +12,10 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from .inputs import DTYPES
-
 __all__ = [
     "OPS",
     "split_list",
-    "parse_ops",
-    "parse_dtypes",
+    "parse_choices",
     "parse_shapes",
     "parse_grid_specs",
     "backend_named",
@@ -47,12 +44,17 @@ def split_list(text: str | None) -> list[str]:
     return [t.strip() for t in (text or "").split(",") if t.strip()]
 
 
-def parse_ops(text) -> list[str]:
-    """The ``--ops`` list, checked against :data:`OPS`.
+def parse_choices(text, valid, what: str) -> list[str]:
+    """A comma list of names (``--ops``, ``--dtypes``), lower-cased and checked.
 
     Parameters
     ----------
     text : str or None
+        The list.
+    valid : collection of str
+        The names allowed.
+    what : str
+        The kind of name, for the message ("operation", "dtype").
 
     Returns
     -------
@@ -61,36 +63,13 @@ def parse_ops(text) -> list[str]:
     Raises
     ------
     ValueError
-        An unknown operation (the message lists the valid ones).
+        A name not in ``valid`` (the message lists the valid ones).
     """
-    ops = [o.lower() for o in split_list(text)]
-    for o in ops:
-        if o not in OPS:
-            raise ValueError(f"unknown operation {o!r}; valid operations: {', '.join(OPS)}")
-    return ops
-
-
-def parse_dtypes(text) -> list[str]:
-    """The ``--dtypes`` list, checked against the sweep's dtype codes.
-
-    Parameters
-    ----------
-    text : str or None
-
-    Returns
-    -------
-    list of str
-
-    Raises
-    ------
-    ValueError
-        An unknown dtype (the message lists the valid ones).
-    """
-    ds = [d.lower() for d in split_list(text)]
-    for d in ds:
-        if d not in DTYPES:
-            raise ValueError(f"unknown dtype {d!r}; valid dtypes: {', '.join(DTYPES)}")
-    return ds
+    names = [t.lower() for t in split_list(text)]
+    for t in names:
+        if t not in valid:
+            raise ValueError(f"unknown {what} {t!r}; valid {what}s: {', '.join(valid)}")
+    return names
 
 
 def parse_shapes(sizes: str | None, mnk: str | None) -> list[tuple[int, int, int]]:

@@ -19,14 +19,13 @@ from .grids import (  # noqa: F401  (OPS, declared_grids, ... are also read as p
     knob_product,
     knobs_shown,
     knobs_text,
-    parse_dtypes,
+    parse_choices,
     parse_grid_specs,
-    parse_ops,
     parse_shapes,
     split_list,
     validate_grid,
 )
-from .inputs import parse_family
+from .inputs import DTYPES, parse_family
 
 __all__ = [
     "OPS",
@@ -287,8 +286,8 @@ def plan(
         shapes = parse_shapes(sizes, mnk) or [(256, 256, 256)]
         blocks = [
             {
-                "ops": parse_ops(ops) or ["gemm"],
-                "dtypes": parse_dtypes(dtypes) or ["d"],
+                "ops": parse_choices(ops, OPS, "operation") or ["gemm"],
+                "dtypes": parse_choices(dtypes, DTYPES, "dtype") or ["d"],
                 "shapes": shapes,
                 "families": fams,
             }
