@@ -225,6 +225,21 @@ def test_input_layouts(seeded: Seeded, impl: str, m: int, n: int, k: int) -> Non
 
 
 @pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("m,n,k", [(96, 64, 128), (70, 66, 200), (33, 97, 131)])
+def test_every_order_of_a_b_and_out(seeded: Seeded, impl: str, m: int, n: int, k: int) -> None:
+    """C and F orders of all three operands, at shapes with whole 32-row panels and 64-deep k
+    steps (the AMX kernel's block-transposing packs) and tails of both."""
+    a, b = seeded.i8((m, k)), seeded.i8((k, n))
+    want = ref(a, b)
+    for oa in "CF":
+        for ob in "CF":
+            for oc in "CF":
+                out = np.empty((m, n), dtype=np.int32, order=oc)
+                cpu.i8gemm(np.array(a, order=oa), np.array(b, order=ob), out, impl=impl)
+                check(out, want, seeded, f"{impl} a:{oa} b:{ob} out:{oc}")
+
+
+@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("accumulate", [False, True])
 def test_out_layouts(seeded: Seeded, impl: str, accumulate: bool) -> None:
     m, n, k = 37, 53, 41

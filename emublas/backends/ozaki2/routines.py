@@ -13,6 +13,7 @@ import numpy as np
 
 from ..._arrays import is_cupy, namespace
 from . import calls, verdicts
+from . import graphs as cuda_graphs  # the name graphs is _execute's option
 from .planning import (  # noqa: F401  (MAX_HYBRID, MAX_REAL, plan, ... are also read as routines.<name>)
     DEFAULT_MODULI,
     MAX_2M,
@@ -118,8 +119,6 @@ def _execute(
         and fallback_factors is None
         and not unscale
     ):
-        from . import graphs as cuda_graphs
-
         fixed = (conj_x, conj_y, uplo, moduli, mode, fallback, split)
         sig = cuda_graphs.signature(routine, recipe_name, (family.name, family.maximum), x, y, out, alpha, beta, fixed)
     if sig is None:
