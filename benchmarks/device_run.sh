@@ -15,9 +15,10 @@
 #                                                     gemmEx, strided-batched gemmEx and cuBLASLt (heuristic and
 #                                                     timed algorithms), bench_int8_products_gpu.py:
 #                                                     $OUT/products.json, $OUT/products.md     (carry: .whl)
-#   bash benchmarks/device_run.sh gpu-tests a|b|c     build; the GPU tests in three parts that each fit one
+#   bash benchmarks/device_run.sh gpu-tests PART...   build; the GPU tests in three parts that each fit one
 #                                                     call (a: every file but the parity suite and level 3,
-#                                                     b: the parity suite, c: tests/test_level3.py; 16 workers,
+#                                                     b: the parity suite, c: tests/test_level3.py; parts
+#                                                     given together run side by side; 16 workers in all,
 #                                                     one line per test in $OUT/pytest_gpu_PART.log, the
 #                                                     slowest 25 listed; exits with pytest's status)  (carry: .whl)
 #   bash benchmarks/device_run.sh min-dim [OUT_DIR]   CPU, no build: the sweep behind EMUBLAS_MIN_DIM
@@ -62,22 +63,34 @@ gemmul8)
     exit $rc
     ;;
 gpu-tests)
-    part=${1:-}
-    case "$part" in
-    a) files=$(ls tests/test_*.py | grep -v -e test_blas_parity.py -e test_level3.py) ;;
-    b) files=tests/test_blas_parity.py ;;
-    c) files=tests/test_level3.py ;;
-    *) echo "gpu-tests: give the part, a, b or c (got '${part}')" >&2; exit 2 ;;
-    esac
+    [ $# -gt 0 ] || { echo "gpu-tests: give one or more parts, a, b or c" >&2; exit 2; }
+    for part in "$@"; do
+        case "$part" in a | b | c) ;; *) echo "gpu-tests: the parts are a, b and c (got '${part}')" >&2; exit 2 ;; esac
+    done
     source "$here/_device_setup.sh"
-    # -v: a line per test as it ends, so a call cut short still says which tests passed
-    timeout $((570 - SECONDS)) python3 -m pytest -v -p no:cacheprovider -m gpu -n 16 -rf --durations=25 \
-        $files >"$OUT/pytest_gpu_$part.log" 2>&1
-    rc=$?
-    echo "pytest exit status $rc at ${SECONDS} s$([ $rc -eq 124 ] && echo ': cut by the time limit, not complete')"
-    grep -cE " PASSED " "$OUT/pytest_gpu_$part.log" | sed 's/^/passed: /'
-    grep -E "(FAILED|ERROR) " "$OUT/pytest_gpu_$part.log" | head -20
-    tail -1 "$OUT/pytest_gpu_$part.log"
+    # parts given together run side by side and share the 16 workers
+    workers=$((16 / $#))
+    for part in "$@"; do
+        case "$part" in
+        a) files=$(ls tests/test_*.py | grep -v -e test_blas_parity.py -e test_level3.py) ;;
+        b) files=tests/test_blas_parity.py ;;
+        c) files=tests/test_level3.py ;;
+        esac
+        # -v: a line per test as it ends, so a call cut short still says which tests passed
+        (timeout $((570 - SECONDS)) python3 -m pytest -v -p no:cacheprovider -m gpu -n "$workers" -rf \
+            --durations=25 $files >"$OUT/pytest_gpu_$part.log" 2>&1
+        echo $? >"$OUT/pytest_gpu_$part.rc") &
+    done
+    wait
+    rc=0
+    for part in "$@"; do
+        r=$(cat "$OUT/pytest_gpu_$part.rc")
+        echo "part $part: pytest exit status $r at ${SECONDS} s$([ "$r" -eq 124 ] && echo ': cut by the time limit, not complete')"
+        grep -cE " PASSED " "$OUT/pytest_gpu_$part.log" | sed 's/^/  passed: /'
+        grep -E "(FAILED|ERROR) " "$OUT/pytest_gpu_$part.log" | head -20
+        tail -1 "$OUT/pytest_gpu_$part.log"
+        [ "$r" -gt "$rc" ] && rc=$r
+    done
     exit $rc
     ;;
 products)
