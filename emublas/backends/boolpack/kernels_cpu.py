@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..._kernels import cpu
+from ..._kernels.operands import ptr
 
 __all__ = ["IMPLS", "Packed", "kernel_name", "pack", "gemm", "matmul01"]
 
@@ -141,11 +142,11 @@ def pack(x: np.ndarray, side: int, nplanes: int = 1, *, threads: int | None = No
         side,
         rows,
         k,
-        cpu.ptr(ffi, "const void *", x),
+        ptr(ffi, "const void *", x),
         rs,
         cs,
         nplanes,
-        cpu.ptr(ffi, "uint64_t *", out),
+        ptr(ffi, "uint64_t *", out),
         words,
         nthreads,
     )
@@ -229,10 +230,10 @@ def gemm(
         m,
         n,
         k,
-        cpu.ptr(ffi, "const uint64_t *", ap),
-        cpu.ptr(ffi, "const uint64_t *", bp),
+        ptr(ffi, "const uint64_t *", ap),
+        ptr(ffi, "const uint64_t *", bp),
         otype,
-        cpu.ptr(ffi, "void *", out),
+        ptr(ffi, "void *", out),
         out.strides[0] // out.itemsize,
         out.strides[1] // out.itemsize,
         w,

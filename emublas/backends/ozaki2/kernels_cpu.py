@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ..._kernels.cpu import elem_strides, ptr, require, threads_for
+from ..._kernels.cpu import require, threads_for
+from ..._kernels.operands import elem_strides, ptr
 
 __all__ = ["oz_kernel_name", "oz_residues", "oz_row_stats", "oz_bound_int8", "oz_residues_cplx", "oz_residues_3m"]
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from ..._kernels.cpu import check_operand, elem_strides, ptr, require, threads_for
+from ..._kernels.cpu import require, threads_for
+from ..._kernels.operands import check_operand, elem_strides, ptr
 from .kernels_cpu import _int32_vector, _oz_check, _oz_parts
 
 __all__ = ["oz_crt_accumulate", "oz_crt_finalize"]

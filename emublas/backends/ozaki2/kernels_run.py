@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from ..._kernels.cpu import ptr, require, threads_for
+from ..._kernels.cpu import require, threads_for
+from ..._kernels.operands import ptr
 from .kernels_cpu import _oz_check
 from .kernels_crt import _acc_array, _uplo, _weight
 
