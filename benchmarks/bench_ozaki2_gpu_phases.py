@@ -9,7 +9,10 @@ same product.  Inputs rand − 0.5 (complex: both parts), times exp(φ·randn) w
 ``--products gemmex lt`` times each size once per int8 product path (cublasGemmEx,
 cuBLASLt with timed algorithm choice: ``kernels_gpu.PRODUCTS``), in the same run;
 ``--graphs auto off`` times each with and without the CUDA-graph replay of small
-calls (the ``graphs`` option; the profiled call always runs directly).
+calls (the ``graphs`` option; the profiled call always runs directly); ``--final fused
+planes`` with and without the fused final pass (``gpu_engine.FUSED_FINAL``; the
+table's ``final`` column says which ran: a call whose products do not fit uses
+the term planes either way).
 
 Usage::
 
@@ -24,7 +27,7 @@ import json
 from functools import partial
 
 import emublas
-from emublas.backends.ozaki2 import calls, kernels_gpu, routines
+from emublas.backends.ozaki2 import calls, gpu_engine, kernels_gpu, routines
 from emublas.timing import cuda_batch
 
 
@@ -42,6 +45,13 @@ def main() -> None:
     ap.add_argument("--moduli", type=int, default=16)
     ap.add_argument("--products", nargs="+", choices=["gemmex", "lt", "auto"], default=[kernels_gpu.PRODUCTS])
     ap.add_argument("--graphs", nargs="+", choices=["auto", "off"], default=["auto"])
+    ap.add_argument(
+        "--final",
+        nargs="+",
+        choices=["fused", "planes"],
+        default=["fused"],
+        help="the final pass from resident products where they fit (fused), or always from int8 term planes",
+    )
     ap.add_argument("--phi", type=float, default=0.0)
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -63,7 +73,8 @@ def main() -> None:
             a, b = cupy.asfortranarray(a), cupy.asfortranarray(b)
             f = getattr(emublas, code + "gemm")
             _, native = _per_call(partial(f, 1.0, a, b, backend="native"))
-            for path in args.products:
+            for final, path in [(fi, pa) for fi in args.final for pa in args.products]:
+                gpu_engine.FUSED_FINAL = final == "fused"
                 kernels_gpu.PRODUCTS = path
                 for graphs in args.graphs:
                     call = partial(f, 1.0, a, b, backend="ozaki2", moduli=args.moduli, graphs=graphs)
@@ -84,6 +95,8 @@ def main() -> None:
                             "phi": args.phi,
                             "products": path,
                             "graphs": graphs,
+                            "final": final,
+                            "fused_final": routines.last_run()["gpu_plan"]["fused_final"],
                             "graph": replayed,
                             "host_s": host,
                             "device_s": dev,
@@ -92,6 +105,7 @@ def main() -> None:
                             "phases": phases,
                         }
                     )
+            gpu_engine.FUSED_FINAL = True
             del a, b
             cupy.get_default_memory_pool().free_all_blocks()
     print(
@@ -99,15 +113,16 @@ def main() -> None:
         f" phi = {args.phi}, per call (ms):"
     )
     print(
-        "| op | n | products | graphs (last call) | host | device | cuBLAS | × cuBLAS | scaling | residues"
+        "| op | n | products | graphs (last call) | final | host | device | cuBLAS | × cuBLAS | scaling | residues"
         " | int8 GEMMs | CRT | GEMM share |"
     )
-    print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         p = r["phases"]
         total = sum(p.get(k, 0.0) for k in ("scaling", "residues", "gemm", "crt"))
         print(
             f"| {r['op']} | {r['n']} | {r['products']} | {r['graphs']} ({r['graph'] or 'direct'}) |"
+            f" {'fused' if r['fused_final'] else 'planes'} |"
             f" {1e3 * r['host_s']:.3f} | {1e3 * r['device_s']:.3f} |"
             f" {1e3 * r['native_s']:.2f} | {r['vs_native']:.2f} |"
             + "".join(f" {1e3 * p.get(k, 0.0):.2f} |" for k in ("scaling", "residues", "gemm", "crt"))

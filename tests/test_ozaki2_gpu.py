@@ -128,6 +128,48 @@ def test_blocking_gives_the_same_result(emublas, cp, rng, monkeypatch, routine):
     cp.testing.assert_array_equal(blocked, whole)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("phi", [0.5, 6.0])
+def test_fused_final_pass_matches_the_term_planes(emublas, cp, rng, monkeypatch, dtype, phi):
+    """The products kept resident and reduced in the final pass give the term-plane path's
+    result bit for bit (phi = 6: entries the certificate sends to the fallback, too)."""
+    from emublas.backends.ozaki2 import gpu_engine, routines
+
+    m, n, k = 130, 97, 75
+    a = cp.asarray(_wide(rng, (m, k), dtype, phi))
+    b = cp.asarray(_wide(rng, (k, n), dtype, phi))
+    c = cp.asarray(randn(rng, (m, n), dtype))
+    alpha, beta = (0.75 - 0.5j, 1.25 + 0.5j) if np.dtype(dtype).kind == "c" else (0.75, -1.5)
+    fused = emublas.gemm(alpha, a, b, beta, c.copy(), backend="ozaki2", graphs="off")
+    assert routines.last_run()["gpu_plan"]["fused_final"] is True
+    monkeypatch.setattr(gpu_engine, "FUSED_FINAL", False)  # the term planes' plan
+    planes = emublas.gemm(alpha, a, b, beta, c.copy(), backend="ozaki2", graphs="off")
+    assert routines.last_run()["gpu_plan"]["fused_final"] is False
+    cp.testing.assert_array_equal(fused, planes)
+
+
+def test_fused_final_pass_needs_room_for_every_product(emublas, cp, rng, monkeypatch):
+    """A budget that holds the term planes but not every modulus's products keeps the
+    term-plane path, unblocked; rank-k terms that read a product transposed never fuse."""
+    from emublas.backends.ozaki2 import calls, gpu_stages, routines
+
+    n, k = 256, 64
+    a, b = randn(rng, (n, k), np.float64), randn(rng, (k, n), np.float64)
+    a_d, b_d = cp.asarray(a), cp.asarray(b)
+    emublas.dgemm(1.0, a_d, b_d, backend="ozaki2", graphs="off", moduli=16)
+    assert routines.last_run()["gpu_plan"]["fused_final"] is True
+    rp, kp = gpu_stages.kg.pad(n), gpu_stages.kg.pad(k)
+    fused_need = 16 * rp * rp * 4 + 16 * kp * 2 * rp  # every product, and one residue pass of both factors
+    monkeypatch.setattr(calls, "gpu_budget", lambda x, y, out: fused_need - 1)
+    got = emublas.dgemm(1.0, a_d, b_d, backend="ozaki2", graphs="off", moduli=16)
+    plan = routines.last_run()["gpu_plan"]
+    assert plan["fused_final"] is False and plan["column_block"] == n
+    np.testing.assert_array_equal(cp.asnumpy(got), emublas.dgemm(1.0, a, b, backend="ozaki2", moduli=16))
+    monkeypatch.undo()
+    emublas.dsyrk(1.0, a_d, backend="ozaki2", graphs="off", moduli=16)
+    assert routines.last_run()["gpu_plan"]["fused_final"] is False
+
+
 def test_workspace_too_small_raises(emublas, cp, rng, monkeypatch):
     from emublas.backends.ozaki2 import calls
 

@@ -10,6 +10,8 @@
  *                  (w1 X1 + w2 X2 mod m, X2 possibly X1 transposed)
  *   oz_crt_final   all terms of all moduli -> double-double CRT sum ->
  *                  symmetric representative -> unscale -> alpha/beta -> C
+ *   oz_crt_fused   the same straight from the int32 products of all moduli
+ *                  (oz_terms' reduction done in the sum's loop: no term planes)
  *
  * The arithmetic is the CPU kernels' (native/cpu/ozaki.c), operation for
  * operation: residues are exact, and the CRT sum is the same fixed sequence of
@@ -727,25 +729,95 @@ __device__ __forceinline__ void final_entry(double rh, double rl, double ih, dou
 
 #define OZ_MAX_TERMS EMUBLAS_OZ_MAX_TERMS
 
+/* Where the final pass reads term t of an entry.  Unfused: byte (i, j) of int8 term
+ * plane t.  Fused (products resident, no transposed reads): the int32 products the
+ * term combines, reduced here exactly as oz_terms_direct would have reduced them,
+ * (w1 X1 + w2 X2) mod m, so that both give the same term values, bit for bit.
+ * spec[t] = {product 1, product 2 (-1: none), w1 + 2^16 w2, modulus}; the products
+ * are planes of prod_stride ints, column j at j * ldp. */
+struct term_src {
+    const signed char *terms;
+    long long plane_stride, ldt;
+    const int *prods;
+    long long prod_stride, ldp;
+    const int4 *spec;
+    const double *mods; /* per modulus {m, inv, bias} */
+    int nmod;
+};
+
+template <bool FUSED> struct term_raw;
+template <> struct term_raw<false> {
+    signed char v;
+};
+template <> struct term_raw<true> {
+    int a, b;
+};
+
+/* the fused pass's term table in shared memory (a block-uniform read per term) */
+template <bool FUSED> struct term_smem {
+    __device__ void load(const term_src &, int) {}
+};
+template <> struct term_smem<true> {
+    int4 spec[OZ_MAX_TERMS];
+    ozmod mod[OZ_MAX_MOD];
+    __device__ void load(const term_src &S, int nterms)
+    {
+        for (int u = threadIdx.x; u < nterms; u += blockDim.x)
+            spec[u] = S.spec[u];
+        for (int u = threadIdx.x; u < S.nmod; u += blockDim.x)
+            mod[u] = ozmod{S.mods[3 * u], S.mods[3 * u + 1], S.mods[3 * u + 2], 0.0};
+    }
+};
+
+template <bool FUSED>
+__device__ __forceinline__ term_raw<FUSED> load_term(const term_src &S, const term_smem<FUSED> &sm, int t,
+                                                     long long j, long long i, bool in)
+{
+    term_raw<FUSED> r;
+    if constexpr (FUSED) {
+        const int4 sp = sm.spec[t];
+        const int *col = S.prods + j * S.ldp + i;
+        r.a = in ? col[(long long)sp.x * S.prod_stride] : 0;
+        r.b = in && sp.y >= 0 ? col[(long long)sp.y * S.prod_stride] : 0;
+    } else {
+        r.v = in ? S.terms[(long long)t * S.plane_stride + j * S.ldt + i] : 0;
+    }
+    return r;
+}
+
+template <bool FUSED>
+__device__ __forceinline__ double term_value(const term_raw<FUSED> &r, const term_smem<FUSED> &sm, int t)
+{
+    if constexpr (FUSED) {
+        const int4 sp = sm.spec[t];
+        const double w1 = (double)(short)(sp.z & 0xffff), w2 = (double)(sp.z >> 16);
+        return red_small(fma(w1, (double)r.a, w2 * (double)r.b), sm.mod[sp.w]); /* exact: |v| < 2^49 */
+    } else {
+        return (double)r.v;
+    }
+}
+
 /* One warp per output column, ENT entries per lane at rows lane + 32 e: the
- * term bytes, the certificate's per-row data and the output are read and
- * written by 32 consecutive lanes (coalesced), and the accumulators of a real
- * output (no imaginary part) take half the registers of a complex one, which
- * is what bounds this kernel's occupancy.  Grid (ceil(rows / (32 ENT)),
+ * term bytes (or products), the certificate's per-row data and the output are
+ * read and written by 32 consecutive lanes (coalesced), and the accumulators of
+ * a real output (no imaginary part) take half the registers of a complex one,
+ * which is what bounds this kernel's occupancy.  Grid (ceil(rows / (32 ENT)),
  * ceil(cols / 8)), 256 threads (8 columns per block). */
-template <bool CPLX, int ENT>
+template <bool CPLX, int ENT, bool FUSED>
 __device__ __forceinline__ void crt_final(
-    long long rows, long long cols, long long r0, long long j0, const signed char *terms, long long plane_stride,
-    long long ldt, int nterms, const signed char *part, const double *bhi, const double *blo, double Ph,
-    double Pl, double Pinv, const int *row_shift, const int *col_shift, double ar, double ai, double br,
-    double bi, int beta0, int dtype, void *out, long long rso, long long cso, int uplo, const oz_cert *cert)
+    long long rows, long long cols, long long r0, long long j0, const term_src &S, int nterms,
+    const signed char *part, const double *bhi, const double *blo, double Ph, double Pl, double Pinv,
+    const int *row_shift, const int *col_shift, double ar, double ai, double br, double bi, int beta0, int dtype,
+    void *out, long long rso, long long cso, int uplo, const oz_cert *cert)
 {
     __shared__ double2 sb[OZ_MAX_TERMS]; /* (big_hi, big_lo): one 16-byte load per term */
     __shared__ signed char spart[OZ_MAX_TERMS];
+    __shared__ term_smem<FUSED> sm;
     for (int u = threadIdx.x; u < nterms; u += blockDim.x) {
         sb[u] = make_double2(bhi[u], blo[u]);
         spart[u] = part[u];
     }
+    sm.load(S, nterms);
     __syncthreads();
     const int lane = threadIdx.x % 32;
     const long long i0 = (long long)blockIdx.x * (32 * ENT) + lane;
@@ -762,28 +834,26 @@ __device__ __forceinline__ void crt_final(
         rh[e] = rl[e] = 0.0;
         ih[e] = il[e] = 0.0;
     }
-    const signed char *tp = terms + j * ldt + i0;
     const bool full = i0 + 32 * (ENT - 1) < rows;
-    /* the next term's bytes and weights are loaded while this term is summed: the
+    /* the next term's values and weights are loaded while this term is summed: the
      * loads' latency, not the arithmetic, is what held this loop back */
-    signed char nx[ENT];
+    term_raw<FUSED> nx[ENT];
 #pragma unroll
     for (int e = 0; e < ENT; e++)
-        nx[e] = (nterms > 0 && (full || i0 + 32 * e < rows)) ? tp[32 * e] : 0;
+        nx[e] = load_term<FUSED>(S, sm, 0, j, i0 + 32 * e, nterms > 0 && (full || i0 + 32 * e < rows));
     double2 nb = nterms > 0 ? sb[0] : make_double2(0.0, 0.0);
     int np = nterms > 0 ? spart[0] : 0;
     for (int t = 0; t < nterms; t++) {
         double v[ENT];
 #pragma unroll
         for (int e = 0; e < ENT; e++)
-            v[e] = (double)nx[e];
+            v[e] = term_value<FUSED>(nx[e], sm, t);
         const double2 b = nb;
         const int pt_ = np;
         if (t + 1 < nterms) {
-            const signed char *pn = tp + (long long)(t + 1) * plane_stride;
 #pragma unroll
             for (int e = 0; e < ENT; e++)
-                nx[e] = (full || i0 + 32 * e < rows) ? pn[32 * e] : 0;
+                nx[e] = load_term<FUSED>(S, sm, t + 1, j, i0 + 32 * e, full || i0 + 32 * e < rows);
             nb = sb[t + 1];
             np = spart[t + 1];
         }
@@ -808,29 +878,51 @@ __device__ __forceinline__ void crt_final(
     }
 }
 
+/* The arguments after the term source, shared by both entry points. */
+#define OZ_CRT_TAIL_PARAMS                                                                                       \
+    int nterms, const signed char *part, const double *bhi, const double *blo, double Ph, double Pl,            \
+        double Pinv, const int *row_shift, const int *col_shift, double ar, double ai, double br, double bi,    \
+        int beta0, int dtype, void *out, long long rso, long long cso, int uplo, int certify,                   \
+        const double *row_err, const double *col_err, double crt_err, double target, const int *W,              \
+        long long ldw, const double *row_wsum, const double *col_wsum, const int *row_budget,                   \
+        const int *col_budget, int fix, int fdtype, const void *Lr, const void *Li, const void *Rr,             \
+        const void *Ri, long long rsl, long long csl, long long rsr, long long csr, long long k, int conj_l,     \
+        int conj_r, unsigned long long *uncertified, unsigned char *mask, int *tiles, long long ldm,            \
+        long long ntr
+
+#define OZ_CRT_TAIL_CALL(CPLX, ENT, FUSED)                                                                      \
+    const oz_cert C = {row_err, col_err, crt_err, target, W, ldw, row_wsum, col_wsum, row_budget,               \
+                       col_budget, fix, fdtype, Lr, Li, Rr, Ri, rsl, csl, rsr, csr, k, conj_l, conj_r,          \
+                       uncertified, mask, tiles, ldm, ntr};                                                      \
+    crt_final<CPLX, ENT, FUSED>(rows, cols, r0, j0, S, nterms, part, bhi, blo, Ph, Pl, Pinv, row_shift,          \
+                                col_shift, ar, ai, br, bi, beta0, dtype, out, rso, cso, uplo,                    \
+                                certify ? &C : nullptr)
+
 #define OZ_CRT_FINAL(NAME, CPLX, ENT)                                                                          \
-    extern "C" __global__ void __launch_bounds__(256, 4) NAME(                                                  \
-        long long rows, long long cols, long long r0, long long j0, const signed char *terms,                   \
-        long long plane_stride, long long ldt, int nterms, const signed char *part, const double *bhi,          \
-        const double *blo, double Ph, double Pl, double Pinv, const int *row_shift, const int *col_shift,        \
-        double ar, double ai, double br, double bi, int beta0, int dtype, void *out, long long rso,             \
-        long long cso, int uplo, int certify, const double *row_err, const double *col_err, double crt_err,     \
-        double target, const int *W, long long ldw, const double *row_wsum, const double *col_wsum,            \
-        const int *row_budget, const int *col_budget, int fix, int fdtype, const void *Lr, const void *Li,     \
-        const void *Rr, const void *Ri, long long rsl, long long csl, long long rsr, long long csr, long long k, \
-        int conj_l, int conj_r, unsigned long long *uncertified, unsigned char *mask, int *tiles, long long ldm, \
-        long long ntr)                                                                                           \
+    extern "C" __global__ void __launch_bounds__(256, 4)                                                        \
+        NAME(long long rows, long long cols, long long r0, long long j0, const signed char *terms,              \
+             long long plane_stride, long long ldt, OZ_CRT_TAIL_PARAMS)                                          \
     {                                                                                                            \
-        const oz_cert C = {row_err, col_err, crt_err, target, W, ldw, row_wsum, col_wsum, row_budget,           \
-                           col_budget, fix, fdtype, Lr, Li, Rr, Ri, rsl, csl, rsr, csr, k, conj_l, conj_r,      \
-                           uncertified, mask, tiles, ldm, ntr};                                                  \
-        crt_final<CPLX, ENT>(rows, cols, r0, j0, terms, plane_stride, ldt, nterms, part, bhi, blo, Ph, Pl, Pinv, \
-                             row_shift, col_shift, ar, ai, br, bi, beta0, dtype, out, rso, cso, uplo,            \
-                             certify ? &C : nullptr);                                                            \
+        const term_src S = {terms, plane_stride, ldt, nullptr, 0, 0, nullptr, nullptr, 0};                      \
+        OZ_CRT_TAIL_CALL(CPLX, ENT, false);                                                                      \
+    }
+
+/* The final pass straight from the int32 products (no term planes): as oz_crt_final, with
+ * term t read through spec[t] (see term_src) from products[spec.x], products[spec.y]. */
+#define OZ_CRT_FUSED(NAME, CPLX, ENT)                                                                          \
+    extern "C" __global__ void __launch_bounds__(256, 4)                                                        \
+        NAME(long long rows, long long cols, long long r0, long long j0, const int *prods,                      \
+             long long prod_stride, long long ldp, const int4 *spec, const double *mods, int nmod,               \
+             OZ_CRT_TAIL_PARAMS)                                                                                 \
+    {                                                                                                            \
+        const term_src S = {nullptr, 0, 0, prods, prod_stride, ldp, spec, mods, nmod};                          \
+        OZ_CRT_TAIL_CALL(CPLX, ENT, true);                                                                       \
     }
 
 OZ_CRT_FINAL(oz_crt_final_real, false, 4)
 OZ_CRT_FINAL(oz_crt_final_cplx, true, 2)
+OZ_CRT_FUSED(oz_crt_fused_real, false, 4)
+OZ_CRT_FUSED(oz_crt_fused_cplx, true, 2)
 
 /* The entries oz_crt_final flagged, recomputed as float64 dot products of the data.  One
  * 64 x 64 block (2 x 2 of the final pass's 32 x 32 flag tiles; a block with none flagged

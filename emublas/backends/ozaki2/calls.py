@@ -315,8 +315,12 @@ def resolve_devices(devices):
 
 
 def gpu_budget(x, y, out) -> int:
-    """GPU workspace limit: twice the operands and output (at least GPU_MIN_WORKSPACE),
+    """GPU workspace limit: eight times the operands and output (at least GPU_MIN_WORKSPACE),
     and at most 60% of what the device and cupy's pool have free.
+
+    The fused final pass keeps every modulus's int32 products, about four to six
+    times the operands and output at 16–20 moduli (more when k is much smaller
+    than m and n); where that does not fit, the term-plane path needs about twice them.
 
     Parameters
     ----------
@@ -332,5 +336,5 @@ def gpu_budget(x, y, out) -> int:
 
     free, _ = cupy.cuda.runtime.memGetInfo()
     free += cupy.get_default_memory_pool().free_bytes()
-    wanted = max(2 * (x.nbytes + (0 if y is x else y.nbytes) + out.nbytes), GPU_MIN_WORKSPACE)
+    wanted = max(8 * (x.nbytes + (0 if y is x else y.nbytes) + out.nbytes), GPU_MIN_WORKSPACE)
     return int(min(wanted, 0.6 * free))  # headroom: scaling temporaries, the allocator's rounding

@@ -1,11 +1,14 @@
 """Ozaki-II calls on cupy arrays: one device, or several GPUs of one host.
 
 The work itself is :func:`emublas.ozaki2.pipeline.run` over the GPU's stages
-(:mod:`.gpu_stages`); this module decides where it runs.  Memory: the
-workspace (term planes, one modulus's products, a batch's residue planes) is
-kept within ``budget`` bytes by blocking over the output's columns and by
-smaller batches of moduli (:func:`~.gpu_stages.workspace_plan`); when even the
-smallest plan does not fit, :class:`MemoryError` says how much it needs.
+(:mod:`.gpu_stages`); this module decides where it runs.  Memory: where every
+product of every modulus fits within ``budget`` bytes beside one residue pass
+(and no term reads a product transposed), the products stay resident and the
+fused final pass reads them directly; otherwise the workspace (term planes, one
+modulus's products, a batch's residue planes) is kept within ``budget`` by
+blocking over the output's columns and by smaller batches of moduli
+(:func:`~.gpu_stages.workspace_plan`); when even the smallest plan does not
+fit, :class:`MemoryError` says how much it needs.
 
 Several devices: the arrays live on the first; the others get copies of the
 inputs and either a share of the moduli (their int8 term planes come home for
@@ -22,9 +25,13 @@ import numpy as np
 
 from . import kernels_gpu as kg
 from . import pipeline
-from .gpu_stages import Events, GpuStages, final, workspace_plan
+from .gpu_stages import Events, GpuStages, final, final_fused, fused_products, workspace_plan
 
-__all__ = ["run"]
+__all__ = ["run", "FUSED_FINAL"]
+
+#: Whether a call may keep its products resident for the fused final pass (where they
+#: fit); False forces the term planes (benchmarks compare the two; results are identical).
+FUSED_FINAL = True
 
 
 class _Call:
@@ -47,7 +54,7 @@ class _Call:
             return min(j0, self.m), self.m
         return 0, self.m
 
-    def stages(self, jb, on, r0, r1, j0, j1, blocked, slot0=0, events=None):
+    def stages(self, jb, on, r0, r1, j0, j1, blocked, slot0=0, events=None, resident=None):
         return GpuStages(
             on,
             r0,
@@ -62,6 +69,7 @@ class _Call:
             uplo=self.uplo,
             slot0=slot0,
             events=events,
+            resident=resident,
         )
 
 
@@ -300,7 +308,8 @@ def run(
     if len(devices) == 1:
         split = "tiles"
     ndev = len(devices) if split == "tiles" else 1
-    nb, batch = workspace_plan(
+    moduli_split = split == "moduli" and len(devices) > 1
+    nb, batch, fused = workspace_plan(
         m,
         -(-n // ndev) if ndev > 1 else n,
         jb.kk,
@@ -311,6 +320,7 @@ def run(
         jb.transposed,
         same,
         budget,
+        fused_products(jb) if FUSED_FINAL and not (jb.transposed or moduli_split) else 0,
     )
     if ndev > 1:
         nb = min(nb, -(-n // ndev))
@@ -318,7 +328,7 @@ def run(
     ons = {home: _On(call, home, x, y, x_shift, y_shift, home, cert, final_y_shift)}
     ev.mark("crt")
     blocked = nb < n
-    if split == "moduli" and len(devices) > 1 and not blocked:
+    if moduli_split and not blocked:
         _run_moduli_split(jb, call, devices, ons, x, y, x_shift, y_shift, home, batch, alpha, beta, out, ev)
     else:
         pending = []
@@ -332,19 +342,24 @@ def run(
                 on = ons.get(dev) or ons.setdefault(
                     dev, _On(call, dev, x, y, x_shift, y_shift, home, cert, final_y_shift)
                 )
-                T = cupy.empty((jb.nterms, j1 - j0, kg.pad(r1 - r0)), np.int8)
-                pipeline.run(jb, call.stages(jb, on, r0, r1, j0, j1, blocked, events=ev), T, batch=batch)
+                if fused:  # every product stays resident for the fused final pass
+                    T = cupy.empty((fused_products(jb), kg.pad(j1 - j0), kg.pad(r1 - r0)), np.int32)
+                    stages = call.stages(jb, on, r0, r1, j0, j1, blocked, events=ev, resident=T)
+                    last = final_fused
+                else:  # one modulus's products at a time, reduced to int8 term planes
+                    T = cupy.empty((jb.nterms, j1 - j0, kg.pad(r1 - r0)), np.int8)
+                    stages = call.stages(jb, on, r0, r1, j0, j1, blocked, events=ev)
+                    last = final
+                pipeline.run(jb, stages, T, batch=batch)
                 if dev == home:
-                    final(jb, on, T, r0, r1, j0, j1, alpha, beta, out, uplo, cert=on.cert)
+                    last(jb, on, T, r0, r1, j0, j1, alpha, beta, out, uplo, cert=on.cert)
                 else:  # the column block computed on dev, starting from out's values there
                     local = cupy.empty((m, j1 - j0), out.dtype, order="F")
                     with cupy.cuda.Device(home):
                         src = cupy.asfortranarray(out[:, j0:j1])
                         ready = _event()
                     _peer_copy(local.data.ptr, dev, src.data.ptr, home, src.nbytes, ready)
-                    final(
-                        jb, on, T, r0, r1, j0, j1, alpha, beta, local, uplo, out_j0=j0, cert=on.cert_for(j0, j1, home)
-                    )
+                    last(jb, on, T, r0, r1, j0, j1, alpha, beta, local, uplo, out_j0=j0, cert=on.cert_for(j0, j1, home))
                     pending.append((dev, local, j0, j1, _event(), src))
                 ev.mark("crt")
                 del T
@@ -357,6 +372,7 @@ def run(
         "column_block": nb,
         "moduli_per_pass": batch,
         "terms": jb.nterms,
+        "fused_final": fused,
         "devices": devices,
         "split": split if len(devices) > 1 else None,
         "peer_access": peer if len(devices) > 1 else None,

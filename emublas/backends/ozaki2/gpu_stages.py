@@ -28,7 +28,18 @@ from . import kernels_gpu_crt as kc
 from . import pipeline
 from .recipes import PLANES_PER_MODULUS
 
-__all__ = ["GpuStages", "Events", "workspace_plan", "job_constants", "spec", "final"]
+__all__ = [
+    "GpuStages",
+    "Events",
+    "workspace_plan",
+    "fused_products",
+    "job_constants",
+    "fused_table",
+    "fused_constants",
+    "spec",
+    "final",
+    "final_fused",
+]
 
 
 class Events:
@@ -83,20 +94,50 @@ def _workspace(nterms, mr, nb, nprod, swap, pl, batch, kk, same_single):
     rp, bp, kp = kg.pad(mr), kg.pad(nb), kg.pad(kk)
     terms = nterms * rp * nb
     prods = nprod * (2 if swap else 1) * rp * bp * 4
-    per_mod = pl * kp * (rp + (0 if same_single else bp) + (rp + bp if swap else 0))
-    return terms + prods + batch * per_mod
+    return terms + prods + batch * _planes_per_modulus(rp, bp, kp, pl, swap, same_single)
+
+
+def _planes_per_modulus(rp, bp, kp, pl, swap, same_single):
+    return pl * kp * (rp + (0 if same_single else bp) + (rp + bp if swap else 0))
+
+
+def fused_products(jb: pipeline.Job) -> int:
+    """int32 product planes the fused final pass reads: every modulus's, per k-chunk.
+
+    Parameters
+    ----------
+    jb : pipeline.Job
+        The schedule.
+
+    Returns
+    -------
+    int
+        ``nmod · nchunks · nprod``.
+    """
+    return jb.nmod * jb.nchunks * jb.nprod
 
 
 @lru_cache(maxsize=256)
-def workspace_plan(m, n, kk, nterms, nprod, pl, nmod, transposed, same, budget) -> tuple[int, int]:
-    """``(nb, batch)``: output columns per block and moduli per residue pass within ``budget``
-    bytes (blocking over columns recomputes the left factor's residues per block)."""
+def workspace_plan(m, n, kk, nterms, nprod, pl, nmod, transposed, same, budget, resident=0) -> tuple[int, int, bool]:
+    """``(nb, batch, fused)``: output columns per block, moduli per residue pass and whether
+    the products stay resident for the fused final pass, within ``budget`` bytes (blocking
+    over columns recomputes the left factor's residues per block).
+
+    ``resident`` is :func:`fused_products` of the job, or 0 where the fused pass does not
+    apply (terms that read a product transposed).  It is chosen when the whole output
+    and every modulus in one residue pass fit: it saves writing and reading the int8
+    term planes, and several residue passes would cost more than that saves.
+    """
+    if resident and not transposed:
+        rp, bp, kp = kg.pad(m), kg.pad(n), kg.pad(kk)
+        if resident * rp * bp * 4 + nmod * _planes_per_modulus(rp, bp, kp, pl, False, same) <= budget:
+            return n, nmod, True
     nb = n
     while True:
         swap = nb < n and transposed
         for batch in range(nmod, 0, -1):
             if _workspace(nterms, m, nb, nprod, swap, pl, batch, kk, same and nb == n) <= budget:
-                return nb, batch
+                return nb, batch, False
         if nb <= kg.PAD:
             need = _workspace(nterms, m, nb, nprod, swap, pl, 1, kk, False)
             raise MemoryError(
@@ -174,6 +215,57 @@ def job_constants(jb: pipeline.Job):
     return got
 
 
+def fused_table(jb: pipeline.Job) -> tuple[np.ndarray, np.ndarray]:
+    """The fused final pass's term table and moduli (host arrays).
+
+    Parameters
+    ----------
+    jb : pipeline.Job
+        The schedule (no term may read a product transposed).
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(spec, mods)``: int32 ``(nterms, 4)``, per term slot in the job's slot
+        order ``(product 1, product 2 or -1, w1 + 2**16·w2, modulus)`` with
+        products numbered ``(l·nchunks + c)·nprod + p`` as :meth:`GpuStages.products`
+        stores them resident (``|w| < 2**15``: the kernel splits the third field
+        as two int16); float64 ``(nmod, 3)``, per modulus ``(m, 1/m, bias)`` as
+        :func:`.kernels_gpu_crt.terms` reduces with them.
+    """
+    rows = []
+    for l in range(jb.nmod):
+        for c in range(jb.nchunks):
+            base = (l * jb.nchunks + c) * jb.nprod
+            for _, p1, _t1, w1, p2, _t2, w2 in jb.terms[l]:
+                second = -1 if p2 is None else base + p2
+                rows.append((base + p1, second, (w1 & 0xFFFF) | (w2 << 16), l))
+    mods = [(float(m), 1.0 / m, 0.5 / m if m % 2 == 0 else 0.0) for m in jb.moduli]
+    return np.array(rows, np.int32).reshape(-1, 4), np.array(mods, np.float64).reshape(-1, 3)
+
+
+def fused_constants(jb: pipeline.Job):
+    """:func:`fused_table` on the current device, cached per job.
+
+    Parameters
+    ----------
+    jb : pipeline.Job
+        The schedule (no term may read a product transposed).
+
+    Returns
+    -------
+    tuple of cupy.ndarray
+        ``(spec, mods)`` of :func:`fused_table`.
+    """
+    import cupy
+
+    key = ("fused", cupy.cuda.Device().id)
+    got = jb.memo.get(key)
+    if got is None:
+        got = jb.memo[key] = tuple(cupy.asarray(t) for t in fused_table(jb))
+    return got
+
+
 class GpuStages:
     """One output block's stages on one device.
 
@@ -209,15 +301,37 @@ class GpuStages:
         share of the moduli holds only their terms).
     events : Events, optional
         Phase marks (None: no profiling).
+    resident : cupy.ndarray, optional
+        int32 ``(fused_products(jb), cols_pad, rows_pad)``: where every product of
+        the block stays for :func:`final_fused` (then :meth:`reduce` does nothing);
+        None: one modulus's products at a time, reduced to term planes.
     """
 
-    def __init__(self, on, r0, r1, j0, j1, *, blocked, transposed, same, conj_x, conj_y, uplo, slot0=0, events=None):
+    def __init__(
+        self,
+        on,
+        r0,
+        r1,
+        j0,
+        j1,
+        *,
+        blocked,
+        transposed,
+        same,
+        conj_x,
+        conj_y,
+        uplo,
+        slot0=0,
+        events=None,
+        resident=None,
+    ):
         self.on, self.r0, self.r1, self.j0, self.j1 = on, r0, r1, j0, j1
+        self.resident = resident
         self.blocked, self.same, self.conj_x, self.conj_y, self.uplo = blocked, same, conj_x, conj_y, uplo
         self.swap = blocked and transposed
         self.slot0, self.ev = slot0, events or Events()
         self.rp, self.bp = kg.pad(r1 - r0), kg.pad(j1 - j0)
-        self.P: list | None = None
+        self.P: list = []  # one modulus's products (unless resident), allocated by the first products()
 
     def planes(self, jb: pipeline.Job, start: int, stop: int):
         """Residue planes of the block's rows of both factors for moduli ``[start, stop)``.
@@ -278,7 +392,8 @@ class GpuStages:
             after).  The buffers are the stage's own, overwritten by the next call.
         """
         px, py, px_b, py_r = planes
-        if self.P is None:
+        resident = self.resident
+        if not self.P and resident is None:
             import cupy
 
             self.P = [cupy.empty((self.bp, self.rp), np.int32) for _ in range(jb.nprod * (2 if self.swap else 1))]
@@ -286,7 +401,12 @@ class GpuStages:
         per = PLANES_PER_MODULUS[rec.planes]
         c0, c1 = jb.chunk(c, px.shape[2])
         ck = c1 - c0
+        first = (l * jb.nchunks + c) * jb.nprod  # this modulus and chunk's first resident product
         for idx, (a, b) in enumerate(rec.products):
+            if resident is not None:
+                target, offset = resident, (first + idx) * self.bp * self.rp
+            else:
+                target, offset = self.P[idx], 0
             kg.gemm_tn(
                 _plane(px, per * j + a) + c0,
                 _plane(py, per * j + b) + c0,
@@ -295,8 +415,9 @@ class GpuStages:
                 ck,
                 px.shape[2],
                 py.shape[2],
-                self.P[idx],
+                target,
                 self.rp,
+                offset,
             )
             if self.swap:
                 kg.gemm_tn(
@@ -311,7 +432,7 @@ class GpuStages:
                     self.rp,
                 )
         self.ev.mark("gemm")
-        return self.P
+        return self.P if resident is None else resident[first : first + jb.nprod]
 
     def reduce(self, T, prods, jb: pipeline.Job, l: int, c: int) -> None:
         """Turn modulus l's products of k-chunk c into its int8 CRT term planes in ``T``.
@@ -330,6 +451,8 @@ class GpuStages:
         c : int
             The k-chunk.
         """
+        if self.resident is not None:
+            return  # the products stay where they are for the fused final pass
         spec_d, tr = spec(jb, l, self.swap)
         nt = len(jb.terms[l])
         mr, nbk = self.r1 - self.r0, self.j1 - self.j0
@@ -386,6 +509,50 @@ def final(jb: pipeline.Job, on, T, r0, r1, j0, j1, alpha, beta, out, uplo, out_j
         jb.nterms,
         (j1 - j0) * rp,
         rp,
+        part,
+        bhi,
+        blo,
+        jb.mset.P_hi,
+        jb.mset.P_lo,
+        on.xs,
+        on.yf,
+        r1 - r0,
+        j1 - j0,
+        r0,
+        j0,
+        alpha,
+        beta,
+        out,
+        uplo,
+        out_j0,
+        cert=cert,
+    )
+
+
+def final_fused(jb: pipeline.Job, on, T, r0, r1, j0, j1, alpha, beta, out, uplo, out_j0=0, cert=None) -> None:
+    """:func:`final` straight from a block's resident products (:class:`GpuStages` ``resident``).
+
+    Parameters
+    ----------
+    jb : pipeline.Job
+        The schedule (no term reads a product transposed).
+    on : object
+        As in :func:`final`.
+    T : cupy.ndarray
+        int32 ``(fused_products(jb), cols_pad, rows_pad)``: every product of the block
+        (the resident products in place of :func:`final`'s term planes).
+    r0, r1, j0, j1, alpha, beta, out, uplo, out_j0, cert
+        As in :func:`final`.
+    """
+    part, bhi, blo = job_constants(jb)
+    spec_d, mods_d = fused_constants(jb)
+    kc.crt_fused(
+        T,
+        kg.pad(r1 - r0),
+        spec_d,
+        mods_d,
+        jb.nmod,
+        jb.nterms,
         part,
         bhi,
         blo,

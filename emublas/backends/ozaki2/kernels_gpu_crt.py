@@ -11,7 +11,7 @@ import numpy as np
 
 from .kernels_gpu import MAX_TERMS, PAD, _fn, _i32, _i64, _ptr, _views
 
-__all__ = ["terms", "crt_final", "cert_args", "MAX_TERMS"]
+__all__ = ["terms", "crt_final", "crt_fused", "cert_args", "MAX_TERMS"]
 
 
 def terms(
@@ -283,14 +283,137 @@ def crt_final(
     (uncertified, or in NaN/Inf rows) as float64 dot products; unflagged tiles
     return at once.
     """
+    if ldt % 4:
+        raise ValueError("term planes need a leading dimension divisible by 4")
+    source = (term_planes, _i64(plane_stride), _i64(ldt))
+    _final(
+        "oz_crt_final",
+        source,
+        nterms,
+        part_d,
+        bhi_d,
+        blo_d,
+        P_hi,
+        P_lo,
+        row_shift_d,
+        col_shift_d,
+        rows,
+        cols,
+        r0,
+        j0,
+        alpha,
+        beta,
+        out,
+        uplo,
+        out_j0,
+        cert,
+    )
+
+
+def crt_fused(
+    products,
+    ldp: int,
+    spec_d,
+    mods_d,
+    nmod: int,
+    nterms: int,
+    part_d,
+    bhi_d,
+    blo_d,
+    P_hi: float,
+    P_lo: float,
+    row_shift_d,
+    col_shift_d,
+    rows: int,
+    cols: int,
+    r0: int,
+    j0: int,
+    alpha,
+    beta,
+    out,
+    uplo: int,
+    out_j0: int = 0,
+    cert=None,
+) -> None:
+    """:func:`crt_final` straight from the int32 products of every modulus (no term planes).
+
+    Each term is reduced in the sum's loop exactly as :func:`terms` would have
+    reduced it, so the result is :func:`crt_final`'s bit for bit; the products'
+    int32 reads replace the term planes' write and read.
+
+    Parameters
+    ----------
+    products : cupy.ndarray
+        int32 ``(planes, cols_pad, ldp)``: the block's products of every
+        modulus and k-chunk (column-major planes).
+    ldp : int
+        Their leading dimension (the block's padded rows).
+    spec_d : cupy.ndarray
+        int32 ``(nterms, 4)``: per term slot ``(product 1, product 2 or -1,
+        w1 + 2**16·w2, modulus index)`` (:func:`.gpu_stages.fused_constants`).
+    mods_d : cupy.ndarray
+        float64 ``(nmod, 3)``: per modulus ``(m, 1/m, bias)``, as :func:`terms` passes them.
+    nmod : int
+        Rows of ``mods_d``.
+    nterms, part_d, bhi_d, blo_d, P_hi, P_lo, row_shift_d, col_shift_d, rows, cols, r0, j0, alpha, beta, out, \
+uplo, out_j0, cert
+        As in :func:`crt_final`.
+    """
+    plane = products.shape[1] * products.shape[2]
+    source = (products, _i64(plane), _i64(ldp), spec_d, mods_d, _i32(nmod))
+    _final(
+        "oz_crt_fused",
+        source,
+        nterms,
+        part_d,
+        bhi_d,
+        blo_d,
+        P_hi,
+        P_lo,
+        row_shift_d,
+        col_shift_d,
+        rows,
+        cols,
+        r0,
+        j0,
+        alpha,
+        beta,
+        out,
+        uplo,
+        out_j0,
+        cert,
+    )
+
+
+def _final(
+    kernel,
+    source,
+    nterms,
+    part_d,
+    bhi_d,
+    blo_d,
+    P_hi,
+    P_lo,
+    row_shift_d,
+    col_shift_d,
+    rows,
+    cols,
+    r0,
+    j0,
+    alpha,
+    beta,
+    out,
+    uplo,
+    out_j0,
+    cert,
+) -> None:
+    """The final pass ``kernel`` (``_real``/``_cplx`` by out's dtype) over ``source``, then the fix pass."""
     if nterms > MAX_TERMS:
         raise ValueError(f"ozaki2 on the GPU: {nterms} CRT terms exceed {MAX_TERMS} (k too long)")
     code = {"f": 0, "d": 1, "F": 2, "D": 3}[out.dtype.char]
     size = out.itemsize
     rso, cso = out.strides[0] // size, out.strides[1] // size
     alpha, beta = complex(alpha), complex(beta)
-    if ldt % 4:
-        raise ValueError("term planes need a leading dimension divisible by 4")
     # one warp per column, 4 (real) or 2 (complex) rows per lane, 8 columns per block
     cplx = code >= 2
     per_warp = 64 if cplx else 128
@@ -301,7 +424,7 @@ def crt_final(
 
         ntr, ntc = (rows + 31) // 32, (cols + 31) // 32
         flags = (cupy.zeros(rows * cols, np.uint8), cupy.zeros(ntr * ntc, np.int32), rows, ntr)
-    _fn("oz_crt_final_cplx" if cplx else "oz_crt_final_real")(
+    _fn(kernel + ("_cplx" if cplx else "_real"))(
         grid,
         (256,),
         (
@@ -309,9 +432,7 @@ def crt_final(
             _i64(cols),
             _i64(r0),
             _i64(j0),
-            term_planes,
-            _i64(plane_stride),
-            _i64(ldt),
+            *source,
             _i32(nterms),
             part_d,
             bhi_d,
