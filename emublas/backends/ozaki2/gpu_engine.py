@@ -25,7 +25,7 @@ import numpy as np
 
 from . import kernels_gpu as kg
 from . import pipeline
-from .gpu_stages import Events, GpuStages, final, final_fused, fused_products, workspace_plan
+from .gpu_stages import Events, GpuStages, final, fused_products, workspace_plan
 
 __all__ = ["run", "FUSED_FINAL"]
 
@@ -345,21 +345,21 @@ def run(
                 if fused:  # every product stays resident for the fused final pass
                     T = cupy.empty((fused_products(jb), kg.pad(j1 - j0), kg.pad(r1 - r0)), np.int32)
                     stages = call.stages(jb, on, r0, r1, j0, j1, blocked, events=ev, resident=T)
-                    last = final_fused
                 else:  # one modulus's products at a time, reduced to int8 term planes
                     T = cupy.empty((jb.nterms, j1 - j0, kg.pad(r1 - r0)), np.int8)
                     stages = call.stages(jb, on, r0, r1, j0, j1, blocked, events=ev)
-                    last = final
                 pipeline.run(jb, stages, T, batch=batch)
                 if dev == home:
-                    last(jb, on, T, r0, r1, j0, j1, alpha, beta, out, uplo, cert=on.cert)
+                    final(jb, on, T, r0, r1, j0, j1, alpha, beta, out, uplo, cert=on.cert)
                 else:  # the column block computed on dev, starting from out's values there
                     local = cupy.empty((m, j1 - j0), out.dtype, order="F")
                     with cupy.cuda.Device(home):
                         src = cupy.asfortranarray(out[:, j0:j1])
                         ready = _event()
                     _peer_copy(local.data.ptr, dev, src.data.ptr, home, src.nbytes, ready)
-                    last(jb, on, T, r0, r1, j0, j1, alpha, beta, local, uplo, out_j0=j0, cert=on.cert_for(j0, j1, home))
+                    final(
+                        jb, on, T, r0, r1, j0, j1, alpha, beta, local, uplo, out_j0=j0, cert=on.cert_for(j0, j1, home)
+                    )
                     pending.append((dev, local, j0, j1, _event(), src))
                 ev.mark("crt")
                 del T

@@ -38,7 +38,6 @@ __all__ = [
     "fused_constants",
     "spec",
     "final",
-    "final_fused",
 ]
 
 
@@ -303,7 +302,7 @@ class GpuStages:
         Phase marks (None: no profiling).
     resident : cupy.ndarray, optional
         int32 ``(fused_products(jb), cols_pad, rows_pad)``: where every product of
-        the block stays for :func:`final_fused` (then :meth:`reduce` does nothing);
+        the block stays for the fused :func:`final` (then :meth:`reduce` does nothing);
         None: one modulus's products at a time, reduced to term planes.
     """
 
@@ -487,7 +486,9 @@ def final(jb: pipeline.Job, on, T, r0, r1, j0, j1, alpha, beta, out, uplo, out_j
         The inputs on this device (its int32 device shifts ``xs`` of the rows
         and ``yf`` of the columns unscale the result).
     T : cupy.ndarray
-        The block's int8 term planes ``(jb.nterms, j1 - j0, rows_pad)``.
+        The block's int8 term planes ``(jb.nterms, j1 - j0, rows_pad)``, or its
+        resident int32 products ``(fused_products(jb), cols_pad, rows_pad)``
+        (:class:`GpuStages` ``resident``): then the fused pass reads them.
     r0, r1, j0, j1 : int
         The block: output rows ``[r0, r1)``, columns ``[j0, j1)``.
     alpha, beta : float or complex
@@ -504,10 +505,11 @@ def final(jb: pipeline.Job, on, T, r0, r1, j0, j1, alpha, beta, out, uplo, out_j
     """
     rp = kg.pad(r1 - r0)
     part, bhi, blo = job_constants(jb)
+    fused = T.dtype == np.int32  # resident products (GpuStages ``resident``), not term planes
     kc.crt_final(
         T,
         jb.nterms,
-        (j1 - j0) * rp,
+        T.shape[1] * T.shape[2] if fused else (j1 - j0) * rp,
         rp,
         part,
         bhi,
@@ -526,50 +528,7 @@ def final(jb: pipeline.Job, on, T, r0, r1, j0, j1, alpha, beta, out, uplo, out_j
         uplo,
         out_j0,
         cert=cert,
-    )
-
-
-def final_fused(jb: pipeline.Job, on, T, r0, r1, j0, j1, alpha, beta, out, uplo, out_j0=0, cert=None) -> None:
-    """:func:`final` straight from a block's resident products (:class:`GpuStages` ``resident``).
-
-    Parameters
-    ----------
-    jb : pipeline.Job
-        The schedule (no term reads a product transposed).
-    on : object
-        As in :func:`final`.
-    T : cupy.ndarray
-        int32 ``(fused_products(jb), cols_pad, rows_pad)``: every product of the block
-        (the resident products in place of :func:`final`'s term planes).
-    r0, r1, j0, j1, alpha, beta, out, uplo, out_j0, cert
-        As in :func:`final`.
-    """
-    part, bhi, blo = job_constants(jb)
-    spec_d, mods_d = fused_constants(jb)
-    kc.crt_fused(
-        T,
-        kg.pad(r1 - r0),
-        spec_d,
-        mods_d,
-        jb.nmod,
-        jb.nterms,
-        part,
-        bhi,
-        blo,
-        jb.mset.P_hi,
-        jb.mset.P_lo,
-        on.xs,
-        on.yf,
-        r1 - r0,
-        j1 - j0,
-        r0,
-        j0,
-        alpha,
-        beta,
-        out,
-        uplo,
-        out_j0,
-        cert=cert,
+        fused=fused_constants(jb) if fused else None,
     )
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from .kernels_gpu import MAX_TERMS, PAD, _fn, _i32, _i64, _ptr, _views
 
-__all__ = ["terms", "crt_final", "crt_fused", "cert_args", "MAX_TERMS"]
+__all__ = ["terms", "crt_final", "cert_args", "MAX_TERMS"]
 
 
 def terms(
@@ -240,6 +240,7 @@ def crt_final(
     uplo: int,
     out_j0: int = 0,
     cert=None,
+    fused=None,
 ) -> None:
     """Double-double CRT over the term planes, then ``out = alpha·v + beta·out`` for the block.
 
@@ -250,11 +251,12 @@ def crt_final(
     Parameters
     ----------
     term_planes : cupy.ndarray
-        int8 CRT term planes of the block, ``nterms`` of them.
+        int8 CRT term planes of the block, ``nterms`` of them; with ``fused``,
+        int32 products instead (every modulus's and k-chunk's, column-major planes).
     nterms : int
         Term planes to sum (at most :data:`MAX_TERMS`).
     plane_stride, ldt : int
-        Elements per term plane and its leading dimension (a multiple of 4).
+        Elements per plane and its leading dimension (a multiple of 4).
     part_d, bhi_d, blo_d : cupy.ndarray
         Per term: int8 part (0 real, 1 imaginary) and the float64 high and low
         words of its CRT weight (:func:`.gpu_stages.job_constants`).
@@ -276,6 +278,10 @@ def crt_final(
         The global column of ``out``'s first column.
     cert : dict, optional
         The certificate's device arrays, or None: no certificate, no fix pass.
+    fused : tuple, optional
+        ``(spec_d, mods_d)`` of :func:`.gpu_stages.fused_table`: ``term_planes``
+        are the products and the fused pass (``oz_crt_fused``) reduces each term
+        as :func:`terms` would have, so the result is the term planes' bit for bit.
 
     Notes
     -----
@@ -285,129 +291,11 @@ def crt_final(
     """
     if ldt % 4:
         raise ValueError("term planes need a leading dimension divisible by 4")
-    source = (term_planes, _i64(plane_stride), _i64(ldt))
-    _final(
-        "oz_crt_final",
-        source,
-        nterms,
-        part_d,
-        bhi_d,
-        blo_d,
-        P_hi,
-        P_lo,
-        row_shift_d,
-        col_shift_d,
-        rows,
-        cols,
-        r0,
-        j0,
-        alpha,
-        beta,
-        out,
-        uplo,
-        out_j0,
-        cert,
-    )
-
-
-def crt_fused(
-    products,
-    ldp: int,
-    spec_d,
-    mods_d,
-    nmod: int,
-    nterms: int,
-    part_d,
-    bhi_d,
-    blo_d,
-    P_hi: float,
-    P_lo: float,
-    row_shift_d,
-    col_shift_d,
-    rows: int,
-    cols: int,
-    r0: int,
-    j0: int,
-    alpha,
-    beta,
-    out,
-    uplo: int,
-    out_j0: int = 0,
-    cert=None,
-) -> None:
-    """:func:`crt_final` straight from the int32 products of every modulus (no term planes).
-
-    Each term is reduced in the sum's loop exactly as :func:`terms` would have
-    reduced it, so the result is :func:`crt_final`'s bit for bit; the products'
-    int32 reads replace the term planes' write and read.
-
-    Parameters
-    ----------
-    products : cupy.ndarray
-        int32 ``(planes, cols_pad, ldp)``: the block's products of every
-        modulus and k-chunk (column-major planes).
-    ldp : int
-        Their leading dimension (the block's padded rows).
-    spec_d : cupy.ndarray
-        int32 ``(nterms, 4)``: per term slot ``(product 1, product 2 or -1,
-        w1 + 2**16·w2, modulus index)`` (:func:`.gpu_stages.fused_constants`).
-    mods_d : cupy.ndarray
-        float64 ``(nmod, 3)``: per modulus ``(m, 1/m, bias)``, as :func:`terms` passes them.
-    nmod : int
-        Rows of ``mods_d``.
-    nterms, part_d, bhi_d, blo_d, P_hi, P_lo, row_shift_d, col_shift_d, rows, cols, r0, j0, alpha, beta, out, \
-uplo, out_j0, cert
-        As in :func:`crt_final`.
-    """
-    plane = products.shape[1] * products.shape[2]
-    source = (products, _i64(plane), _i64(ldp), spec_d, mods_d, _i32(nmod))
-    _final(
-        "oz_crt_fused",
-        source,
-        nterms,
-        part_d,
-        bhi_d,
-        blo_d,
-        P_hi,
-        P_lo,
-        row_shift_d,
-        col_shift_d,
-        rows,
-        cols,
-        r0,
-        j0,
-        alpha,
-        beta,
-        out,
-        uplo,
-        out_j0,
-        cert,
-    )
-
-
-def _final(
-    kernel,
-    source,
-    nterms,
-    part_d,
-    bhi_d,
-    blo_d,
-    P_hi,
-    P_lo,
-    row_shift_d,
-    col_shift_d,
-    rows,
-    cols,
-    r0,
-    j0,
-    alpha,
-    beta,
-    out,
-    uplo,
-    out_j0,
-    cert,
-) -> None:
-    """The final pass ``kernel`` (``_real``/``_cplx`` by out's dtype) over ``source``, then the fix pass."""
+    source: tuple = (term_planes, _i64(plane_stride), _i64(ldt))
+    kernel = "oz_crt_final"
+    if fused is not None:
+        spec_d, mods_d = fused
+        source, kernel = (*source, spec_d, mods_d, _i32(mods_d.shape[0])), "oz_crt_fused"
     if nterms > MAX_TERMS:
         raise ValueError(f"ozaki2 on the GPU: {nterms} CRT terms exceed {MAX_TERMS} (k too long)")
     code = {"f": 0, "d": 1, "F": 2, "D": 3}[out.dtype.char]
