@@ -5,9 +5,10 @@
 For each size, dgemm on the same Fortran-order arrays (``c`` given, ``overwrite_c=1``)
 through scipy's ``dgemm``, emublas with ``backend="native"`` and with ``backend="auto"``
 (which picks native at these sizes), interleaved per round; each round takes the best of
-3 ``timeit`` repeats of enough calls for about 20 ms.  Printed: medians over the rounds
-with [min–max], and auto's and native's cost over scipy's.  Timed assertions do not belong
-in tests: this is where auto's overhead is measured (BENCHMARKS.md).
+3 back-to-back batches of enough calls for about 20 ms (``elapsed`` of the timing harness).
+Printed: medians over the rounds with [min–max], and auto's and native's cost over
+scipy's.  Timed assertions do not belong in tests: this is where auto's overhead is
+measured (BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -15,17 +16,17 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import timeit
 
 import numpy as np
 import scipy.linalg.blas as sblas
 
 import emublas
+from emublas.timing import elapsed
 
 
 def per_call(fn, number: int) -> float:
-    """Seconds per call: the best of 3 repeats of ``number`` calls."""
-    return min(timeit.repeat(fn, number=number, repeat=3)) / number
+    """Seconds per call: the best of 3 batches of ``number`` calls."""
+    return min(elapsed(fn, number) for _ in range(3)) / number
 
 
 def main() -> None:
