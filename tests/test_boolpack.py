@@ -186,3 +186,25 @@ def test_readiness(emublas):
     st = backends.get("boolpack").readiness()
     assert st["cpu"][0] is True
     assert isinstance(st["gpu"][1], str)
+
+
+def test_plane_product_asks_each_operands_zero_planes_once():
+    """Which planes are all zero is asked once per operand (on a GPU every flag is a read from
+    the device, so asking per plane of the other operand cost width times as many)."""
+    from emublas.backends.boolpack import planes
+
+    class Counting(planes.CpuLeaf):
+        calls = 0
+
+        def nonzero(self, packed):
+            Counting.calls += 1
+            return super().nonzero(packed)
+
+    rng = np.random.default_rng(5)
+    a = rng.integers(-(2**14), 2**14, (7, 33)).astype(np.int64)
+    b = rng.integers(-(2**14), 2**14, (33, 5)).astype(np.int64)
+    a[:, 3] = 0  # some planes of some columns zero: the skipping still gives the exact product
+    w = planes.width(-(2**14), 2**14)
+    got = planes.plane_product(a, b, w, w, Counting())
+    assert Counting.calls == 2
+    np.testing.assert_array_equal(got, a @ b)

@@ -179,10 +179,11 @@ def plane_product(a64: Any, b64: Any, wa: tuple[int, bool], wb: tuple[int, bool]
     pb = leaf.pack_planes(b64, 1, wb[0])
     out = leaf.zeros(m, n)
     first = True
+    nz_b = leaf.nonzero(pb)  # once: on a GPU each plane's flag is a read from the device
     for p, (sa, nza) in enumerate(zip(_weights(*wa), leaf.nonzero(pa))):
         if not nza:
             continue
-        for q, (sb, nzb) in enumerate(zip(_weights(*wb), leaf.nonzero(pb))):
+        for q, (sb, nzb) in enumerate(zip(_weights(*wb), nz_b)):
             if not nzb:
                 continue
             leaf.accumulate(pa, p, pb, q, out, sa * sb, first)
