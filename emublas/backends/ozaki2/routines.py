@@ -274,66 +274,15 @@ def rank_k(
     if moduli != "default" and int(moduli) > limit:
         return NotImplemented
     uplo = 2 if lower else 1
-    if kind == "syrk" and not cplx:
+    opts = dict(uplo=uplo, moduli=moduli, mode=mode, fallback=fallback, devices=devices, split=split, graphs=graphs)
+    if kind == "syrk":
         if x.shape[1] % 2:
             x = xp.concatenate([x, xp.zeros((x.shape[0], 1), x.dtype)], axis=1)
-        _execute(
-            "syrk",
-            "syrk",
-            Family("split", MAX_2M),
-            x,
-            x,
-            c,
-            alpha,
-            beta,
-            uplo=uplo,
-            moduli=moduli,
-            mode=mode,
-            fallback=fallback,
-            devices=devices,
-            split=split,
-            graphs=graphs,
-        )
-    elif kind == "syrk":
-        if x.shape[1] % 2:
-            x = xp.concatenate([x, xp.zeros((x.shape[0], 1), x.dtype)], axis=1)
-        _execute(
-            "syrk",
-            "csyrk",
-            Family("2m", MAX_2M),
-            x,
-            x,
-            c,
-            alpha,
-            beta,
-            uplo=uplo,
-            moduli=moduli,
-            mode=mode,
-            fallback=fallback,
-            devices=devices,
-            split=split,
-            graphs=graphs,
-        )
+        # complex syrk: the split applied to X+ and X-; real: to X itself (docs/design.md §3.5-3.6)
+        recipe, fam = ("csyrk", Family("2m", MAX_2M)) if cplx else ("syrk", Family("split", MAX_2M))
+        _execute("syrk", recipe, fam, x, x, c, alpha, beta, **opts)
     elif kind == "herk":
-        _execute(
-            "herk",
-            "herk",
-            Family("2m", MAX_2M),
-            x,
-            x,
-            c,
-            alpha,
-            beta,
-            conj_x=conj,
-            conj_y=conj,
-            uplo=uplo,
-            moduli=moduli,
-            mode=mode,
-            fallback=fallback,
-            devices=devices,
-            split=split,
-            graphs=graphs,
-        )
+        _execute("herk", "herk", Family("2m", MAX_2M), x, x, c, alpha, beta, conj_x=conj, conj_y=conj, **opts)
     elif kind == "her2k":
         if conj:
             x, y = xp.conj(x), xp.conj(y)
@@ -355,15 +304,9 @@ def rank_k(
             c,
             alpha.real,
             beta,
-            uplo=uplo,
             fallback_factors=orig,
             unscale=t,
-            moduli=moduli,
-            mode=mode,
-            fallback=fallback,
-            devices=devices,
-            split=split,
-            graphs=graphs,
+            **opts,
         )
     else:  # syr2k
         fam = Family("2m", MAX_2M) if cplx else Family("real", MAX_REAL)
@@ -379,16 +322,10 @@ def rank_k(
             c,
             alpha,
             beta,
-            uplo=uplo,
             bounds_from=both,
             fallback_factors=orig,
             unscale=t,
-            moduli=moduli,
-            mode=mode,
-            fallback=fallback,
-            devices=devices,
-            split=split,
-            graphs=graphs,
+            **opts,
         )
     return None
 
