@@ -15,9 +15,10 @@
 #                                                     gemmEx, strided-batched gemmEx and cuBLASLt (heuristic and
 #                                                     timed algorithms), bench_int8_products_gpu.py:
 #                                                     $OUT/products.json, $OUT/products.md     (carry: .whl)
-#   bash benchmarks/device_run.sh gpu-tests PART...   build; the GPU tests in three parts that each fit one
+#   bash benchmarks/device_run.sh gpu-tests PART...   build; the GPU tests in four parts that each fit one
 #                                                     call (a: every file but the parity suite and level 3,
-#                                                     b: the parity suite, c: tests/test_level3.py; parts
+#                                                     b: the parity suite, c: tests/test_level3.py but its
+#                                                     boolpack cases, d: those (slow on the GPU); parts
 #                                                     given together run side by side; 16 workers in all,
 #                                                     one line per test in $OUT/pytest_gpu_PART.log, the
 #                                                     slowest 25 listed; exits with pytest's status)  (carry: .whl)
@@ -63,22 +64,24 @@ gemmul8)
     exit $rc
     ;;
 gpu-tests)
-    [ $# -gt 0 ] || { echo "gpu-tests: give one or more parts, a, b or c" >&2; exit 2; }
+    [ $# -gt 0 ] || { echo "gpu-tests: give one or more parts, a, b, c or d" >&2; exit 2; }
     for part in "$@"; do
-        case "$part" in a | b | c) ;; *) echo "gpu-tests: the parts are a, b and c (got '${part}')" >&2; exit 2 ;; esac
+        case "$part" in a | b | c | d) ;; *) echo "gpu-tests: the parts are a, b, c and d (got '${part}')" >&2; exit 2 ;; esac
     done
     source "$here/_device_setup.sh"
     # parts given together run side by side and share the 16 workers
     workers=$((16 / $#))
     for part in "$@"; do
+        kexpr=""
         case "$part" in
         a) files=$(ls tests/test_*.py | grep -v -e test_blas_parity.py -e test_level3.py) ;;
         b) files=tests/test_blas_parity.py ;;
-        c) files=tests/test_level3.py ;;
+        c) files=tests/test_level3.py kexpr="not boolpack" ;;
+        d) files=tests/test_level3.py kexpr="boolpack" ;; # minutes per test on one H200
         esac
         # -v: a line per test as it ends, so a call cut short still says which tests passed
         (timeout $((570 - SECONDS)) python3 -m pytest -v -p no:cacheprovider -m gpu -n "$workers" -rf \
-            --durations=25 $files >"$OUT/pytest_gpu_$part.log" 2>&1
+            --durations=25 ${kexpr:+-k "$kexpr"} $files >"$OUT/pytest_gpu_$part.log" 2>&1
         echo $? >"$OUT/pytest_gpu_$part.rc") &
     done
     wait
