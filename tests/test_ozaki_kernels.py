@@ -319,6 +319,12 @@ def ulps(got: float, exact: Fraction) -> float:
 SETS = [("real", 8), ("real", 16), ("real", 20), ("2m", 16), ("2m", 22)]
 
 
+def bound_of(ms) -> int:
+    """P/2·(1 − 2^-31): at least the largest |C'| the planner allows, 2^(log2 P − MARGIN_BITS)."""
+    assert math.log2(ms.P // 2 - ms.P // 2**32) >= ms.L
+    return ms.P // 2 - ms.P // 2**32
+
+
 def get_set(kind, count):
     return real_set(count) if kind == "real" else two_m_set(count)
 
@@ -329,13 +335,15 @@ def test_crt_roundtrip_exact(seed, impl, kind, count):
     pyrng = random.Random(seed)
     m, n = 13, 11
     P = ms.P
+    lim = bound_of(ms)
     Cs = [[0] * n for _ in range(m)]
     for i in range(m):
         for j in range(n):
-            k = pyrng.choice([0, 0, 0, 1, 5, 12, 20, 30, 45, 70])  # magnitudes P/4 .. P/2^70
-            Cs[i][j] = pyrng.randint(-(P // 4), P // 4) >> k
-    Cs[0][0] = P // 4
-    Cs[1][0] = -(P // 4)
+            k = pyrng.choice([0, 0, 0, 1, 5, 12, 20, 30, 45, 70])  # magnitudes P/2 .. P/2^71
+            Cs[i][j] = pyrng.randint(-lim, lim) >> k
+    Cs[0][0] = lim
+    Cs[1][0] = -lim
+    Cs[3][0] = lim - 1
     Cs[2][0] = 0
     X = [
         np.array([[random_reps(pyrng, Cs[i][j], mod) for j in range(n)] for i in range(m)], dtype=np.int32, order=order)
@@ -366,7 +374,7 @@ def test_crt_roundtrip_exact(seed, impl, kind, count):
 
 
 def test_crt_ulp_statistics(seed):
-    """Many trials at 16 real moduli with |C'| spread over P/4 .. P/2^44.
+    """Many trials at 16 real moduli with |C'| spread over P/2 .. P/2^45.
 
     The double-double sum carries an absolute error of about 2^-100 P, so C'
     is correctly rounded unless it lies that close to a rounding boundary:
@@ -376,7 +384,8 @@ def test_crt_ulp_statistics(seed):
     pyrng = random.Random(seed)
     m, n = 64, 40
     ks = [[pyrng.randint(0, 44) for _ in range(n)] for _ in range(m)]
-    Cs = [[pyrng.randint(-(ms.P // 4), ms.P // 4) >> ks[i][j] for j in range(n)] for i in range(m)]
+    lim = bound_of(ms)
+    Cs = [[pyrng.randint(-lim, lim) >> ks[i][j] for j in range(n)] for i in range(m)]
     X = [
         np.array([[random_reps(pyrng, c, mod) for c in row] for row in Cs], dtype=np.int32, order="F")
         for mod in ms.moduli
@@ -401,14 +410,44 @@ def test_crt_ulp_statistics(seed):
     assert worst_1 <= 1.0, worst_1
 
 
+@pytest.mark.parametrize("pieces", [1, 3])
+def test_crt_many_terms_at_the_bound(seed, impl, pieces):
+    """|C'| at the planner's bound with 20 real moduli, each accumulated as 1 or 3 terms
+    (60 terms: more than any recipe sums per part): the quotient round(hi/P) is still
+    the right one, so the result is the correctly rounded C'."""
+    ms = real_set(20)
+    pyrng = random.Random(seed)
+    m, n = 8, 6
+    lim = bound_of(ms)
+    Cs = [[pyrng.choice([lim, -lim, lim - pyrng.randint(0, 2**40), pyrng.randint(-lim, lim)]) for _ in range(n)]
+          for _ in range(m)]
+    hi = np.empty((m, n), order="F")
+    lo = np.empty((m, n), order="F")
+    first = True
+    for l, mod in enumerate(ms.moduli):
+        left = [[c for c in row] for row in Cs]
+        for p in range(pieces):
+            # random residues for all pieces but the last, which completes C' mod m
+            part = [[c if p == pieces - 1 else pyrng.randrange(mod) for c in row] for row in left]
+            left = [[c - q for c, q in zip(r1, r2)] for r1, r2 in zip(left, part)]
+            X = np.array([[random_reps(pyrng, c, mod) for c in row] for row in part], np.int32, order="F")
+            kernels_crt.oz_crt_accumulate(X, ms.weights[l], mod, ms.big_hi[l], ms.big_lo[l], hi, lo, first=first)
+            first = False
+    out = np.empty((m, n))
+    kernels_crt.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, np.zeros(m, np.int32), np.zeros(n, np.int32), out)
+    for i in range(m):
+        for j in range(n):
+            assert out[i, j] == float(Cs[i][j]), (seed, pieces, i, j)
+
+
 def test_crt_2m_complex_with_x2(seed, impl):
     """2M pipeline: C± ≡ Cr ± s Ci; Cr ≡ (C+ + C−)/2, Ci ≡ (C+ − C−)/(2s) through the X2 path."""
     ms = two_m_set(16)
     pyrng = random.Random(seed)
     m, n = 9, 10
     P = ms.P
-    Cr = [[pyrng.randint(-(P // 4), P // 4) >> pyrng.choice([0, 3, 10]) for _ in range(n)] for _ in range(m)]
-    Ci = [[pyrng.randint(-(P // 4), P // 4) >> pyrng.choice([0, 3, 10]) for _ in range(n)] for _ in range(m)]
+    Cr = [[pyrng.randint(-bound_of(ms), bound_of(ms)) >> pyrng.choice([0, 3, 10]) for _ in range(n)] for _ in range(m)]
+    Ci = [[pyrng.randint(-bound_of(ms), bound_of(ms)) >> pyrng.choice([0, 3, 10]) for _ in range(n)] for _ in range(m)]
     hr = np.empty((m, n), order="F")
     lr = np.empty_like(hr)
     hi_ = np.empty_like(hr)
@@ -450,9 +489,9 @@ def test_crt_herk_transposed_alias_and_uplo(seed, impl, uplo):
     Ci = [[0] * n for _ in range(n)]
     for i in range(n):
         for j in range(i, n):
-            Cr[i][j] = Cr[j][i] = pyrng.randint(-(P // 4), P // 4) >> pyrng.choice([0, 4])
+            Cr[i][j] = Cr[j][i] = pyrng.randint(-bound_of(ms), bound_of(ms)) >> pyrng.choice([0, 4])
             if i != j:
-                Ci[i][j] = pyrng.randint(-(P // 4), P // 4) >> pyrng.choice([0, 4])
+                Ci[i][j] = pyrng.randint(-bound_of(ms), bound_of(ms)) >> pyrng.choice([0, 4])
                 Ci[j][i] = -Ci[i][j]
     sentinel = -3.25
     hr = np.full((n, n), sentinel, order="F")
@@ -496,8 +535,8 @@ def test_finalize_alpha_beta_dtypes(rng, impl, dtype, beta):
     P = ms.P
     pyrng = random.Random(int(rng.integers(2**62)))
     cplx = np.dtype(dtype).kind == "c"
-    Cr = [[pyrng.randint(-(P // 4), P // 4) >> pyrng.randint(0, 60) for _ in range(n)] for _ in range(m)]
-    Ci = [[pyrng.randint(-(P // 4), P // 4) >> pyrng.randint(0, 60) for _ in range(n)] for _ in range(m)]
+    Cr = [[pyrng.randint(-bound_of(ms), bound_of(ms)) >> pyrng.randint(0, 60) for _ in range(n)] for _ in range(m)]
+    Ci = [[pyrng.randint(-bound_of(ms), bound_of(ms)) >> pyrng.randint(0, 60) for _ in range(n)] for _ in range(m)]
     parts = []
     for C in [Cr, Ci] if cplx else [Cr]:
         X = [np.array([[random_reps(pyrng, c, mod) for c in row] for row in C], dtype=np.int32) for mod in ms.moduli]

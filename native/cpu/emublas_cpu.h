@@ -161,7 +161,8 @@ int emublas_oz_crt_accumulate(int64_t m, int64_t n,
  * accumulated pair at [i + j*m] (column-major, leading dimension m):
  *   Q = round(hi * (1/P_hi)), QP = Q*P_hi, QPe = fma(Q, P_hi, -QP),
  *   C' = (hi - QP) + fma(-Q, P_lo, lo - QPe)
- * (hi - QP is exact when |C'| <= P/4, which the caller guarantees; C' is then
+ * (Q is right and hi - QP exact when |C'| <= P/2 (1 - 2^-31), which the caller
+ * guarantees; C' is then
  * the correctly rounded symmetric representative unless it lies within about
  * 2^-100 P of a rounding boundary), v = ldexp(C', -(row_shift[i] + col_shift[j]))
  * (exact unless it underflows or overflows), for the real and (when im_hi,

@@ -208,7 +208,7 @@ def oz_crt_finalize(
     """CRT finalize: symmetric representative, unscaling, alpha/beta, write-out.
 
     For each selected entry, ``C' = S - round(S/P)*P`` (S = hi + lo, needs
-    ``|C'| <= P/4``), ``v = C' * 2**-(row_shift[i] + col_shift[j])`` and
+    ``|C'|`` just under P/2, see :data:`.moduli.MARGIN_BITS`), ``v = C' * 2**-(row_shift[i] + col_shift[j])`` and
     ``out = alpha*v + beta*out`` computed in double and rounded once to
     ``out``'s dtype.  ``beta == 0`` means ``out`` is not read.
 

@@ -24,7 +24,14 @@ __all__ = [
     "real_set",
     "two_m_set",
     "crt_reference",
+    "MARGIN_BITS",
 ]
+
+#: How far below log2(P) the budgets keep every |C'|: ``|C'| ≤ 2^(log2 P − MARGIN_BITS)``,
+#: just under P/2.  The finalize picks the multiple of P to subtract as round(hi/P), whose
+#: error is about 2^-45 for any term count here, so 2^-30 of P to spare keeps it right and
+#: keeps ``hi − Q·P_hi`` exact (Sterbenz); docs/design.md §2.5.
+MARGIN_BITS = 1.0 + 2.0**-30
 
 
 def _greedy(candidates, start=()) -> list[int]:
@@ -105,6 +112,8 @@ class ModulusSet:
         ``P`` split likewise.
     bits : float
         ``log2(P)``.
+    L : float
+        log2 of the largest ``|C'|`` the budgets may allow: ``bits − MARGIN_BITS``.
     """
 
     moduli: tuple[int, ...]
@@ -147,6 +156,11 @@ class ModulusSet:
 
     def __len__(self) -> int:
         return len(self.moduli)
+
+    @property
+    def L(self) -> float:
+        """log2 of the product bound the moduli reconstruct (``bits − MARGIN_BITS``)."""
+        return self.bits - MARGIN_BITS
 
 
 @lru_cache(maxsize=256)

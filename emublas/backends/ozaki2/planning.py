@@ -15,7 +15,7 @@ import numpy as np
 
 from . import certify, pipeline, scaling
 from . import recipes as recipe_table
-from .moduli import HYBRID_EXTRA, REAL_MODULI, TWO_M_MODULI, TWO_M_ROOTS, ModulusSet
+from .moduli import HYBRID_EXTRA, MARGIN_BITS, REAL_MODULI, TWO_M_MODULI, TWO_M_ROOTS, ModulusSet
 
 __all__ = ["MODES", "DEFAULT_MODULI", "Family", "Plan", "plan", "job_for", "nterms", "precision_of"]
 
@@ -76,7 +76,7 @@ class Family:
         return ModulusSet.from_moduli(self.modulus_list(count)[0]).bits
 
     def smallest_for(self, L: float) -> int | None:
-        """The smallest count whose moduli carry ``L`` bits (2 to spare), None if none up to the maximum.
+        """The smallest count whose moduli reconstruct a product bound of 2^L, None if none up to the maximum.
 
         Parameters
         ----------
@@ -88,7 +88,7 @@ class Family:
         int or None
         """
         for count in range(1, self.maximum + 1):
-            if self.bits(count) - 2 >= L:
+            if self.bits(count) - MARGIN_BITS >= L:
                 return count
         return None
 
@@ -229,15 +229,15 @@ def plan(
     ms, roots = family.modulus_list(count)
     mset = ModulusSet.from_moduli(ms)
     slack = certify.slack(complex_data)
-    px = scaling.row_plan(left, mset.bits - 2, slack, wrow)
-    py = px if shared else scaling.row_plan(right, mset.bits - 2, slack, wcol)
+    px = scaling.row_plan(left, mset.L, slack, wrow)
+    py = px if shared else scaling.row_plan(right, mset.L, slack, wcol)
     info = {
         "routine": routine,
         "moduli": count,
         "mode": mode,
         "auto_chose": chose,
         "bits": mset.bits,
-        "needed_bits": None if L_exact is None else L_exact + 2,
+        "needed_bits": None if L_exact is None else L_exact + MARGIN_BITS,
     }
     return Plan(ms, roots, mset, px, py, info)
 

@@ -4,7 +4,8 @@ Row i of the left factor is scaled by 2^e_i and column j of the right factor
 by 2^f_j, then truncated to integers.  ``u_i = e_i + ea_i`` is the bit budget
 of row i (``ea_i`` the exponent of the row's largest magnitude); the budgets
 are chosen so that every entry of the integer product satisfies
-``|C'_ij| ≤ 2^L ≤ P/4``, which keeps the CRT reconstruction unambiguous.
+``|C'_ij| ≤ 2^L``, ``L = log2 P − MARGIN_BITS`` (just under P/2), which keeps the CRT
+reconstruction unambiguous.
 
 * ``fast``: Cauchy–Schwarz, ``|C'_ij| ≤ 2^{u_i}‖Ā_i‖₂ · 2^{v_j}‖B̄_j‖₂`` with
   ``Ā_i = |A_i|/2^{ea_i}`` (entries below 1).
