@@ -419,8 +419,10 @@ def test_crt_many_terms_at_the_bound(seed, impl, pieces):
     pyrng = random.Random(seed)
     m, n = 8, 6
     lim = bound_of(ms)
-    Cs = [[pyrng.choice([lim, -lim, lim - pyrng.randint(0, 2**40), pyrng.randint(-lim, lim)]) for _ in range(n)]
-          for _ in range(m)]
+    Cs = [
+        [pyrng.choice([lim, -lim, lim - pyrng.randint(0, 2**40), pyrng.randint(-lim, lim)]) for _ in range(n)]
+        for _ in range(m)
+    ]
     hi = np.empty((m, n), order="F")
     lo = np.empty((m, n), order="F")
     first = True
@@ -445,7 +447,6 @@ def test_crt_2m_complex_with_x2(seed, impl):
     ms = two_m_set(16)
     pyrng = random.Random(seed)
     m, n = 9, 10
-    P = ms.P
     Cr = [[pyrng.randint(-bound_of(ms), bound_of(ms)) >> pyrng.choice([0, 3, 10]) for _ in range(n)] for _ in range(m)]
     Ci = [[pyrng.randint(-bound_of(ms), bound_of(ms)) >> pyrng.choice([0, 3, 10]) for _ in range(n)] for _ in range(m)]
     hr = np.empty((m, n), order="F")
@@ -484,7 +485,6 @@ def test_crt_herk_transposed_alias_and_uplo(seed, impl, uplo):
     ms = two_m_set(12)
     pyrng = random.Random(seed)
     n = 21
-    P = ms.P
     Cr = [[0] * n for _ in range(n)]
     Ci = [[0] * n for _ in range(n)]
     for i in range(n):
@@ -532,7 +532,6 @@ def test_crt_herk_transposed_alias_and_uplo(seed, impl, uplo):
 def test_finalize_alpha_beta_dtypes(rng, impl, dtype, beta):
     ms = real_set(10)
     m, n = 19, 14
-    P = ms.P
     pyrng = random.Random(int(rng.integers(2**62)))
     cplx = np.dtype(dtype).kind == "c"
     Cr = [[pyrng.randint(-bound_of(ms), bound_of(ms)) >> pyrng.randint(0, 60) for _ in range(n)] for _ in range(m)]
