@@ -4,12 +4,12 @@ planes, column blocks) and the fused pass's term table against the job it encode
 import numpy as np
 import pytest
 
-from emublas.backends.ozaki2 import gpu_stages, pipeline, recipes
+from emublas.backends.ozaki2 import gpu_stages, gpu_workspace, pipeline, recipes
 
 
 def _plan(m, n, k, budget, *, nmod=16, nprod=1, pl=1, transposed=False, resident=None):
     resident = nmod * nprod if resident is None else resident
-    return gpu_stages.workspace_plan(m, n, k, nmod, nprod, pl, nmod, transposed, False, budget, resident)
+    return gpu_workspace.workspace_plan(m, n, k, nmod, nprod, pl, nmod, transposed, False, budget, resident)
 
 
 def test_the_fused_pass_is_chosen_when_every_product_fits():
@@ -56,7 +56,7 @@ def test_the_fused_term_table_encodes_the_job(name, monkeypatch):
     assert jb.nchunks == 3
     spec, mods = gpu_stages.fused_table(jb)
     assert spec.shape == (jb.nterms, 4) and mods.shape == (jb.nmod, 3)
-    assert spec[:, 0].max() < gpu_stages.fused_products(jb) and spec[:, 1].max() < gpu_stages.fused_products(jb)
+    assert spec[:, 0].max() < gpu_workspace.fused_products(jb) and spec[:, 1].max() < gpu_workspace.fused_products(jb)
     for l in range(jb.nmod):
         m = jb.moduli[l]
         assert tuple(mods[l]) == (m, 1.0 / m, 0.5 / m if m % 2 == 0 else 0.0)

@@ -7,7 +7,7 @@ product of every modulus fits within ``budget`` bytes beside one residue pass
 fused final pass reads them directly; otherwise the workspace (term planes, one
 modulus's products, a batch's residue planes) is kept within ``budget`` by
 blocking over the output's columns and by smaller batches of moduli
-(:func:`~.gpu_stages.workspace_plan`); when even the smallest plan does not
+(:func:`~.gpu_workspace.workspace_plan`); when even the smallest plan does not
 fit, :class:`MemoryError` says how much it needs.
 
 Several devices: the arrays live on the first; the others get copies of the
@@ -25,7 +25,8 @@ import numpy as np
 
 from . import kernels_gpu as kg
 from . import pipeline
-from .gpu_stages import Events, GpuStages, final, fused_products, workspace_plan
+from .gpu_stages import Events, GpuStages, final
+from .gpu_workspace import fused_products, workspace_plan
 
 __all__ = ["run", "FUSED_FINAL"]
 
