@@ -70,3 +70,5 @@ def test_the_fused_term_table_encodes_the_job(name, monkeypatch):
                 low = w12 & 0xFFFF
                 assert (low - 0x10000 if low >= 0x8000 else low, w12 >> 16) == (w1, w2)
     assert np.any(spec[:, 2] < 0) or name == "real"  # negative weights are encoded too
+    # the real recipe's terms read one product each (the kernel's oz_crt_fused1 form), 2M's two
+    assert bool((spec[:, 1] < 0).all()) == (name == "real")

@@ -85,9 +85,14 @@ __device__ __forceinline__ split49 split_of(double y)
     return s;
 }
 
+/* HUGE = false: the caller knows no entry of its warp is huge (the common case: one
+ * warp-uniform test per tile instead of a branch per entry and modulus). */
+template <bool HUGE = true>
 __device__ __forceinline__ double red_split(const split49 &s, double y, const ozmod &M)
 {
-    return s.huge ? red_huge(y, M) : red_small(fma(s.a, M.c49, s.b), M);
+    if (HUGE && s.huge)
+        return red_huge(y, M);
+    return red_small(fma(s.a, M.c49, s.b), M);
 }
 
 __device__ __forceinline__ double trunc_scaled(double x, int shift)
@@ -123,17 +128,57 @@ __device__ void load_tile(double (*tile)[TILE][TILE + 1], const T *const *src, l
     }
 }
 
-/* Low byte of an integer-valued double in [-128, 255], without a conversion
- * instruction: the low word of (v + 1.5*2^52) is v in two's complement. */
-__device__ __forceinline__ unsigned int byte_of(double v)
-{
-    return (unsigned int)__double2loint(v + OZ_MAGIC) & 0xffu;
-}
-
+/* The four low bytes, by byte permutes (three instructions, not nine shifts and masks). */
 __device__ __forceinline__ int pack4(double a, double b, double c, double d)
 {
-    return (int)(byte_of(a) | byte_of(b) << 8 | byte_of(c) << 16 | byte_of(d) << 24);
+    const unsigned ab = __byte_perm(__double2loint(a + OZ_MAGIC), __double2loint(b + OZ_MAGIC), 0x0040);
+    const unsigned cd = __byte_perm(__double2loint(c + OZ_MAGIC), __double2loint(d + OZ_MAGIC), 0x0040);
+    return (int)__byte_perm(ab, cd, 0x5410);
 }
+
+/* Every modulus's planes of one thread's 4 x NS entries (the residues kernel's loop). */
+template <int KIND, int NS, bool HUGE>
+__device__ __forceinline__ void residue_planes(const double (&y)[NS][4], const split49 (&sp)[NS][4],
+                                               const ozmod *smod, const double *sroot, int nmod, signed char *o,
+                                               long long plane_stride)
+{
+    constexpr int PL = KIND == 0 ? 1 : KIND == 1 ? 2 : KIND == 2 ? 3 : 4;
+    for (int l = 0; l < nmod; l++) {
+        const ozmod M = smod[l];
+        const double sr = sroot[l];
+        double res[PL][4];
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            double r_0 = red_split<HUGE>(sp[0][e], y[0][e], M);
+            if (KIND == 0) {
+                res[0][e] = r_0;
+            } else {
+                double r_1 = red_split<HUGE>(sp[1][e], y[1][e], M);
+                if (KIND == 1) {
+                    res[0][e] = red_small(fma(sr, r_1, r_0), M);
+                    res[1 % PL][e] = red_small(fma(-sr, r_1, r_0), M);
+                } else if (KIND == 2) {
+                    res[0][e] = r_0;
+                    res[1 % PL][e] = r_1;
+                    res[2 % PL][e] = red_small(r_0 + r_1, M);
+                } else {
+                    double r_2 = red_split<HUGE>(sp[2 % NS][e], y[2 % NS][e], M);
+                    double r_3 = red_split<HUGE>(sp[3 % NS][e], y[3 % NS][e], M);
+                    double ap = red_small(fma(sr, r_1, r_0), M), am = red_small(fma(-sr, r_1, r_0), M);
+                    double bp = red_small(fma(sr, r_3, r_2), M), bm = red_small(fma(-sr, r_3, r_2), M);
+                    res[0][e] = red_small(fma(sr, bp, ap), M);
+                    res[1 % PL][e] = red_small(fma(-sr, bp, ap), M);
+                    res[2 % PL][e] = red_small(fma(sr, bm, am), M);
+                    res[3 % PL][e] = red_small(fma(-sr, bm, am), M);
+                }
+            }
+        }
+#pragma unroll
+        for (int p = 0; p < PL; p++)
+            *(int *)(o + (long long)(PL * l + p) * plane_stride) = pack4(res[p][0], res[p][1], res[p][2], res[p][3]);
+    }
+}
+
 
 /*
  * Residues.  KIND 0 real (1 source, 1 plane per modulus), 1 2M (re, im: X+ and
@@ -170,46 +215,21 @@ __device__ void residues(long long rows, long long cols, const T *s0, const T *s
             y[s][e] = tile[s][r][4 * q + e];
             sp[s][e] = split_of(y[s][e]);
         }
-    constexpr int PL = KIND == 0 ? 1 : KIND == 1 ? 2 : KIND == 2 ? 3 : 4;
+    bool huge = false;
+#pragma unroll
+    for (int s_ = 0; s_ < NS; s_++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            huge |= sp[s_][e].huge;
     signed char *o = out + (r0 + r) * ld + c0 + 4 * q;
-    for (int l = 0; l < nmod; l++) {
-        const ozmod M = smod[l];
-        const double sr = sroot[l];
-        double res[PL][4];
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            double r_0 = red_split(sp[0][e], y[0][e], M);
-            if (KIND == 0) {
-                res[0][e] = r_0;
-            } else {
-                double r_1 = red_split(sp[1][e], y[1][e], M);
-                if (KIND == 1) {
-                    res[0][e] = red_small(fma(sr, r_1, r_0), M);
-                    res[1 % PL][e] = red_small(fma(-sr, r_1, r_0), M);
-                } else if (KIND == 2) {
-                    res[0][e] = r_0;
-                    res[1 % PL][e] = r_1;
-                    res[2 % PL][e] = red_small(r_0 + r_1, M);
-                } else {
-                    double r_2 = red_split(sp[2 % NS][e], y[2 % NS][e], M);
-                    double r_3 = red_split(sp[3 % NS][e], y[3 % NS][e], M);
-                    double ap = red_small(fma(sr, r_1, r_0), M), am = red_small(fma(-sr, r_1, r_0), M);
-                    double bp = red_small(fma(sr, r_3, r_2), M), bm = red_small(fma(-sr, r_3, r_2), M);
-                    res[0][e] = red_small(fma(sr, bp, ap), M);
-                    res[1 % PL][e] = red_small(fma(-sr, bp, ap), M);
-                    res[2 % PL][e] = red_small(fma(sr, bm, am), M);
-                    res[3 % PL][e] = red_small(fma(-sr, bm, am), M);
-                }
-            }
-        }
-#pragma unroll
-        for (int p = 0; p < PL; p++)
-            *(int *)(o + (long long)(PL * l + p) * plane_stride) = pack4(res[p][0], res[p][1], res[p][2], res[p][3]);
-    }
+    if (__any_sync(0xffffffffu, huge))
+        residue_planes<KIND, NS, true>(y, sp, smod, sroot, nmod, o, plane_stride);
+    else
+        residue_planes<KIND, NS, false>(y, sp, smod, sroot, nmod, o, plane_stride);
 }
 
 #define OZ_RES(NAME, T, KIND)                                                                                   \
-    extern "C" __global__ void __launch_bounds__(256) NAME(                                                     \
+    extern "C" __global__ void __launch_bounds__(256, KIND == 0 ? 4 : 1) NAME(                                                     \
         long long rows, long long cols, const T *s0, const T *s1, const T *s2, const T *s3, long long rs,       \
         long long cs, const int *shift, int conj, int nmod, const double *mods, const double *roots,            \
         signed char *out, long long plane_stride, long long ld)                                                 \
@@ -745,14 +765,6 @@ struct term_src {
     int nmod;
 };
 
-template <bool FUSED> struct term_raw;
-template <> struct term_raw<false> {
-    signed char v;
-};
-template <> struct term_raw<true> {
-    int a, b;
-};
-
 /* the fused pass's term table in shared memory (a block-uniform read per term) */
 template <bool FUSED> struct term_smem {
     __device__ void load(const term_src &, int) {}
@@ -769,31 +781,137 @@ template <> struct term_smem<true> {
     }
 };
 
-template <bool FUSED>
-__device__ __forceinline__ term_raw<FUSED> load_term(const term_src &S, const term_smem<FUSED> &sm, int t,
-                                                     long long j, long long i, bool in)
+/* (double)x of an int32 as one DADD (the low word of 2^52 + 2^31 + x): exact, like the
+ * conversion instruction, which runs at a quarter of the FP64 rate. */
+__device__ __forceinline__ double i2d(int x)
 {
-    term_raw<FUSED> r;
-    if constexpr (FUSED) {
-        const int4 sp = sm.spec[t];
-        const int *col = S.prods + j * S.ldp + i;
-        r.a = in ? col[(long long)sp.x * S.prod_stride] : 0;
-        r.b = in && sp.y >= 0 ? col[(long long)sp.y * S.prod_stride] : 0;
-    } else {
-        r.v = in ? S.terms[(long long)t * S.plane_stride + j * S.ldt + i] : 0;
-    }
-    return r;
+    return __hiloint2double(0x43300000, x ^ (int)0x80000000) - 4503601774854144.0; /* 2^52 + 2^31 */
 }
 
-template <bool FUSED>
-__device__ __forceinline__ double term_value(const term_raw<FUSED> &r, const term_smem<FUSED> &sm, int t)
+/* What term t of the fused pass needs besides its values (block-uniform, read once per
+ * term): the element offsets of its products (off2 < 0: none), its weights, its modulus. */
+struct fused_term {
+    long long off1, off2;
+    double w1, w2;
+    int mod;
+};
+
+__device__ __forceinline__ fused_term fused_term_of(const term_src &S, const term_smem<true> &sm, int t)
 {
-    if constexpr (FUSED) {
-        const int4 sp = sm.spec[t];
-        const double w1 = (double)(short)(sp.z & 0xffff), w2 = (double)(sp.z >> 16);
-        return red_small(fma(w1, (double)r.a, w2 * (double)r.b), sm.mod[sp.w]); /* exact: |v| < 2^49 */
-    } else {
-        return (double)r.v;
+    const int4 sp = sm.spec[t];
+    fused_term f;
+    f.off1 = (long long)sp.x * S.prod_stride;
+    f.off2 = sp.y >= 0 ? (long long)sp.y * S.prod_stride : -1;
+    f.w1 = (double)(short)(sp.z & 0xffff);
+    f.w2 = (double)(sp.z >> 16);
+    f.mod = sp.w;
+    return f;
+}
+
+template <int ENT, bool TWO>
+__device__ __forceinline__ void load_fused(const int *col, long long rows_left, const fused_term &f, int *a, int *b)
+{
+    const bool full = 32 * (ENT - 1) < rows_left;
+#pragma unroll
+    for (int e = 0; e < ENT; e++) {
+        const bool ok = full || 32 * e < rows_left;
+        a[e] = ok ? col[32 * e + f.off1] : 0;
+        if (TWO)
+            b[e] = ok && f.off2 >= 0 ? col[32 * e + f.off2] : 0;
+    }
+}
+
+/* The fused pass's sum: term t's products are reduced to (w1 X1 + w2 X2) mod m exactly as
+ * oz_terms_direct reduces them (the same values: an absent X2 reads as 0), then added as
+ * the unfused pass adds its term bytes.  Two terms' loads are in flight while one is summed:
+ * at one term ahead the loop waited on memory.  TWO = false: no term has a second product
+ * (the real recipe), which frees the registers of the second values. */
+template <bool CPLX, int ENT, bool TWO>
+__device__ __forceinline__ void sum_fused(const term_src &S, const term_smem<true> &sm, const double2 *sb,
+                                          const signed char *spart, int nterms, long long j, long long i0,
+                                          long long rows, double *rh, double *rl, double *ih, double *il)
+{
+    const int *col = S.prods + j * S.ldp + i0;
+    const long long left = rows - i0;
+    int a0[ENT], b0[ENT], a1[ENT], b1[ENT];
+    fused_term f0 = fused_term_of(S, sm, 0), f1 = f0;
+    load_fused<ENT, TWO>(col, left, f0, a0, b0);
+    if (nterms > 1) {
+        f1 = fused_term_of(S, sm, 1);
+        load_fused<ENT, TWO>(col, left, f1, a1, b1);
+    }
+    for (int t = 0; t < nterms; t++) {
+        const ozmod M = sm.mod[f0.mod];
+        double v[ENT];
+        if (TWO && f0.off2 >= 0) {
+#pragma unroll
+            for (int e = 0; e < ENT; e++)
+                v[e] = red_small(fma(f0.w1, i2d(a0[e]), f0.w2 * i2d(b0[e])), M); /* exact: |v| < 2^49 */
+        } else {
+            const double z = f0.w2 * 0.0; /* what w2 * X2 is for the absent X2 */
+#pragma unroll
+            for (int e = 0; e < ENT; e++)
+                v[e] = red_small(fma(f0.w1, i2d(a0[e]), z), M);
+        }
+        /* the ring: term t + 1 moves up, term t + 2 is loaded */
+        f0 = f1;
+#pragma unroll
+        for (int e = 0; e < ENT; e++) {
+            a0[e] = a1[e];
+            if (TWO)
+                b0[e] = b1[e];
+        }
+        if (t + 2 < nterms) {
+            f1 = fused_term_of(S, sm, t + 2);
+            load_fused<ENT, TWO>(col, left, f1, a1, b1);
+        }
+        const double2 bb = sb[t];
+        if (CPLX && spart[t]) {
+#pragma unroll
+            for (int e = 0; e < ENT; e++)
+                dd_add(v[e], bb.x, bb.y, ih[e], il[e]);
+        } else {
+#pragma unroll
+            for (int e = 0; e < ENT; e++)
+                dd_add(v[e], bb.x, bb.y, rh[e], rl[e]);
+        }
+    }
+}
+
+/* The unfused pass's sum over the int8 term planes, the next term's bytes loaded while
+ * this one is summed. */
+template <bool CPLX, int ENT>
+__device__ __forceinline__ void sum_planes(const term_src &S, const double2 *sb, const signed char *spart,
+                                           int nterms, long long j, long long i0, long long rows, double *rh,
+                                           double *rl, double *ih, double *il)
+{
+    const bool full = i0 + 32 * (ENT - 1) < rows;
+    signed char nx[ENT];
+#pragma unroll
+    for (int e = 0; e < ENT; e++)
+        nx[e] = nterms > 0 && (full || i0 + 32 * e < rows) ? S.terms[j * S.ldt + i0 + 32 * e] : 0;
+    for (int t = 0; t < nterms; t++) {
+        double v[ENT];
+#pragma unroll
+        for (int e = 0; e < ENT; e++)
+            v[e] = (double)nx[e];
+        const double2 b = sb[t];
+        const int pt_ = spart[t];
+        if (t + 1 < nterms) {
+#pragma unroll
+            for (int e = 0; e < ENT; e++)
+                nx[e] = full || i0 + 32 * e < rows ? S.terms[(long long)(t + 1) * S.plane_stride + j * S.ldt + i0 + 32 * e]
+                                                   : 0;
+        }
+        if (CPLX && pt_) {
+#pragma unroll
+            for (int e = 0; e < ENT; e++)
+                dd_add(v[e], b.x, b.y, ih[e], il[e]);
+        } else {
+#pragma unroll
+            for (int e = 0; e < ENT; e++)
+                dd_add(v[e], b.x, b.y, rh[e], rl[e]);
+        }
     }
 }
 
@@ -803,7 +921,7 @@ __device__ __forceinline__ double term_value(const term_raw<FUSED> &r, const ter
  * a real output (no imaginary part) take half the registers of a complex one,
  * which is what bounds this kernel's occupancy.  Grid (ceil(rows / (32 ENT)),
  * ceil(cols / 8)), 256 threads (8 columns per block). */
-template <bool CPLX, int ENT, bool FUSED>
+template <bool CPLX, int ENT, bool FUSED, bool TWO = true>
 __device__ __forceinline__ void crt_final(
     long long rows, long long cols, long long r0, long long j0, const term_src &S, int nterms,
     const signed char *part, const double *bhi, const double *blo, double Ph, double Pl, double Pinv,
@@ -834,38 +952,11 @@ __device__ __forceinline__ void crt_final(
         rh[e] = rl[e] = 0.0;
         ih[e] = il[e] = 0.0;
     }
-    const bool full = i0 + 32 * (ENT - 1) < rows;
-    /* the next term's values and weights are loaded while this term is summed: the
-     * loads' latency, not the arithmetic, is what held this loop back */
-    term_raw<FUSED> nx[ENT];
-#pragma unroll
-    for (int e = 0; e < ENT; e++)
-        nx[e] = load_term<FUSED>(S, sm, 0, j, i0 + 32 * e, nterms > 0 && (full || i0 + 32 * e < rows));
-    double2 nb = nterms > 0 ? sb[0] : make_double2(0.0, 0.0);
-    int np = nterms > 0 ? spart[0] : 0;
-    for (int t = 0; t < nterms; t++) {
-        double v[ENT];
-#pragma unroll
-        for (int e = 0; e < ENT; e++)
-            v[e] = term_value<FUSED>(nx[e], sm, t);
-        const double2 b = nb;
-        const int pt_ = np;
-        if (t + 1 < nterms) {
-#pragma unroll
-            for (int e = 0; e < ENT; e++)
-                nx[e] = load_term<FUSED>(S, sm, t + 1, j, i0 + 32 * e, full || i0 + 32 * e < rows);
-            nb = sb[t + 1];
-            np = spart[t + 1];
-        }
-        if (CPLX && pt_) {
-#pragma unroll
-            for (int e = 0; e < ENT; e++)
-                dd_add(v[e], b.x, b.y, ih[e], il[e]);
-        } else {
-#pragma unroll
-            for (int e = 0; e < ENT; e++)
-                dd_add(v[e], b.x, b.y, rh[e], rl[e]);
-        }
+    if (nterms > 0) {
+        if constexpr (FUSED)
+            sum_fused<CPLX, ENT, TWO>(S, sm, sb, spart, nterms, j, i0, rows, rh, rl, ih, il);
+        else
+            sum_planes<CPLX, ENT>(S, sb, spart, nterms, j, i0, rows, rh, rl, ih, il);
     }
     const int cs_ = col_shift[gj];
 #pragma unroll
@@ -890,11 +981,11 @@ __device__ __forceinline__ void crt_final(
         int conj_r, unsigned long long *uncertified, unsigned char *mask, int *tiles, long long ldm,            \
         long long ntr
 
-#define OZ_CRT_TAIL_CALL(CPLX, ENT, FUSED)                                                                      \
+#define OZ_CRT_TAIL_CALL(CPLX, ENT, FUSED, TWO)                                                                      \
     const oz_cert C = {row_err, col_err, crt_err, target, W, ldw, row_wsum, col_wsum, row_budget,               \
                        col_budget, fix, fdtype, Lr, Li, Rr, Ri, rsl, csl, rsr, csr, k, conj_l, conj_r,          \
                        uncertified, mask, tiles, ldm, ntr};                                                      \
-    crt_final<CPLX, ENT, FUSED>(rows, cols, r0, j0, S, nterms, part, bhi, blo, Ph, Pl, Pinv, row_shift,          \
+    crt_final<CPLX, ENT, FUSED, TWO>(rows, cols, r0, j0, S, nterms, part, bhi, blo, Ph, Pl, Pinv, row_shift,          \
                                 col_shift, ar, ai, br, bi, beta0, dtype, out, rso, cso, uplo,                    \
                                 certify ? &C : nullptr)
 
@@ -904,25 +995,28 @@ __device__ __forceinline__ void crt_final(
              long long plane_stride, long long ldt, OZ_CRT_TAIL_PARAMS)                                          \
     {                                                                                                            \
         const term_src S = {terms, plane_stride, ldt, nullptr, 0, 0, nullptr, nullptr, 0};                      \
-        OZ_CRT_TAIL_CALL(CPLX, ENT, false);                                                                      \
+        OZ_CRT_TAIL_CALL(CPLX, ENT, false, true);                                                                      \
     }
 
 /* The final pass straight from the int32 products (no term planes): as oz_crt_final, with
- * term t read through spec[t] (see term_src) from products[spec.x], products[spec.y]. */
-#define OZ_CRT_FUSED(NAME, CPLX, ENT)                                                                          \
+ * term t read through spec[t] (see term_src) from products[spec.x], products[spec.y];
+ * the *1 forms for tables whose terms read one product each (spec.y < 0 throughout). */
+#define OZ_CRT_FUSED(NAME, CPLX, ENT, TWO)                                                                          \
     extern "C" __global__ void __launch_bounds__(256, 4)                                                        \
         NAME(long long rows, long long cols, long long r0, long long j0, const int *prods,                      \
              long long prod_stride, long long ldp, const int4 *spec, const double *mods, int nmod,               \
              OZ_CRT_TAIL_PARAMS)                                                                                 \
     {                                                                                                            \
         const term_src S = {nullptr, 0, 0, prods, prod_stride, ldp, spec, mods, nmod};                          \
-        OZ_CRT_TAIL_CALL(CPLX, ENT, true);                                                                       \
+        OZ_CRT_TAIL_CALL(CPLX, ENT, true, TWO);                                                                       \
     }
 
 OZ_CRT_FINAL(oz_crt_final_real, false, 4)
 OZ_CRT_FINAL(oz_crt_final_cplx, true, 2)
-OZ_CRT_FUSED(oz_crt_fused_real, false, 4)
-OZ_CRT_FUSED(oz_crt_fused_cplx, true, 2)
+OZ_CRT_FUSED(oz_crt_fused_real, false, 4, true)
+OZ_CRT_FUSED(oz_crt_fused_cplx, true, 2, true)
+OZ_CRT_FUSED(oz_crt_fused1_real, false, 4, false)
+OZ_CRT_FUSED(oz_crt_fused1_cplx, true, 2, false)
 
 /* The entries oz_crt_final flagged, recomputed as float64 dot products of the data.  One
  * 64 x 64 block (2 x 2 of the final pass's 32 x 32 flag tiles; a block with none flagged

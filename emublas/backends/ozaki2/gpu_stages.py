@@ -190,15 +190,17 @@ def fused_constants(jb: pipeline.Job):
 
     Returns
     -------
-    tuple of cupy.ndarray
-        ``(spec, mods)`` of :func:`fused_table`.
+    tuple
+        ``(spec, mods)`` of :func:`fused_table` as cupy arrays, and whether every
+        term reads a single product (the kernel then keeps no second values).
     """
     import cupy
 
     key = ("fused", cupy.cuda.Device().id)
     got = jb.memo.get(key)
     if got is None:
-        got = jb.memo[key] = tuple(cupy.asarray(t) for t in fused_table(jb))
+        spec, mods = fused_table(jb)
+        got = jb.memo[key] = (cupy.asarray(spec), cupy.asarray(mods), bool((spec[:, 1] < 0).all()))
     return got
 
 

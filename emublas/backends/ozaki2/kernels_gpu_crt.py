@@ -279,9 +279,11 @@ def crt_final(
     cert : dict, optional
         The certificate's device arrays, or None: no certificate, no fix pass.
     fused : tuple, optional
-        ``(spec_d, mods_d)`` of :func:`.gpu_stages.fused_table`: ``term_planes``
-        are the products and the fused pass (``oz_crt_fused``) reduces each term
-        as :func:`terms` would have, so the result is the term planes' bit for bit.
+        ``(spec_d, mods_d, single)`` of :func:`.gpu_stages.fused_constants`:
+        ``term_planes`` are the products and the fused pass (``oz_crt_fused``, or
+        ``oz_crt_fused1`` when ``single``: no term reads a second product) reduces
+        each term as :func:`terms` would have, so the result is the term planes' bit
+        for bit.
 
     Notes
     -----
@@ -294,8 +296,9 @@ def crt_final(
     source: tuple = (term_planes, _i64(plane_stride), _i64(ldt))
     kernel = "oz_crt_final"
     if fused is not None:
-        spec_d, mods_d = fused
-        source, kernel = (*source, spec_d, mods_d, _i32(mods_d.shape[0])), "oz_crt_fused"
+        spec_d, mods_d, single = fused
+        source = (*source, spec_d, mods_d, _i32(mods_d.shape[0]))
+        kernel = "oz_crt_fused1" if single else "oz_crt_fused"
     if nterms > MAX_TERMS:
         raise ValueError(f"ozaki2 on the GPU: {nterms} CRT terms exceed {MAX_TERMS} (k too long)")
     code = {"f": 0, "d": 1, "F": 2, "D": 3}[out.dtype.char]
