@@ -12,6 +12,7 @@ Packed operands are padded as the kernels expect: rows to a multiple of 128
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -199,6 +200,17 @@ def matmul01(a: Any, b: Any, *, kernel: str = "auto") -> Any:
     return gemm(pack(a, 0), pack(b, 1), kernel=kernel)
 
 
+@cache
+def _accumulate_kernel():
+    """``o += c · w`` over uint64 (wrapping), c the int32 counts of one plane product: one
+    launch where astype, multiply and add were three (the leaf runs one per plane pair)."""
+    import cupy
+
+    return cupy.ElementwiseKernel(
+        "int32 c, uint64 w", "uint64 o", "o += (unsigned long long)c * w", "emublas_bp_accumulate"
+    )
+
+
 class GpuLeaf:
     """The leaf of :func:`.planes.plane_product` for cupy arrays."""
 
@@ -232,9 +244,13 @@ class GpuLeaf:
         Returns
         -------
         list of bool
-            One flag per plane (a device-to-host read each).
+            One flag per plane (all read from the device at once).
         """
-        return [bool(p.words.any()) for p in packed]
+        import cupy
+
+        if not packed:
+            return []
+        return [bool(f) for f in cupy.stack([p.words.any() for p in packed]).get()]
 
     def zeros(self, m: int, n: int) -> Any:
         """An int64 accumulator of zeros on the current GPU.
@@ -272,7 +288,6 @@ class GpuLeaf:
         """
         import cupy
 
-        counts = gemm(pa[p], pb[q])
+        counts = gemm(pa[p], pb[q])  # popcounts: never negative
         w = np.uint64(int(weight) % 2**64)  # wrapping arithmetic, as on the CPU
-        o = out.view(cupy.uint64)
-        o += counts.astype(cupy.uint64) * w
+        _accumulate_kernel()(counts, w, out.view(cupy.uint64))

@@ -179,7 +179,7 @@ def plane_product(a64: Any, b64: Any, wa: tuple[int, bool], wb: tuple[int, bool]
     pb = leaf.pack_planes(b64, 1, wb[0])
     out = leaf.zeros(m, n)
     first = True
-    nz_b = leaf.nonzero(pb)  # once: on a GPU each plane's flag is a read from the device
+    nz_b = leaf.nonzero(pb)  # once: on a GPU the flags are one read from the device
     for p, (sa, nza) in enumerate(zip(_weights(*wa), leaf.nonzero(pa))):
         if not nza:
             continue
