@@ -229,7 +229,7 @@ __device__ void residues(long long rows, long long cols, const T *s0, const T *s
 }
 
 #define OZ_RES(NAME, T, KIND)                                                                                   \
-    extern "C" __global__ void __launch_bounds__(256, KIND == 0 ? 4 : 1) NAME(                                                     \
+    extern "C" __global__ void __launch_bounds__(256) NAME(                                                     \
         long long rows, long long cols, const T *s0, const T *s1, const T *s2, const T *s3, long long rs,       \
         long long cs, const int *shift, int conj, int nmod, const double *mods, const double *roots,            \
         signed char *out, long long plane_stride, long long ld)                                                 \
@@ -821,11 +821,42 @@ __device__ __forceinline__ void load_fused(const int *col, long long rows_left, 
     }
 }
 
+/* Term t's values (w1 X1 + w2 X2) mod m for ENT entries, summed into the accumulators. */
+template <bool CPLX, int ENT, bool TWO>
+__device__ __forceinline__ void add_fused(const term_smem<true> &sm, const fused_term &f, const int *a, const int *b,
+                                          double2 bb, bool imag, double *rh, double *rl, double *ih, double *il)
+{
+    const ozmod M = sm.mod[f.mod];
+    double v[ENT];
+    if (TWO && f.off2 >= 0) {
+        /* with two products the kernel is bound by issue: the conversion instruction's one
+         * issue slot beats i2d's two */
+#pragma unroll
+        for (int e = 0; e < ENT; e++)
+            v[e] = red_small(fma(f.w1, (double)a[e], f.w2 * (double)b[e]), M); /* exact: |v| < 2^49 */
+    } else {
+        const double z = f.w2 * 0.0; /* what w2 * X2 is for the absent X2 */
+#pragma unroll
+        for (int e = 0; e < ENT; e++)
+            v[e] = red_small(fma(f.w1, TWO ? (double)a[e] : i2d(a[e]), z), M);
+    }
+    if (CPLX && imag) {
+#pragma unroll
+        for (int e = 0; e < ENT; e++)
+            dd_add(v[e], bb.x, bb.y, ih[e], il[e]);
+    } else {
+#pragma unroll
+        for (int e = 0; e < ENT; e++)
+            dd_add(v[e], bb.x, bb.y, rh[e], rl[e]);
+    }
+}
+
 /* The fused pass's sum: term t's products are reduced to (w1 X1 + w2 X2) mod m exactly as
  * oz_terms_direct reduces them (the same values: an absent X2 reads as 0), then added as
- * the unfused pass adds its term bytes.  Two terms' loads are in flight while one is summed:
- * at one term ahead the loop waited on memory.  TWO = false: no term has a second product
- * (the real recipe), which frees the registers of the second values. */
+ * the unfused pass adds its term bytes.  Two buffers in turn (even and odd terms): a term's
+ * loads are issued two terms before its values are used, where one term ahead left the
+ * loop waiting on memory.  TWO = false: no term has a second product (the real recipe),
+ * which frees the registers of the second values. */
 template <bool CPLX, int ENT, bool TWO>
 __device__ __forceinline__ void sum_fused(const term_src &S, const term_smem<true> &sm, const double2 *sb,
                                           const signed char *spart, int nterms, long long j, long long i0,
@@ -840,40 +871,18 @@ __device__ __forceinline__ void sum_fused(const term_src &S, const term_smem<tru
         f1 = fused_term_of(S, sm, 1);
         load_fused<ENT, TWO>(col, left, f1, a1, b1);
     }
-    for (int t = 0; t < nterms; t++) {
-        const ozmod M = sm.mod[f0.mod];
-        double v[ENT];
-        if (TWO && f0.off2 >= 0) {
-#pragma unroll
-            for (int e = 0; e < ENT; e++)
-                v[e] = red_small(fma(f0.w1, i2d(a0[e]), f0.w2 * i2d(b0[e])), M); /* exact: |v| < 2^49 */
-        } else {
-            const double z = f0.w2 * 0.0; /* what w2 * X2 is for the absent X2 */
-#pragma unroll
-            for (int e = 0; e < ENT; e++)
-                v[e] = red_small(fma(f0.w1, i2d(a0[e]), z), M);
-        }
-        /* the ring: term t + 1 moves up, term t + 2 is loaded */
-        f0 = f1;
-#pragma unroll
-        for (int e = 0; e < ENT; e++) {
-            a0[e] = a1[e];
-            if (TWO)
-                b0[e] = b1[e];
-        }
+    for (int t = 0; t < nterms; t += 2) {
+        add_fused<CPLX, ENT, TWO>(sm, f0, a0, b0, sb[t], spart[t], rh, rl, ih, il);
         if (t + 2 < nterms) {
-            f1 = fused_term_of(S, sm, t + 2);
-            load_fused<ENT, TWO>(col, left, f1, a1, b1);
+            f0 = fused_term_of(S, sm, t + 2);
+            load_fused<ENT, TWO>(col, left, f0, a0, b0);
         }
-        const double2 bb = sb[t];
-        if (CPLX && spart[t]) {
-#pragma unroll
-            for (int e = 0; e < ENT; e++)
-                dd_add(v[e], bb.x, bb.y, ih[e], il[e]);
-        } else {
-#pragma unroll
-            for (int e = 0; e < ENT; e++)
-                dd_add(v[e], bb.x, bb.y, rh[e], rl[e]);
+        if (t + 1 < nterms) {
+            add_fused<CPLX, ENT, TWO>(sm, f1, a1, b1, sb[t + 1], spart[t + 1], rh, rl, ih, il);
+            if (t + 3 < nterms) {
+                f1 = fused_term_of(S, sm, t + 3);
+                load_fused<ENT, TWO>(col, left, f1, a1, b1);
+            }
         }
     }
 }
