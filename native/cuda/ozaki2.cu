@@ -821,6 +821,22 @@ __device__ __forceinline__ void load_fused(const int *col, long long rows_left, 
     }
 }
 
+/* The ENT term values v added to the real or (imag) imaginary double-double sums. */
+template <bool CPLX, int ENT>
+__device__ __forceinline__ void add_values(const double *v, double2 bb, bool imag, double *rh, double *rl,
+                                           double *ih, double *il)
+{
+    if (CPLX && imag) {
+#pragma unroll
+        for (int e = 0; e < ENT; e++)
+            dd_add(v[e], bb.x, bb.y, ih[e], il[e]);
+    } else {
+#pragma unroll
+        for (int e = 0; e < ENT; e++)
+            dd_add(v[e], bb.x, bb.y, rh[e], rl[e]);
+    }
+}
+
 /* Term t's values (w1 X1 + w2 X2) mod m for ENT entries, summed into the accumulators. */
 template <bool CPLX, int ENT, bool TWO>
 __device__ __forceinline__ void add_fused(const term_smem<true> &sm, const fused_term &f, const int *a, const int *b,
@@ -840,15 +856,7 @@ __device__ __forceinline__ void add_fused(const term_smem<true> &sm, const fused
         for (int e = 0; e < ENT; e++)
             v[e] = red_small(fma(f.w1, TWO ? (double)a[e] : i2d(a[e]), z), M);
     }
-    if (CPLX && imag) {
-#pragma unroll
-        for (int e = 0; e < ENT; e++)
-            dd_add(v[e], bb.x, bb.y, ih[e], il[e]);
-    } else {
-#pragma unroll
-        for (int e = 0; e < ENT; e++)
-            dd_add(v[e], bb.x, bb.y, rh[e], rl[e]);
-    }
+    add_values<CPLX, ENT>(v, bb, imag, rh, rl, ih, il);
 }
 
 /* The fused pass's sum: term t's products are reduced to (w1 X1 + w2 X2) mod m exactly as
@@ -912,15 +920,7 @@ __device__ __forceinline__ void sum_planes(const term_src &S, const double2 *sb,
                 nx[e] = full || i0 + 32 * e < rows ? S.terms[(long long)(t + 1) * S.plane_stride + j * S.ldt + i0 + 32 * e]
                                                    : 0;
         }
-        if (CPLX && pt_) {
-#pragma unroll
-            for (int e = 0; e < ENT; e++)
-                dd_add(v[e], b.x, b.y, ih[e], il[e]);
-        } else {
-#pragma unroll
-            for (int e = 0; e < ENT; e++)
-                dd_add(v[e], b.x, b.y, rh[e], rl[e]);
-        }
+        add_values<CPLX, ENT>(v, b, pt_, rh, rl, ih, il);
     }
 }
 
