@@ -434,7 +434,8 @@ extern "C" __global__ void __launch_bounds__(256) oz_terms(
 {
     __shared__ int trn[4][TILE][TILE + 1];
     __shared__ int sspec[4 * 6];
-    const int *P[4] = {p0, p1, p2, p3};
+    /* P(s) by selects: an array indexed at run time would live in local memory */
+    auto P = [&](int s_) { return s_ == 0 ? p0 : s_ == 1 ? p1 : s_ == 2 ? p2 : p3; };
     const long long i0 = (long long)blockIdx.x * TILE, jt0 = (long long)blockIdx.y * TILE;
     /* skip tiles with no entry in the triangle (global indices) */
     if (uplo == 1 && r0 + i0 > j0 + jt0 + TILE - 1)
@@ -458,7 +459,7 @@ extern "C" __global__ void __launch_bounds__(256) oz_terms(
         /* trn[s][i][j] = P_s[j, i]: P_s(row jt0+j... read along its contiguous rows */
         for (int yy = ty; yy < TILE; yy += 8) {
             long long pi = i0 + yy, pj = jt0 + tx; /* element P_s[pj, pi] at pi*ldp + pj */
-            trn[s][yy][tx] = (pi < rows && pj < cols) ? P[s][pi * ldp + pj] : 0;
+            trn[s][yy][tx] = (pi < rows && pj < cols) ? P(s)[pi * ldp + pj] : 0;
         }
     }
     __syncthreads();
@@ -469,10 +470,10 @@ extern "C" __global__ void __launch_bounds__(256) oz_terms(
             continue;
         for (int t = 0; t < nterms; t++) {
             const int *sp = sspec + 6 * t;
-            double x1 = sp[1] ? (double)trn[sp[0]][tx][yy] : (double)P[sp[0]][j * ldp + i];
+            double x1 = sp[1] ? (double)trn[sp[0]][tx][yy] : (double)P(sp[0])[j * ldp + i];
             double x2 = 0.0;
             if (sp[3] >= 0)
-                x2 = sp[4] ? (double)trn[sp[3]][tx][yy] : (double)P[sp[3]][j * ldp + i];
+                x2 = sp[4] ? (double)trn[sp[3]][tx][yy] : (double)P(sp[3])[j * ldp + i];
             double v = fma((double)sp[2], x1, (double)sp[5] * x2); /* exact: |v| < 2^49 */
             out[(long long)t * plane_stride + j * ldt + i] = (signed char)(int)red_small(v, M);
         }
@@ -570,7 +571,9 @@ __device__ __forceinline__ int floor_log2(double a) /* a > 0, finite */
     return e - 1;
 }
 
-__device__ bool cert_ok(const oz_cert &C, long long i, long long j, double cr, double ci)
+/* inlined: a call would need the final pass's certificate in local memory, written by
+ * every thread (two hundred bytes each, more than the output itself) */
+__device__ __forceinline__ bool cert_ok(const oz_cert &C, long long i, long long j, double cr, double ci)
 {
     const double re = C.row_err[i], ce = C.col_err[j];
     if (re == OZ_NEG_INF || ce == OZ_NEG_INF)
@@ -724,23 +727,23 @@ __device__ __forceinline__ void fallback_entry(const oz_cert &C, long long gi, l
 __device__ __forceinline__ void final_entry(double rh, double rl, double ih, double il, double Ph, double Pl,
                                             double Pinv, int rsh, int csh, double ar, double ai, double br,
                                             double bi, int beta0, int dtype, void *out, long long off,
-                                            const oz_cert *cert, long long gi, long long gj, long long li,
+                                            const oz_cert &C, bool certify, long long gi, long long gj, long long li,
                                             long long lj)
 {
     int ee = unscale_exp(rsh, csh);
     /* v = (vr + i vi) 2^ee; alpha multiplies the integer first, the power of two comes last */
     double vr = crt_rep(rh, rl, Ph, Pl, Pinv);
     double vi = dtype >= 2 ? crt_rep(ih, il, Ph, Pl, Pinv) : 0.0;
-    if (cert) {
-        const bool dead = is_dead(*cert, gi, gj);
+    if (certify) {
+        const bool dead = is_dead(C, gi, gj);
         bool redo = dead;
-        if (!dead && !cert_ok(*cert, gi, gj, vr, vi)) {
-            atomicAdd(cert->uncertified, 1ULL);
-            redo = cert->fix;
+        if (!dead && !cert_ok(C, gi, gj, vr, vi)) {
+            atomicAdd(C.uncertified, 1ULL);
+            redo = C.fix;
         }
         if (redo) { /* left to oz_fix_tiles, which reads out's c and writes the entry */
-            cert->mask[li + lj * cert->ldm] = 1;
-            cert->tiles[li / 32 + (lj / 32) * cert->ntr] = 1;
+            C.mask[li + lj * C.ldm] = 1;
+            C.tiles[li / 32 + (lj / 32) * C.ntr] = 1;
             return;
         }
     }
@@ -935,7 +938,7 @@ __device__ __forceinline__ void crt_final(
     long long rows, long long cols, long long r0, long long j0, const term_src &S, int nterms,
     const signed char *part, const double *bhi, const double *blo, double Ph, double Pl, double Pinv,
     const int *row_shift, const int *col_shift, double ar, double ai, double br, double bi, int beta0, int dtype,
-    void *out, long long rso, long long cso, int uplo, const oz_cert *cert)
+    void *out, long long rso, long long cso, int uplo, const oz_cert &C, bool certify)
 {
     __shared__ double2 sb[OZ_MAX_TERMS]; /* (big_hi, big_lo): one 16-byte load per term */
     __shared__ signed char spart[OZ_MAX_TERMS];
@@ -974,7 +977,7 @@ __device__ __forceinline__ void crt_final(
         if (i >= rows || (uplo == 1 && gi > gj) || (uplo == 2 && gi < gj))
             continue;
         final_entry(rh[e], rl[e], ih[e], il[e], Ph, Pl, Pinv, row_shift[gi], cs_, ar, ai, br, bi, beta0, dtype,
-                    out, gi * rso + gj * cso, cert, gi, gj, i, j);
+                    out, gi * rso + gj * cso, C, certify, gi, gj, i, j);
     }
 }
 
@@ -996,7 +999,7 @@ __device__ __forceinline__ void crt_final(
                        uncertified, mask, tiles, ldm, ntr};                                                      \
     crt_final<CPLX, ENT, FUSED, TWO>(rows, cols, r0, j0, S, nterms, part, bhi, blo, Ph, Pl, Pinv, row_shift,          \
                                 col_shift, ar, ai, br, bi, beta0, dtype, out, rso, cso, uplo,                    \
-                                certify ? &C : nullptr)
+                                C, certify != 0)
 
 #define OZ_CRT_FINAL(NAME, CPLX, ENT)                                                                          \
     extern "C" __global__ void __launch_bounds__(256, 4)                                                        \
