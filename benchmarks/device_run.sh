@@ -18,7 +18,7 @@
 #   bash benchmarks/device_run.sh gpu-tests PART...   build; the GPU tests in four parts that each fit one
 #                                                     call (a: every file but the parity suite and level 3,
 #                                                     b: the parity suite, c: tests/test_level3.py but its
-#                                                     boolpack cases, d: those (slow on the GPU); parts
+#                                                     boolpack cases, d: those; parts
 #                                                     given together run side by side; 16 workers in all,
 #                                                     one line per test in $OUT/pytest_gpu_PART.log, the
 #                                                     slowest 25 listed; exits with pytest's status)  (carry: .whl)
@@ -77,7 +77,7 @@ gpu-tests)
         a) files=$(ls tests/test_*.py | grep -v -e test_blas_parity.py -e test_level3.py) ;;
         b) files=tests/test_blas_parity.py ;;
         c) files=tests/test_level3.py kexpr="not boolpack" ;;
-        d) files=tests/test_level3.py kexpr="boolpack" ;; # minutes per test on one H200
+        d) files=tests/test_level3.py kexpr="boolpack" ;;
         esac
         # -v: a line per test as it ends, so a call cut short still says which tests passed
         (timeout $((570 - SECONDS)) python3 -m pytest -v -p no:cacheprovider -m gpu -n "$workers" -rf \
