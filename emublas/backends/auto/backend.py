@@ -164,6 +164,9 @@ class AutoBackend(Backend):
     def __init__(self):
         self._usable: dict[str, tuple[str, ...]] = {}
         self._decisions: dict[tuple, tuple] = {}
+        # (options dict, its (accuracy, bits, table)): the front hands every call of a
+        # process the same shared dict, so the three lookups are made once per dict
+        self._opts_key: tuple = (None, None)
 
     # -- readiness -----------------------------------------------------------
     def device_readiness(self, device):
@@ -274,9 +277,17 @@ class AutoBackend(Backend):
             usable=self.usable(device),
         )
 
-    def _choose(self, routine: str, c, m: int, n: int, k: int, opts: dict):
-        accuracy, bits, path = opts.get("accuracy", "native"), opts.get("bits"), opts.get("table")
-        key = (routine, c.dtype.char, m, n, k, accuracy, bits, path, type(c))
+    def _choose(self, routine: str, c, m: int, n: int, k: int, opts: dict) -> tuple:
+        """The cached decision of a call: ``(time, table, backend, options, record, warning,
+        (backend, name, options))``, the last being what :meth:`route` returns."""
+        seen = self._opts_key  # one read: another thread may replace it meanwhile
+        if seen[0] is opts:  # holds opts alive, so its identity cannot be reused
+            sub = seen[1]
+        else:
+            sub = (opts.get("accuracy", "native"), opts.get("bits"), opts.get("table"))
+            self._opts_key = (opts, sub)
+        accuracy, bits, path = sub
+        key = (routine, c.dtype.char, m, n, k, sub, type(c))
         hit = self._decisions.get(key)
         now = time.monotonic()
         # a decision younger than RECHECK_S was made with the table in use now: no table lookup
@@ -289,16 +300,16 @@ class AutoBackend(Backend):
             if hit is not None and hit[1] is table:
                 hit = (now, *hit[1:])
             else:
-                hit = (now, table, *self._decide_call(table, routine, device, c, m, n, k, accuracy, bits))
+                be, options, record, warning = self._decide_call(table, routine, device, c, m, n, k, accuracy, bits)
+                hit = (now, table, be, options, record, warning, (be, be.name, options))
                 while self._decisions and len(self._decisions) >= CACHE_SIZE:
                     self._decisions.pop(next(iter(self._decisions)), None)
             self._decisions[key] = hit
-        _, _, be, options, record, warning = hit
         # the record is the call's facts; last_run() turns them into the decision when asked
-        _last.call = record
-        if warning:
-            warnings.warn(warning, UserWarning, stacklevel=4)
-        return be, options
+        _last.call = hit[4]
+        if hit[5]:
+            warnings.warn(hit[5], UserWarning, stacklevel=4)
+        return hit
 
     def _decide_call(self, table, routine, device, c, m, n, k, accuracy, bits):
         """(backend, options, last-run record, warning or "") of one call shape: the slow path."""
@@ -345,14 +356,13 @@ class AutoBackend(Backend):
             ``(backend, name, options)``: the chosen backend, its name and the
             options to call it with.
         """
-        be, options = self._choose(kind, out, m, n, k, opts)
-        return be, be.name, options  # the cached decision's dict: callers only read it
+        return self._choose(kind, out, m, n, k, opts)[6]  # its options dict: callers only read it
 
     # -- compute ---------------------------------------------------------------
     def gemm(self, alpha, a, b, beta, c, trans_a, trans_b, **opts) -> None:
         m, n = c.shape
         k = a.shape[0] if trans_a else a.shape[1]
-        be, options = self._choose("gemm", c, m, n, k, opts)
+        be, options = self._choose("gemm", c, m, n, k, opts)[2:4]
         if options:
             _run(be.gemm, options, alpha, a, b, beta, c, trans_a, trans_b)
         else:  # native: the plain call
@@ -362,7 +372,7 @@ class AutoBackend(Backend):
         a = args[1]
         n = c.shape[0]
         k = a.shape[0] if trans else a.shape[1]
-        be, options = self._choose(kind, c, n, n, k, opts)
+        be, options = self._choose(kind, c, n, n, k, opts)[2:4]
         # NotImplemented: the front derives the routine from this backend's gemm (decided anew)
         if options:
             return _run(getattr(be, kind), options, *args, beta, c, trans, lower)
