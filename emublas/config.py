@@ -79,10 +79,8 @@ def _parse_options(backend: Backend, raw: Mapping[str, Any], where: str) -> dict
         try:
             parsed[key] = spec.parse(value)
         except ValueError as exc:
-            valid = getattr(spec.parse, "valid", "")
-            hint = f"; valid values: {valid}" if valid else ""
             raise ValueError(
-                f"bad value for option {key!r} of backend {backend.name!r} ({where}): {exc}{hint}"
+                f"bad value for option {key!r} of backend {backend.name!r} ({where}): {exc}{spec.valid_hint}"
             ) from None
     return parsed
 

@@ -45,6 +45,12 @@ class Option:
         """The environment variable read for the default: ``env`` if set, else ``EMUBLAS_<NAME>``."""
         return self.env or "EMUBLAS_" + self.name.upper()
 
+    @property
+    def valid_hint(self) -> str:
+        """``"; valid values: ..."`` for an error message, or "" when the parser lists none."""
+        valid = getattr(self.parse, "valid", "")
+        return f"; valid values: {valid}" if valid else ""
+
 
 def choice(*values: str) -> Callable[[Any], str]:
     """An option parser that accepts one of ``values``, case-insensitively.

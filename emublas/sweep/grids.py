@@ -259,10 +259,8 @@ def validate_grid(be, grid: dict[str, list], where: str) -> dict[str, list]:
             try:
                 p = spec.parse(v)
             except ValueError as exc:
-                valid = getattr(spec.parse, "valid", "")
-                hint = f"; valid values: {valid}" if valid else ""
                 raise ValueError(
-                    f"bad value {v!r} for knob {key!r} of backend {be.name!r} ({where}): {exc}{hint}"
+                    f"bad value {v!r} for knob {key!r} of backend {be.name!r} ({where}): {exc}{spec.valid_hint}"
                 ) from None
             if p not in vals:
                 vals.append(p)
