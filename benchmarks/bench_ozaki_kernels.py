@@ -17,7 +17,7 @@ import argparse
 import numpy as np
 
 from emublas.backends.ozaki2 import kernels_cpu, kernels_crt
-from emublas.backends.ozaki2.moduli import REAL_MODULI, TWO_M_MODULI, TWO_M_ROOTS, real_set
+from emublas.backends.ozaki2.moduli import REAL_MODULI, TWO_M_MODULI, TWO_M_ROOTS, crt_split, real_set
 from emublas.timing import median_time
 
 
@@ -39,9 +39,11 @@ def main() -> None:
     out2 = np.empty((2 * L, n, n), np.int8).transpose(0, 2, 1)
     out3 = np.empty((3 * L, n, n), np.int8).transpose(0, 2, 1)
     ms = real_set(L)
+    crt = crt_split(ms, L)  # one term per modulus
+    big = crt.weights[3 % L]
     X1 = np.asfortranarray(rng.integers(-(2**31), 2**31, size=(n, n), dtype=np.int64).astype(np.int32))
-    hi = np.zeros((n, n), order="F")
-    lo = np.zeros((n, n), order="F")
+    acc = np.zeros((n, n, 3), order="F")  # the three exact sums of each entry
+    acc_im = np.zeros((n, n, 3), order="F")
     res = np.empty((n, n), order="F")
     resz = np.empty((n, n), np.complex128, order="F")
     zero = np.zeros(n, np.int32)
@@ -68,48 +70,42 @@ def main() -> None:
         ),
         (
             "accumulate 1 modulus",
-            lambda t: kernels_crt.oz_crt_accumulate(
-                X1, ms.weights[3], ms.moduli[3], ms.big_hi[3], ms.big_lo[3], hi, lo, threads=t
-            ),
-            e * (4 + 32),
+            lambda t: kernels_crt.oz_crt_accumulate(X1, ms.weights[3 % L], ms.moduli[3 % L], big, acc, threads=t),
+            e * (4 + 48),
             e,
         ),
         (
             "accumulate first=True",
             lambda t: kernels_crt.oz_crt_accumulate(
-                X1, ms.weights[3], ms.moduli[3], ms.big_hi[3], ms.big_lo[3], hi, lo, first=True, threads=t
+                X1, ms.weights[3 % L], ms.moduli[3 % L], big, acc, first=True, threads=t
             ),
-            e * (4 + 16),
+            e * (4 + 24),
             e,
         ),
         (
             "accumulate X2=X1^T, uplo=U",
-            lambda t: kernels_crt.oz_crt_accumulate(
-                X1, 5, 241, ms.big_hi[3], ms.big_lo[3], hi, lo, x2=X1.T, w2=7, uplo=1, threads=t
-            ),
-            e * (4 + 4 + 32) // 2,
+            lambda t: kernels_crt.oz_crt_accumulate(X1, 5, 241, big, acc, x2=X1.T, w2=7, uplo=1, threads=t),
+            e * (4 + 4 + 48) // 2,
             e // 2,
         ),
         (
             "finalize f64 beta=0",
-            lambda t: kernels_crt.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, zero, zero, res, threads=t),
-            e * (16 + 8),
+            lambda t: kernels_crt.oz_crt_finalize(acc, crt.consts, zero, zero, res, threads=t),
+            e * (24 + 8),
             e,
         ),
         (
             "finalize f64 beta!=0",
-            lambda t: kernels_crt.oz_crt_finalize(
-                hi, lo, ms.P_hi, ms.P_lo, zero, zero, res, alpha=2.0, beta=0.5, threads=t
-            ),
-            e * (16 + 16),
+            lambda t: kernels_crt.oz_crt_finalize(acc, crt.consts, zero, zero, res, alpha=2.0, beta=0.5, threads=t),
+            e * (24 + 16),
             e,
         ),
         (
             "finalize c128 beta!=0",
             lambda t: kernels_crt.oz_crt_finalize(
-                hi, lo, ms.P_hi, ms.P_lo, zero, zero, resz, im_hi=lo, im_lo=hi, alpha=2.0, beta=0.5j, threads=t
+                acc, crt.consts, zero, zero, resz, im=acc_im, alpha=2.0, beta=0.5j, threads=t
             ),
-            e * (32 + 32),
+            e * (48 + 32),
             e,
         ),
     ]

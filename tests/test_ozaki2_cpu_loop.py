@@ -4,6 +4,9 @@ bits for every routine, plane kind, chunking, triangle and thread count."""
 
 from __future__ import annotations
 
+import re
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
@@ -90,7 +93,7 @@ def test_fused_loop_threads(monkeypatch, threads):
 
 def _schedule(**over):
     args = dict(planes=1, kk=8, k_chunk=8, products=[[(0, 0)]], terms=[[("re", 0, False, 1, None, False, 0)]])
-    args.update(moduli=[251], big_hi=[1.0], big_lo=[0.0])
+    args.update(moduli=[251], big=[[1.0, 0.0, 0.0]])
     args.update(over)
     return kernels_run.RunSchedule(**args)
 
@@ -104,8 +107,12 @@ def test_schedule_checks():
         _schedule(terms=[[("xx", 0, False, 1, None, False, 0)]])
     with pytest.raises(ValueError, match="w1"):
         _schedule(terms=[[("re", 0, False, 2**16, None, False, 0)]])
-    with pytest.raises(ValueError, match="one entry per modulus"):
+    with pytest.raises(ValueError, match="products, terms and big need one entry per modulus"):
         _schedule(moduli=[251, 241])
+    with pytest.raises(ValueError, match="products, terms and big need one entry per modulus"):
+        _schedule(big=[[1.0, 0.0, 0.0], [2.0, 0.0, 0.0]])
+    with pytest.raises(ValueError, match="big must be finite"):
+        _schedule(big=[[1.0, np.inf, 0.0]])
     with pytest.raises(ValueError, match="modulus must be"):
         _schedule(moduli=[1])
 
@@ -113,19 +120,24 @@ def test_schedule_checks():
 def test_run_products_checks():
     s = _schedule()
     px = np.zeros((1, 4, 8), np.int8)
-    acc = [np.zeros((4, 3), order="F") for _ in range(2)]
+    acc = np.zeros((4, 4, 3), order="F")
     with pytest.raises(ValueError, match="py must be 3-D"):
-        kernels_run.oz_run_products(s, px, np.zeros((1, 3, 7), np.int8), *acc)
+        kernels_run.oz_run_products(s, px, np.zeros((1, 3, 7), np.int8), acc)
     with pytest.raises(TypeError, match="px must have dtype int8"):
-        kernels_run.oz_run_products(s, px.astype(np.int16), px, *acc)
-    with pytest.raises(ValueError, match="re_hi has shape"):
-        kernels_run.oz_run_products(s, px, px, *acc)
+        kernels_run.oz_run_products(s, px.astype(np.int16), px, acc)
+    with pytest.raises(ValueError, match=re.escape("re has shape (4, 3, 3), expected (4, 4, 3)")):
+        kernels_run.oz_run_products(s, px, px, np.zeros((4, 3, 3), order="F"))
+    with pytest.raises(ValueError, match=re.escape("re has shape (4, 4), expected (4, 4, 3)")):
+        kernels_run.oz_run_products(s, px, px, np.zeros((4, 4), order="F"))
+    with pytest.raises(ValueError, match="im has shape"):
+        kernels_run.oz_run_products(s, px, px, acc, im=np.zeros((4, 4, 2), order="F"))
+    with pytest.raises(ValueError, match="Fortran"):
+        kernels_run.oz_run_products(s, px, px, np.zeros((4, 4, 3)))
     with pytest.raises(ValueError, match="must not overlap"):
-        sq = np.zeros((4, 4), order="F")
-        kernels_run.oz_run_products(s, px, px, sq, sq)
-    with pytest.raises(ValueError, match="im_hi and im_lo"):
+        kernels_run.oz_run_products(s, px, px, acc, im=acc)
+    with pytest.raises(ValueError, match="the schedule has imaginary terms: give im"):
         si = _schedule(terms=[[("im", 0, False, 1, None, False, 0)]])
-        kernels_run.oz_run_products(si, px, px, np.zeros((4, 4), order="F"), np.zeros((4, 4), order="F"))
+        kernels_run.oz_run_products(si, px, px, acc)
 
 
 def test_run_products_small_exact():
@@ -134,20 +146,19 @@ def test_run_products_small_exact():
     mods = [7, 5]
     x = rng.integers(-3, 4, (2, 6, 9)).astype(np.int8)
     y = rng.integers(-2, 3, (2, 4, 9)).astype(np.int8)
-    s = kernels_run.RunSchedule(
-        1, 9, 4, [[(0, 0)], [(0, 0)]], [[("re", 0, False, 1, None, False, 0)]] * 2, mods, [1.0, 10.0], [0.0, 0.0]
-    )
-    hi, lo = np.zeros((6, 4), order="F"), np.zeros((6, 4), order="F")
-    first, secs = kernels_run.oz_run_products(s, x, y, hi, lo)
+    big = np.array([[1.0, 0.5, -0.25], [10.0, -2.0, 0.125]])  # each accumulator its own piece
+    s = kernels_run.RunSchedule(1, 9, 4, [[(0, 0)], [(0, 0)]], [[("re", 0, False, 1, None, False, 0)]] * 2, mods, big)
+    acc = np.full((6, 4, 3), np.nan, order="F")
+    first, secs = kernels_run.oz_run_products(s, x, y, acc)
     assert first == (False, True) and min(secs) >= 0
-    want = np.zeros((6, 4))
+    want = np.zeros((6, 4, 3))
     for l, m in enumerate(mods):
         for c0 in range(0, 9, 4):  # one term per k-chunk
             p = x[l][:, c0 : c0 + 4].astype(np.int64) @ y[l][:, c0 : c0 + 4].T.astype(np.int64)
             r = p % m
             r[r > m // 2] -= m
-            want += r * (1.0 if l == 0 else 10.0)
-    np.testing.assert_array_equal(hi + lo, want)
+            want += r[:, :, None] * big[l]
+    np.testing.assert_array_equal(acc, want)
 
 
 # ---------------------------------------------------------------------------
@@ -217,8 +228,9 @@ def test_scale_simd_matches_scalar():
 @pytest.mark.parametrize("first", [(True, True), (False, False)])
 def test_run_products_groups(uplo, first):
     """Terms of several moduli folded in one pass over the accumulators (``group``):
-    the bits of one modulus at a time, for remainders, triangles and carried sums."""
-    from emublas.backends.ozaki2.moduli import TWO_M_MODULI, ModulusSet
+    the bits of one modulus at a time, for remainders, triangles and carried sums, and
+    the exact sums of the terms (computed with integers)."""
+    from emublas.backends.ozaki2.moduli import TWO_M_MODULI, ModulusSet, crt_split
 
     rng = np.random.default_rng(5)
     mods = list(TWO_M_MODULI[:5])
@@ -233,20 +245,44 @@ def test_run_products_groups(uplo, first):
         ]
         for _ in mods
     ]
-    s = kernels_run.RunSchedule(2, 70, 1000, [[(0, 0), (1, 1)]] * 5, terms, mods, mset.big_hi, mset.big_lo)
-    start = [np.asfortranarray(rng.standard_normal((rows, rows)) * 1e6) for _ in range(4)]
+    # one term per modulus and part (one k-chunk); carried sums hold as many again
+    crt = crt_split(mset, 2 * len(mods))
+    s = kernels_run.RunSchedule(2, 70, 1000, [[(0, 0), (1, 1)]] * 5, terms, mods, crt.weights)
+    # the terms as integers: t[part][l] = (w1·P1 + w2·P2) mod m, symmetric
+    t = np.zeros((2, len(mods), rows, rows), np.int64)
+    for l, m in enumerate(mods):
+        prods = [x[2 * l + q].astype(np.int64) @ y[2 * l + q].T.astype(np.int64) for q in (0, 1)]
+        for part, p1, _, w1, p2, _, w2 in terms[l]:
+            v = (w1 * prods[p1] + (0 if p2 is None else w2 * prods[p2])) % m
+            t[int(part == "im"), l] = np.where(v > m // 2, v - m, v)
+    # carried sums: as from an earlier call with the same number of terms (so exact)
+    start = [np.asfortranarray(np.einsum("lij,ls->ijs", rng.permutation(t[p]), crt.weights)) for p in (0, 1)]
     results = []
     for group in (1, 2, 5, 8):
         acc = [a.copy(order="F") for a in start]
         flags, _ = kernels_run.oz_run_products(
-            s, x, y, acc[0], acc[1], im_hi=acc[2], im_lo=acc[3], first=first, uplo=uplo, group=group, threads=2
+            s, x, y, acc[0], im=acc[1], first=first, uplo=uplo, group=group, threads=2
         )
         assert flags == (False, False)
         results.append(acc)
     for acc in results[1:]:
         for got, want in zip(acc, results[0]):
             np.testing.assert_array_equal(got, want)
+    inside = np.ones((rows, rows), bool)
     if uplo:  # the other triangle untouched
-        off = np.tril(np.ones((rows, rows), bool), -1) if uplo == 1 else np.triu(np.ones((rows, rows), bool), 1)
-        np.testing.assert_array_equal(results[-1][0][off], start[0][off])
+        inside = np.triu(inside) if uplo == 1 else np.tril(inside)
+        for got, was in zip(results[-1], start):
+            np.testing.assert_array_equal(got[~inside], was[~inside])
     assert not np.array_equal(results[-1][0], start[0])
+    # every fma exact: each accumulator is the exact sum of its terms times its pieces
+    units = [Fraction(2) ** (mset.P.bit_length() - s_ * crt.beta) for s_ in (1, 2, 3)]
+    pieces = [[Fraction(float(b)) / u for b, u in zip(row, units)] for row in crt.weights]
+    assert all(q.denominator == 1 for row in pieces for q in row)  # whole units of their grids
+    for p in (0, 1):
+        for s_ in range(3):
+            k = np.array([int(pieces[l][s_]) for l in range(len(mods))], np.int64)
+            want = np.einsum("lij,l->ij", t[p], k)  # |sum| < 2^53: exact in int64 and float64
+            if not first[p]:
+                want = want + np.rint(start[p][:, :, s_] / float(units[s_])).astype(np.int64)
+            got = results[0][p][:, :, s_]
+            np.testing.assert_array_equal(got[inside], want[inside].astype(np.float64) * float(units[s_]))

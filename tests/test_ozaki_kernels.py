@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import math
 import random
+import re
 from fractions import Fraction
 
 import numpy as np
@@ -20,7 +21,15 @@ import pytest
 
 from emublas._kernels import cpu
 from emublas.backends.ozaki2 import kernels_cpu, kernels_crt
-from emublas.backends.ozaki2.moduli import REAL_MODULI, TWO_M_MODULI, TWO_M_ROOTS, crt_reference, real_set, two_m_set
+from emublas.backends.ozaki2.moduli import (
+    REAL_MODULI,
+    TWO_M_MODULI,
+    TWO_M_ROOTS,
+    crt_reference,
+    crt_split,
+    real_set,
+    two_m_set,
+)
 
 pytestmark = pytest.mark.skipif(not cpu.available(), reason=f"C extension not built: {cpu.load_error()}")
 
@@ -297,16 +306,44 @@ def random_reps(pyrng: random.Random, c: int, m: int) -> int:
     return r + m * pyrng.randint(k_min, k_max)
 
 
-def crt_run(ms, X, uplo=0, threads=2, m_n=None):
-    """Accumulate the int32 residue matrices X[l] with the CRT weights of ms."""
+def new_acc(m: int, n: int, fill: float = 7.0) -> np.ndarray:
+    """The three accumulators of each of m x n entries: float64 (m, n, 3), Fortran order."""
+    return np.full((m, n, 3), fill, order="F")
+
+
+def crt_run(ms, X, uplo=0, threads=2, crt=None):
+    """Accumulate the int32 residue matrices X[l] with the CRT weights of ms: one term per
+    modulus, so the pieces of ``crt_split(ms, len(ms))`` unless ``crt`` is given."""
     m, n = X[0].shape
-    hi = np.full((m, n), 7.0, order="F")
-    lo = np.full((m, n), 7.0, order="F")
+    crt = crt_split(ms, len(ms)) if crt is None else crt
+    acc = new_acc(m, n)
     for l, mod in enumerate(ms.moduli):
         kernels_crt.oz_crt_accumulate(
-            X[l], ms.weights[l], mod, ms.big_hi[l], ms.big_lo[l], hi, lo, first=(l == 0), uplo=uplo, threads=threads
+            X[l], ms.weights[l], mod, crt.weights[l], acc, first=(l == 0), uplo=uplo, threads=threads
         )
-    return hi, lo
+    return acc, crt
+
+
+def weights_exact(ms, crt) -> bool:
+    """Whether the three pieces hold every weight P/m exactly (P's bit length E ≤ 3β)."""
+    return ms.P.bit_length() <= 3 * crt.beta
+
+
+def crt_err(crt, shift: int = 0) -> Fraction:
+    """``crt_split``'s bound on the error before the final rounding, unscaled by 2^-shift."""
+    return Fraction(2.0**crt.err) / Fraction(2) ** shift
+
+
+def assert_crt_rounded(got: float, exact: Fraction, err: Fraction, ctx=()) -> None:
+    """``got`` is ``exact`` plus at most ``err``, rounded once to double (emublas_cpu.h):
+    ``got == fl(exact)`` unless a rounding boundary (a midpoint between doubles) lies
+    within ``err`` of ``exact``, and ``|got − exact| ≤ err + ulp(got)/2`` in any case."""
+    r = float(exact)
+    below, above = math.nextafter(r, -math.inf), math.nextafter(r, math.inf)
+    mids = ((Fraction(r) + Fraction(below)) / 2, (Fraction(r) + Fraction(above)) / 2)
+    if min(abs(exact - b) for b in mids) > err:
+        assert got == r, (*ctx, got, r)
+    assert abs(Fraction(got) - exact) <= err + Fraction(math.ulp(got)) / 2, (*ctx, got, r)
 
 
 def ulps(got: float, exact: Fraction) -> float:
@@ -314,6 +351,11 @@ def ulps(got: float, exact: Fraction) -> float:
     if ref == 0:
         return 0.0 if got == 0 else math.inf
     return float(abs(Fraction(got) - exact) / Fraction(math.ulp(ref)))
+
+
+def bits(a: np.ndarray) -> np.ndarray:
+    """The float64 bit patterns of ``a`` (so that -0.0 and 0.0 differ)."""
+    return np.ascontiguousarray(a).view(np.uint64)
 
 
 SETS = [("real", 8), ("real", 16), ("real", 20), ("2m", 16), ("2m", 22)]
@@ -327,6 +369,53 @@ def bound_of(ms) -> int:
 
 def get_set(kind, count):
     return real_set(count) if kind == "real" else two_m_set(count)
+
+
+def check_pieces(pieces, x: int, E: int, beta: int, ctx=()) -> Fraction:
+    """Check three pieces of the integer x (E bits at most): piece s a multiple of
+    u_s = 2^(E − s·β) of at most 2^β units; their sum x itself when E ≤ 3β, within
+    u_3/2 of it otherwise.  Returns |sum − x|."""
+    fr = [Fraction(float(p)) for p in pieces]
+    assert len(fr) == 3, ctx
+    for s, f in enumerate(fr, 1):
+        u = Fraction(2) ** (E - s * beta)
+        assert (f / u).denominator == 1, (*ctx, x, s)  # on its grid
+        assert abs(f) <= 2**beta * u, (*ctx, x, s)
+    rest = abs(sum(fr) - x)
+    if E <= 3 * beta:
+        assert rest == 0, (*ctx, x)
+    else:
+        assert rest <= Fraction(2) ** (E - 3 * beta - 1), (*ctx, x)
+    return rest
+
+
+@pytest.mark.parametrize("kind,count", [*SETS, ("real", 1), ("real", 3), ("real", 30), ("real", 49), ("2m", 5)])
+def test_crt_split_invariants(kind, count):
+    """The pieces of every weight P/m and of P, checked with Fractions: multiples of
+    u_s = 2^(E − s·β) of at most 2^β units (so N terms |t| ≤ 128 stay below 2^53 units),
+    summing to the weight exactly when E ≤ 3β and to within u_3/2 otherwise; the
+    finalize's constants; an error bound that grows with the term count."""
+    ms = get_set(kind, count)
+    P, E = ms.P, ms.P.bit_length()
+    errs = []
+    for nterms in sorted({1, 2, 3, count, 3 * count, 1024, 2**13}):
+        crt = crt_split(ms, nterms)
+        beta = crt.beta
+        assert beta == 46 - math.ceil(math.log2(nterms)) and crt.nterms == nterms
+        assert nterms * 128 * 2**beta <= 2**53  # the sums' headroom
+        assert crt.weights.shape == (count, 3) and crt.weights.dtype == np.float64
+        ctx = (kind, count, nterms)
+        worst = max(check_pieces(crt.weights[l], P // mod, E, beta, ctx) for l, mod in enumerate(ms.moduli))
+        check_pieces(crt.consts[:3], P, E, beta, ctx)
+        assert crt.consts[3] == float(Fraction(1, P))
+        assert crt.consts[4:] == (2.0 ** (E - beta), 2.0 ** (beta - E), 2.0 ** (E - 2 * beta), 2.0 ** (2 * beta - E))
+        # the bound covers the weights' rounding (N terms of |t| <= 128) and the last additions'
+        assert Fraction(2.0**crt.err) >= 128 * nterms * worst + Fraction(2) ** (E - 106)
+        errs.append(crt.err)
+    assert errs == sorted(errs) and errs[-1] > errs[0], errs  # fewer terms, a smaller bound
+    assert max(errs) < E - 60  # far below the margin P·2^-31 that keeps the quotient right
+    with pytest.raises(ValueError, match=r"2\*\*13"):
+        crt_split(ms, 2**13 + 1)
 
 
 @pytest.mark.parametrize("kind,count", SETS)
@@ -352,34 +441,39 @@ def test_crt_roundtrip_exact(seed, impl, kind, count):
     for i in (0, 5):
         for j in (0, 7):
             assert crt_reference([X[l][i, j] for l in range(count)], ms.moduli) == Cs[i][j]
-    hi, lo = crt_run(ms, X)
+    acc, crt = crt_run(ms, X)
     rsh = np.array([pyrng.randint(-200, 200) for _ in range(m)], dtype=np.int32)
     csh = np.array([pyrng.randint(-200, 200) for _ in range(n)], dtype=np.int32)
     out = np.full((m, n), np.nan)
-    kernels_crt.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, rsh, csh, out)
+    kernels_crt.oz_crt_finalize(acc, crt.consts, rsh, csh, out)
     max_ulp = 0.0
     for i in range(m):
         for j in range(n):
-            exact = Fraction(Cs[i][j]) / Fraction(2) ** (int(rsh[i]) + int(csh[j]))
-            big = abs(Cs[i][j]) >= P >> 30
-            if big:  # correctly rounded expected
-                u = ulps(out[i, j], exact)
-                max_ulp = max(max_ulp, u)
+            sh = int(rsh[i]) + int(csh[j])
+            exact = Fraction(Cs[i][j]) / Fraction(2) ** sh
+            # the exact symmetric representative, rounded once, up to crt_split's error bound
+            # (the weights' rounding when E > 3β, the last two additions' otherwise)
+            assert_crt_rounded(out[i, j], exact, crt_err(crt, sh), (seed, i, j))
+            u = ulps(out[i, j], exact)
+            if weights_exact(ms, crt):
+                # exact sums: only the finalize's last two additions round, fl(s + fl(e + d3)),
+                # within 1 ulp of C' (correctly rounded unless |C'| is near P and C' a hair
+                # from a rounding boundary), so 1 ulp is the tolerance
                 assert u <= 1.0, (seed, i, j, u)
-            # absolute error bound ~ 2^-95 P for every entry (double-double limit)
-            err = abs(Fraction(out[i, j]) - exact) * Fraction(2) ** (int(rsh[i]) + int(csh[j]))
-            scale = Fraction(2) ** (int(rsh[i]) + int(csh[j]))
-            assert err <= Fraction(P, 2**95) + abs(exact) * Fraction(1, 2**52) * scale, (seed, i, j)
+            if abs(Cs[i][j]) >= P >> 30:
+                max_ulp = max(max_ulp, u)
     assert max_ulp <= 0.5, f"finalize not correctly rounded: max {max_ulp} ulp (seed {seed})"
 
 
 def test_crt_ulp_statistics(seed):
     """Many trials at 16 real moduli with |C'| spread over P/2 .. P/2^45.
 
-    The double-double sum carries an absolute error of about 2^-100 P, so C'
-    is correctly rounded unless it lies that close to a rounding boundary:
-    always (in practice) for |C'| >= P/2^20, and within 1 ulp down to
-    |C'| ~ P/2^44 (where one ulp of C' is about 2^-96 P)."""
+    With one term per modulus (N = 16, β = 42) the pieces hold every weight exactly
+    (E = 126 = 3β), so the three sums are exact and only the finalize's last two
+    additions round, ``fl(s + fl(e + d3))``: C' comes back within 1 ulp always, and
+    correctly rounded in practice (``e + d3`` is a multiple of u_3 = 1 below 2^53
+    unless |C'| is near 2^100 or more, and even then it would have to lie within
+    about 2^-106 P of a rounding boundary)."""
     ms = real_set(16)
     pyrng = random.Random(seed)
     m, n = 64, 40
@@ -390,32 +484,35 @@ def test_crt_ulp_statistics(seed):
         np.array([[random_reps(pyrng, c, mod) for c in row] for row in Cs], dtype=np.int32, order="F")
         for mod in ms.moduli
     ]
-    hi, lo = crt_run(ms, X)
+    acc, crt = crt_run(ms, X)
+    assert weights_exact(ms, crt)
     out = np.empty((m, n))
     z = np.zeros(m, np.int32)
-    kernels_crt.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, z, np.zeros(n, np.int32), out)
-    worst_cr = worst_1 = 0.0
+    kernels_crt.oz_crt_finalize(acc, crt.consts, z, np.zeros(n, np.int32), out)
+    worst_cr = worst = 0.0
     for i in range(m):
         for j in range(n):
             c = Cs[i][j]
             u = ulps(out[i, j], Fraction(c))
+            if abs(c) < 2**100:  # e + d3 exact: the result is fl(C'), correctly rounded
+                assert u <= 0.5, (seed, i, j, u)
             if abs(c) >= ms.P >> 20:
                 worst_cr = max(worst_cr, u)
-            if abs(c) >= ms.P >> 40:
-                worst_1 = max(worst_1, u)
-            # beyond the final rounding, the error is that of the double-double sum
-            bound = Fraction(math.ulp(float(c))) / 2 + Fraction(ms.P, 2**100)
-            assert abs(Fraction(out[i, j]) - c) <= bound, (seed, i, j)
+            worst = max(worst, u)
+            assert_crt_rounded(out[i, j], Fraction(c), crt_err(crt), (seed, i, j))
+            assert u <= 1.0, (seed, i, j, u)  # exact sums: at most the last additions' rounding
     assert worst_cr <= 0.5, worst_cr
-    assert worst_1 <= 1.0, worst_1
+    assert worst <= 1.0, worst
 
 
 @pytest.mark.parametrize("pieces", [1, 3])
 def test_crt_many_terms_at_the_bound(seed, impl, pieces):
     """|C'| at the planner's bound with 20 real moduli, each accumulated as 1 or 3 terms
-    (60 terms: more than any recipe sums per part): the quotient round(hi/P) is still
-    the right one, so the result is the correctly rounded C'."""
+    (60 terms: more than any recipe sums per part, β = 40): the quotient round(s1/P) is
+    still the right one, so the result is the correctly rounded C' (up to crt_split's
+    bound, the weights' rounding, far below an ulp of C' here)."""
     ms = real_set(20)
+    crt = crt_split(ms, len(ms) * pieces)
     pyrng = random.Random(seed)
     m, n = 8, 6
     lim = bound_of(ms)
@@ -423,8 +520,7 @@ def test_crt_many_terms_at_the_bound(seed, impl, pieces):
         [pyrng.choice([lim, -lim, lim - pyrng.randint(0, 2**40), pyrng.randint(-lim, lim)]) for _ in range(n)]
         for _ in range(m)
     ]
-    hi = np.empty((m, n), order="F")
-    lo = np.empty((m, n), order="F")
+    acc = np.empty((m, n, 3), order="F")
     first = True
     for l, mod in enumerate(ms.moduli):
         left = [[c for c in row] for row in Cs]
@@ -433,26 +529,158 @@ def test_crt_many_terms_at_the_bound(seed, impl, pieces):
             part = [[c if p == pieces - 1 else pyrng.randrange(mod) for c in row] for row in left]
             left = [[c - q for c, q in zip(r1, r2)] for r1, r2 in zip(left, part)]
             X = np.array([[random_reps(pyrng, c, mod) for c in row] for row in part], np.int32, order="F")
-            kernels_crt.oz_crt_accumulate(X, ms.weights[l], mod, ms.big_hi[l], ms.big_lo[l], hi, lo, first=first)
+            kernels_crt.oz_crt_accumulate(X, ms.weights[l], mod, crt.weights[l], acc, first=first)
             first = False
     out = np.empty((m, n))
-    kernels_crt.oz_crt_finalize(hi, lo, ms.P_hi, ms.P_lo, np.zeros(m, np.int32), np.zeros(n, np.int32), out)
+    kernels_crt.oz_crt_finalize(acc, crt.consts, np.zeros(m, np.int32), np.zeros(n, np.int32), out)
     for i in range(m):
         for j in range(n):
-            assert out[i, j] == float(Cs[i][j]), (seed, pieces, i, j)
+            assert_crt_rounded(out[i, j], Fraction(Cs[i][j]), crt_err(crt), (seed, pieces, i, j))
+            assert ulps(out[i, j], Fraction(Cs[i][j])) <= 0.5, (seed, pieces, i, j)
+
+
+@pytest.mark.parametrize("kind,count", SETS)
+@pytest.mark.parametrize("pieces", [1, 3])
+def test_crt_near_the_bound(seed, impl, kind, count, pieces):
+    """C' within a few units (and within 2^40) of ±P/2·(1 − 2^-31), the largest |C'| the
+    finalize takes, and the doubles just below it, each modulus as 1 or 3 terms: the
+    quotient stays right and C' reconstructs exactly (the doubles come back as
+    themselves, the others correctly rounded up to crt_split's bound)."""
+    ms = get_set(kind, count)
+    crt = crt_split(ms, count * pieces)
+    pyrng = random.Random(seed)
+    lim = bound_of(ms)
+    k = lim.bit_length() - 53
+    top = (lim >> k) << k  # the largest double <= lim
+    vals = [lim, lim - 1, lim - 2, lim - 3, top, top - (1 << k), top - (5 << k), lim - pyrng.randint(0, 2**40)]
+    vals += [lim - pyrng.randint(0, 2**40) for _ in range(4)]
+    vals += [-v for v in vals]
+    m, n = 6, len(vals) // 6
+    Cs = [vals[i * n : (i + 1) * n] for i in range(m)]
+    acc = new_acc(m, n, np.nan)
+    first = True
+    for l, mod in enumerate(ms.moduli):
+        left = [list(row) for row in Cs]
+        for p in range(pieces):
+            part = [[c if p == pieces - 1 else pyrng.randrange(mod) for c in row] for row in left]
+            left = [[c - q for c, q in zip(r1, r2)] for r1, r2 in zip(left, part)]
+            X = np.array([[random_reps(pyrng, c, mod) for c in row] for row in part], np.int32)
+            kernels_crt.oz_crt_accumulate(X, ms.weights[l], mod, crt.weights[l], acc, first=first)
+            first = False
+    out = np.full((m, n), np.nan)
+    kernels_crt.oz_crt_finalize(acc, crt.consts, np.zeros(m, np.int32), np.zeros(n, np.int32), out)
+    for i in range(m):
+        for j in range(n):
+            c = Cs[i][j]
+            if abs(c) in (top, top - (1 << k), top - (5 << k)):
+                assert out[i, j] == c, (seed, i, j)  # a double: exactly itself
+            assert_crt_rounded(out[i, j], Fraction(c), crt_err(crt), (seed, i, j))
+            assert ulps(out[i, j], Fraction(c)) <= 0.5, (seed, i, j)
+
+
+@pytest.mark.parametrize("kind,count", [("real", 8), ("real", 20), ("2m", 22)])
+def test_crt_order_independent(seed, impl, kind, count):
+    """Every fma of the sum is exact, so the order of the terms does not matter: each
+    modulus's residues as two terms (a random residue and the rest), accumulated in
+    order, reversed and shuffled (``first`` on each order's own first term, over
+    NaN-filled accumulators), on 1 and 2 threads, give the same bits in the
+    accumulators and out of the finalize: the correctly rounded C'."""
+    ms = get_set(kind, count)
+    pyrng = random.Random(seed)
+    m, n = 10, 9
+    lim = bound_of(ms)
+    Cs = [[pyrng.randint(-lim, lim) >> pyrng.choice([0, 1, 20, 60]) for _ in range(n)] for _ in range(m)]
+    Cs[0][0], Cs[1][0], Cs[2][0] = lim, -lim, 0
+    terms = []
+    for l, mod in enumerate(ms.moduli):
+        part = [[pyrng.randrange(mod) for _ in range(n)] for _ in range(m)]
+        rest = [[c - q for c, q in zip(r1, r2)] for r1, r2 in zip(Cs, part)]
+        for vals in (part, rest):
+            X = np.array(
+                [[random_reps(pyrng, c, mod) for c in row] for row in vals], np.int32, order=pyrng.choice("CF")
+            )
+            terms.append((X, l))
+    crt = crt_split(ms, len(terms))
+    nt = len(terms)
+    orders = [list(range(nt)), list(range(nt))[::-1], pyrng.sample(range(nt), nt)]
+    rsh = np.array([pyrng.randint(-50, 50) for _ in range(m)], np.int32)
+    csh = np.array([pyrng.randint(-50, 50) for _ in range(n)], np.int32)
+    results = []
+    for order, threads in zip(orders, (2, 1, 2)):
+        acc = new_acc(m, n, np.nan)
+        for k, q in enumerate(order):
+            X, l = terms[q]
+            kernels_crt.oz_crt_accumulate(
+                X, ms.weights[l], ms.moduli[l], crt.weights[l], acc, first=k == 0, threads=threads
+            )
+        out = np.full((m, n), np.nan)
+        kernels_crt.oz_crt_finalize(acc, crt.consts, rsh, csh, out, threads=threads)
+        results.append((acc, out))
+    for acc, out in results[1:]:
+        np.testing.assert_array_equal(bits(acc), bits(results[0][0]))
+        np.testing.assert_array_equal(bits(out), bits(results[0][1]))
+    out = results[0][1]
+    for i in range(m):
+        for j in range(n):
+            sh = int(rsh[i]) + int(csh[j])
+            assert_crt_rounded(out[i, j], Fraction(Cs[i][j]) / Fraction(2) ** sh, crt_err(crt, sh), (seed, i, j))
+
+
+@pytest.mark.parametrize("nterms", [1, 16, 1024])
+def test_crt_accumulate_extreme_terms_exact(seed, impl, nterms):
+    """N terms of the extreme residue |t| = 128 (modulus 257, whose symmetric residues
+    reach ±128), each times the widest pieces: the largest weight of 20 real moduli
+    (the widest P here) and the largest odd pieces a weight may have, (2^β − 1)·u_s.
+    At crt_split(ms, N) the sums reach N·128·(2^β − 1) ≈ 2^53 units, yet every
+    accumulator is the exact sum Σ t·piece (Fractions): no fma rounded.  With
+    too few terms declared (β = 46 for 1024 terms) the same sums do round."""
+    ms = real_set(20)
+    E = ms.P.bit_length()
+    rng = np.random.default_rng(seed)
+    m, n = 11, 9  # a tail of the 8 lanes both ways
+    T = rng.choice([-128, 128], size=(nterms, m, n)).astype(np.int64)
+    T[:, 0, 0], T[:, 1, 0] = 128, -128  # the largest sums of either sign
+    T[:, 2, 0] = np.where(np.arange(nterms) % 2, 128, -128)
+    X = [(t + 257 * rng.integers(-(2**22), 2**22, size=(m, n))).astype(np.int32) for t in T]
+
+    def run(crt, rows):
+        acc = new_acc(m, n, np.nan)
+        for k in range(nterms):
+            kernels_crt.oz_crt_accumulate(X[k], 1, 257, rows[k % len(rows)], acc, first=k == 0)
+        return acc
+
+    crt = crt_split(ms, nterms)
+    beta = crt.beta
+    units = [Fraction(2) ** (E - s * beta) for s in (1, 2, 3)]
+    widest = crt.weights[int(np.argmax(np.abs(crt.weights[:, 0])))]
+    odd = [float((2**beta - 1) * u) for u in units]
+    for rows in ([widest], [odd], [odd, [-v for v in odd]]):
+        acc = run(crt, rows)
+        for s in range(3):
+            exact = sum(T[k].astype(object) * Fraction(rows[k % len(rows)][s]) for k in range(nterms))
+            for i in range(m):
+                for j in range(n):
+                    assert Fraction(acc[i, j, s]) == exact[i, j], (seed, nterms, s, i, j)
+        if rows[0] is odd and len(rows) == 1:
+            assert abs(Fraction(acc[0, 0, 2])) > 2**52 * units[2]  # the headroom was used
+    if nterms == 1024:  # the control: declared as one term (β = 46), the sum is not exact
+        loose = crt_split(ms, 1)
+        wide = [float((2**loose.beta - 1) * Fraction(2) ** (E - s * loose.beta)) for s in (1, 2, 3)]
+        acc = run(loose, [wide])
+        exact = int(T[:, 0, 0].sum()) * Fraction(wide[0])
+        assert Fraction(acc[0, 0, 0]) != exact
 
 
 def test_crt_2m_complex_with_x2(seed, impl):
     """2M pipeline: C± ≡ Cr ± s Ci; Cr ≡ (C+ + C−)/2, Ci ≡ (C+ − C−)/(2s) through the X2 path."""
     ms = two_m_set(16)
+    crt = crt_split(ms, len(ms))  # one term per modulus in each part
     pyrng = random.Random(seed)
     m, n = 9, 10
     Cr = [[pyrng.randint(-bound_of(ms), bound_of(ms)) >> pyrng.choice([0, 3, 10]) for _ in range(n)] for _ in range(m)]
     Ci = [[pyrng.randint(-bound_of(ms), bound_of(ms)) >> pyrng.choice([0, 3, 10]) for _ in range(n)] for _ in range(m)]
-    hr = np.empty((m, n), order="F")
-    lr = np.empty_like(hr)
-    hi_ = np.empty_like(hr)
-    li = np.empty_like(hr)
+    acc_re = np.empty((m, n, 3), order="F")
+    acc_im = np.empty_like(acc_re)
     for l, mod in enumerate(ms.moduli):
         s = TWO_M_ROOTS[mod]
         cp = np.array(
@@ -466,23 +694,27 @@ def test_crt_2m_complex_with_x2(seed, impl):
         y = ms.weights[l]
         wr = sym(y * pow(2, -1, mod), mod)
         wi = sym(y * pow(2 * s, -1, mod), mod)
-        kernels_crt.oz_crt_accumulate(cp, wr, mod, ms.big_hi[l], ms.big_lo[l], hr, lr, x2=cm, w2=wr, first=l == 0)
-        kernels_crt.oz_crt_accumulate(cp, wi, mod, ms.big_hi[l], ms.big_lo[l], hi_, li, x2=cm, w2=-wi, first=l == 0)
+        kernels_crt.oz_crt_accumulate(cp, wr, mod, crt.weights[l], acc_re, x2=cm, w2=wr, first=l == 0)
+        kernels_crt.oz_crt_accumulate(cp, wi, mod, crt.weights[l], acc_im, x2=cm, w2=-wi, first=l == 0)
     rsh = np.array([pyrng.randint(-100, 100) for _ in range(m)], np.int32)
     csh = np.array([pyrng.randint(-100, 100) for _ in range(n)], np.int32)
     out = np.empty((m, n), np.complex128)
-    kernels_crt.oz_crt_finalize(hr, lr, ms.P_hi, ms.P_lo, rsh, csh, out, im_hi=hi_, im_lo=li)
+    kernels_crt.oz_crt_finalize(acc_re, crt.consts, rsh, csh, out, im=acc_im)
     for i in range(m):
         for j in range(n):
-            sc = Fraction(2) ** (int(rsh[i]) + int(csh[j]))
-            assert out[i, j].real == float(Fraction(Cr[i][j]) / sc), (seed, i, j)
-            assert out[i, j].imag == float(Fraction(Ci[i][j]) / sc), (seed, i, j)
+            sh = int(rsh[i]) + int(csh[j])
+            sc = Fraction(2) ** sh
+            assert_crt_rounded(out[i, j].real, Fraction(Cr[i][j]) / sc, crt_err(crt, sh), (seed, i, j))
+            assert_crt_rounded(out[i, j].imag, Fraction(Ci[i][j]) / sc, crt_err(crt, sh), (seed, i, j))
+            assert ulps(out[i, j].real, Fraction(Cr[i][j]) / sc) <= 0.5, (seed, i, j)
+            assert ulps(out[i, j].imag, Fraction(Ci[i][j]) / sc) <= 0.5, (seed, i, j)
 
 
 @pytest.mark.parametrize("uplo", [0, 1, 2])
 def test_crt_herk_transposed_alias_and_uplo(seed, impl, uplo):
     """HERK: X2 = X1ᵀ (same memory); Cr ≡ (C+ + C+ᵀ)/2, Ci ≡ (C+ − C+ᵀ)/(2s); uplo leaves the rest."""
     ms = two_m_set(12)
+    crt = crt_split(ms, len(ms))  # one term per modulus in each part
     pyrng = random.Random(seed)
     n = 21
     Cr = [[0] * n for _ in range(n)]
@@ -494,10 +726,8 @@ def test_crt_herk_transposed_alias_and_uplo(seed, impl, uplo):
                 Ci[i][j] = pyrng.randint(-bound_of(ms), bound_of(ms)) >> pyrng.choice([0, 4])
                 Ci[j][i] = -Ci[i][j]
     sentinel = -3.25
-    hr = np.full((n, n), sentinel, order="F")
-    lr = hr.copy(order="F")
-    hi_ = hr.copy(order="F")
-    li = hr.copy(order="F")
+    acc_re = new_acc(n, n, sentinel)
+    acc_im = new_acc(n, n, sentinel)
     for l, mod in enumerate(ms.moduli):
         s = TWO_M_ROOTS[mod]
         cp = np.array(
@@ -508,22 +738,20 @@ def test_crt_herk_transposed_alias_and_uplo(seed, impl, uplo):
         y = ms.weights[l]
         wr = sym(y * pow(2, -1, mod), mod)
         wi = sym(y * pow(2 * s, -1, mod), mod)
-        kernels_crt.oz_crt_accumulate(
-            cp, wr, mod, ms.big_hi[l], ms.big_lo[l], hr, lr, x2=cp.T, w2=wr, first=l == 0, uplo=uplo
-        )
-        kernels_crt.oz_crt_accumulate(
-            cp, wi, mod, ms.big_hi[l], ms.big_lo[l], hi_, li, x2=cp.T, w2=-wi, first=l == 0, uplo=uplo
-        )
+        kernels_crt.oz_crt_accumulate(cp, wr, mod, crt.weights[l], acc_re, x2=cp.T, w2=wr, first=l == 0, uplo=uplo)
+        kernels_crt.oz_crt_accumulate(cp, wi, mod, crt.weights[l], acc_im, x2=cp.T, w2=-wi, first=l == 0, uplo=uplo)
     out = np.full((n, n), complex(np.nan, np.nan), np.complex128)
     z = np.zeros(n, np.int32)
-    kernels_crt.oz_crt_finalize(hr, lr, ms.P_hi, ms.P_lo, z, z, out, im_hi=hi_, im_lo=li, uplo=uplo)
+    kernels_crt.oz_crt_finalize(acc_re, crt.consts, z, z, out, im=acc_im, uplo=uplo)
     for i in range(n):
         for j in range(n):
             inside = uplo == 0 or (uplo == 1 and i <= j) or (uplo == 2 and i >= j)
             if inside:
+                assert_crt_rounded(out[i, j].real, Fraction(Cr[i][j]), crt_err(crt), (seed, i, j))
+                assert_crt_rounded(out[i, j].imag, Fraction(Ci[i][j]), crt_err(crt), (seed, i, j))
                 assert out[i, j] == complex(float(Cr[i][j]), float(Ci[i][j])), (seed, i, j)
             else:
-                assert hr[i, j] == sentinel and lr[i, j] == sentinel and li[i, j] == sentinel
+                assert (acc_re[i, j] == sentinel).all() and (acc_im[i, j] == sentinel).all()
                 assert np.isnan(out[i, j].real) and np.isnan(out[i, j].imag)
 
 
@@ -540,12 +768,13 @@ def test_finalize_alpha_beta_dtypes(rng, impl, dtype, beta):
     for C in [Cr, Ci] if cplx else [Cr]:
         X = [np.array([[random_reps(pyrng, c, mod) for c in row] for row in C], dtype=np.int32) for mod in ms.moduli]
         parts.append(crt_run(ms, X))
+    crt = parts[0][1]
     rsh = rng.integers(0, 100, size=m).astype(np.int32)
     csh = rng.integers(-10, 30, size=n).astype(np.int32)
     # v from alpha = 1, beta = 0 into complex128 (exact representation of the doubles)
     v = np.empty((m, n), np.complex128)
-    kw = dict(im_hi=parts[1][0], im_lo=parts[1][1]) if cplx else {}
-    kernels_crt.oz_crt_finalize(parts[0][0], parts[0][1], ms.P_hi, ms.P_lo, rsh, csh, v, **kw)
+    kw = dict(im=parts[1][0]) if cplx else {}
+    kernels_crt.oz_crt_finalize(parts[0][0], crt.consts, rsh, csh, v, **kw)
     alpha = complex(-1.5, 0.25) if cplx else -1.5
     beta_c = complex(beta) if cplx else complex(beta).real
     c0 = (rng.standard_normal((m, n)) + (1j * rng.standard_normal((m, n)) if cplx else 0)).astype(dtype)
@@ -553,9 +782,7 @@ def test_finalize_alpha_beta_dtypes(rng, impl, dtype, beta):
     big = np.zeros((m + 5, 2 * n + 1), dtype=dtype)
     out = big[2 : 2 + m, 1 : 2 * n + 1 : 2]  # strided view
     out[...] = c0 if beta != 0 else np.nan
-    kernels_crt.oz_crt_finalize(
-        parts[0][0], parts[0][1], ms.P_hi, ms.P_lo, rsh, csh, out, alpha=alpha, beta=beta_c, **kw
-    )
+    kernels_crt.oz_crt_finalize(parts[0][0], crt.consts, rsh, csh, out, alpha=alpha, beta=beta_c, **kw)
     ar, ai = (alpha.real, alpha.imag) if cplx else (alpha, 0.0)
     br, bi = (beta_c.real, beta_c.imag) if cplx else (beta_c, 0.0)
     for i in range(m):
@@ -581,6 +808,7 @@ def test_finalize_alpha_beta_dtypes(rng, impl, dtype, beta):
 
 def test_crt_large_threads_and_paths_agree(rng):
     ms = real_set(16)
+    crt = crt_split(ms, 4)  # four terms per accumulator
     m, n = 403, 391
     X1 = rng.integers(-(2**31), 2**31, size=(m, n), dtype=np.int64).astype(np.int32)
     X1f = np.asfortranarray(X1)
@@ -590,40 +818,26 @@ def test_crt_large_threads_and_paths_agree(rng):
         with forced_generic(generic):
             for t in (1, 2):
                 res = []
-                hi = np.empty((m, n), order="F")
-                lo = np.empty((m, n), order="F")
+                acc = np.empty((m, n, 3), order="F")
+                acc_im = np.empty((m, n, 3), order="F")
                 for l in range(4):
                     x = X1f if l % 2 else X1
-                    kernels_crt.oz_crt_accumulate(
-                        x, ms.weights[l], ms.moduli[l], ms.big_hi[l], ms.big_lo[l], hi, lo, first=l == 0, threads=t
-                    )
-                res += [hi.copy(), lo.copy()]
-                hs = np.zeros((n, n), order="F")
-                ls = np.zeros((n, n), order="F")
+                    w, mod, big = ms.weights[l], ms.moduli[l], crt.weights[l]
+                    kernels_crt.oz_crt_accumulate(x, w, mod, big, acc, first=l == 0, threads=t)
+                    kernels_crt.oz_crt_accumulate(x[::-1, ::-1], w, mod, big, acc_im, first=l == 0, threads=t)
+                res += [acc.copy(), acc_im.copy()]
+                sq = np.zeros((n, n, 3), order="F")
                 for uplo in (1, 2):
                     kernels_crt.oz_crt_accumulate(
-                        Xsq,
-                        77,
-                        241,
-                        ms.big_hi[0],
-                        ms.big_lo[0],
-                        hs,
-                        ls,
-                        x2=Xsq.T,
-                        w2=-5,
-                        first=True,
-                        uplo=uplo,
-                        threads=t,
+                        Xsq, 77, 241, crt.weights[0], sq, x2=Xsq.T, w2=-5, first=True, uplo=uplo, threads=t
                     )
-                    res += [hs.copy(), ls.copy()]
+                    res.append(sq.copy())
                 for dt in (np.float32, np.float64, np.complex64, np.complex128):
                     o = np.ones((m, n), dt)
-                    kw = dict(im_hi=lo, im_lo=hi * 1e-17) if np.dtype(dt).kind == "c" else {}
+                    kw = dict(im=acc_im) if np.dtype(dt).kind == "c" else {}
                     kernels_crt.oz_crt_finalize(
-                        hi,
-                        lo,
-                        ms.P_hi,
-                        ms.P_lo,
+                        acc,
+                        crt.consts,
                         rng.integers(-5, 5, m) * 0 + 60,
                         np.full(n, 3),
                         o,
@@ -640,7 +854,8 @@ def test_crt_large_threads_and_paths_agree(rng):
 
 
 def test_accumulate_reduction_exact(rng, impl):
-    """t = (w1 x1 + w2 x2) mod m, symmetric, for extreme int32 and weights: read back via big = 1."""
+    """t = (w1 x1 + w2 x2) mod m, symmetric, for extreme int32 and weights: read back
+    through pieces (1, -1/2, 2^-30), each accumulator t times its piece."""
     m, n = 17, 5
     x1 = rng.integers(-(2**31), 2**31, size=(m, n), dtype=np.int64).astype(np.int32)
     x2 = rng.integers(-(2**31), 2**31, size=(m, n), dtype=np.int64).astype(np.int32)
@@ -648,39 +863,59 @@ def test_accumulate_reduction_exact(rng, impl):
     x2[0, 0] = -(2**31)
     x1[1, 0] = 2**31 - 1
     x2[1, 0] = 2**31 - 1
-    for mod in (2, 3, 256, 255, 241, 97, 65521, 2**31 - 1):
+    big = (1.0, -0.5, 2.0**-30)
+    for mod in (2, 3, 256, 255, 257, 241, 97, 65521, 2**31 - 1):
         for w1, w2 in ((1, 0), (511, -511), (65535, 65535), (-65535, 3)):
-            hi = np.empty((m, n), order="F")
-            lo = np.empty((m, n), order="F")
-            kernels_crt.oz_crt_accumulate(x1, w1, mod, 1.0, 0.0, hi, lo, x2=x2, w2=w2, first=True)
+            acc = new_acc(m, n, np.nan)
+            kernels_crt.oz_crt_accumulate(x1, w1, mod, big, acc, x2=x2, w2=w2, first=True)
             ref = np.array(
                 [[sym(w1 * int(x1[i, j]) + w2 * int(x2[i, j]), mod) for j in range(n)] for i in range(m)],
                 dtype=np.float64,
             )
-            np.testing.assert_array_equal(hi, ref)
-            assert not lo.any()
+            for s in range(3):
+                np.testing.assert_array_equal(acc[:, :, s], ref * big[s])
 
 
 def test_crt_errors():
-    hi = np.zeros((3, 4), order="F")
-    lo = np.zeros((3, 4), order="F")
+    acc = np.zeros((3, 4, 3), order="F")
     x = np.zeros((3, 4), np.int32)
+    crt = crt_split(real_set(3), 1)
+    big = crt.weights[0]
     with pytest.raises(ValueError, match="Fortran"):
-        kernels_crt.oz_crt_accumulate(x, 1, 7, 1.0, 0.0, np.zeros((3, 4)), lo)
+        kernels_crt.oz_crt_accumulate(x, 1, 7, big, np.zeros((3, 4, 3)))
+    with pytest.raises(ValueError, match=re.escape("acc has shape (3, 4), expected (3, 4, 3)")):
+        kernels_crt.oz_crt_accumulate(x, 1, 7, big, np.zeros((3, 4), order="F"))
     with pytest.raises(TypeError):
-        kernels_crt.oz_crt_accumulate(x.astype(np.int64), 1, 7, 1.0, 0.0, hi, lo)
+        kernels_crt.oz_crt_accumulate(x.astype(np.int64), 1, 7, big, acc)
+    with pytest.raises(TypeError, match="float64"):
+        kernels_crt.oz_crt_accumulate(x, 1, 7, big, acc.astype(np.float32))
     with pytest.raises(ValueError, match="modulus"):
-        kernels_crt.oz_crt_accumulate(x, 1, 1, 1.0, 0.0, hi, lo)
+        kernels_crt.oz_crt_accumulate(x, 1, 1, big, acc)
     with pytest.raises(ValueError, match="w1"):
-        kernels_crt.oz_crt_accumulate(x, 2**16, 7, 1.0, 0.0, hi, lo)
+        kernels_crt.oz_crt_accumulate(x, 2**16, 7, big, acc)
     with pytest.raises(ValueError, match="uplo"):
-        kernels_crt.oz_crt_accumulate(x, 1, 7, 1.0, 0.0, hi, lo, uplo=3)
+        kernels_crt.oz_crt_accumulate(x, 1, 7, big, acc, uplo=3)
+    with pytest.raises(ValueError, match="big must be three finite floats"):
+        kernels_crt.oz_crt_accumulate(x, 1, 7, (1.0, 0.0), acc)
+    with pytest.raises(ValueError, match="big must be three finite floats"):
+        kernels_crt.oz_crt_accumulate(x, 1, 7, (1.0, np.inf, 0.0), acc)
+    z3, z4 = [0] * 3, [0] * 4
     with pytest.raises(ValueError, match="complex out"):
-        kernels_crt.oz_crt_finalize(hi, lo, 7.0, 0.0, [0] * 3, [0] * 4, np.zeros((3, 4)), im_hi=hi, im_lo=lo)
+        kernels_crt.oz_crt_finalize(acc, crt.consts, z3, z4, np.zeros((3, 4)), im=acc)
     with pytest.raises(TypeError):
-        kernels_crt.oz_crt_finalize(hi, lo, 7.0, 0.0, [0] * 3, [0] * 4, np.zeros((3, 4), np.int32))
+        kernels_crt.oz_crt_finalize(acc, crt.consts, z3, z4, np.zeros((3, 4), np.int32))
     with pytest.raises(ValueError, match="shape"):
-        kernels_crt.oz_crt_finalize(hi, lo, 7.0, 0.0, [0] * 3, [0] * 4, np.zeros((4, 3)))
+        kernels_crt.oz_crt_finalize(acc, crt.consts, z3, z4, np.zeros((4, 3)))
+    with pytest.raises(ValueError, match=re.escape("re must be 3-D (m, n, 3)")):
+        kernels_crt.oz_crt_finalize(acc[:, :, 0], crt.consts, z3, z4, np.zeros((3, 4)))
+    with pytest.raises(ValueError, match="re has shape"):
+        kernels_crt.oz_crt_finalize(np.zeros((3, 4, 2), order="F"), crt.consts, z3, z4, np.zeros((3, 4)))
+    with pytest.raises(ValueError, match="im has shape"):
+        kernels_crt.oz_crt_finalize(acc, crt.consts, z3, z4, np.zeros((3, 4), complex), im=np.zeros((3, 4)))
+    with pytest.raises(ValueError, match="crt must be the 8 finite constants of CrtSplit.consts"):
+        kernels_crt.oz_crt_finalize(acc, crt.consts[:3], z3, z4, np.zeros((3, 4)))
+    with pytest.raises(ValueError, match="crt must be the 8 finite constants"):
+        kernels_crt.oz_crt_finalize(acc, (*crt.consts[:7], np.nan), z3, z4, np.zeros((3, 4)))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])

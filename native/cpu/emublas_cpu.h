@@ -137,42 +137,56 @@ int emublas_oz_residues_3m(int dtype, int64_t rows, int64_t cols,
                            int nthreads);
 
 /*
- * Modular reduction fused with the double-double CRT accumulation, for the
- * m x n entries selected by uplo (0 all, 1 i <= j, 2 i >= j; others are not
- * touched):
+ * The CRT sum, exact.  With P the product of the moduli, E its bit length and
+ * beta = 46 - ceil(log2 N) for at most N terms per entry and part, each CRT
+ * weight (an integer below P) is held as three doubles b[0] + b[1] + b[2]:
+ * b[s] a multiple of u_{s+1} = 2^(E - (s+1) beta) with |b[s]| <= 2^beta u_{s+1}
+ * (b[2] is rounded to its grid when E > 3 beta: the only approximation).
+ * A term t (|t| <= 128) adds fma(t, b[s], acc_s) to accumulator s; every such
+ * fma is exact (the partial sums are multiples of u_{s+1} below 2^53 u_{s+1}),
+ * so the sums do not depend on the order of the terms.
+ *
+ * Modular reduction fused with that accumulation, for the m x n entries
+ * selected by uplo (0 all, 1 i <= j, 2 i >= j; others are not touched):
  *   t = (w1*X1[i*rs1 + j*cs1] + w2*X2[i*rs2 + j*cs2]) mod modulus,
  *       symmetric representative, exact (X2 may be NULL, and may alias X1
  *       with other strides, e.g. its transpose);
- *   (hi, lo) = (first ? (0, 0) : (acc_hi, acc_lo)[i + j*m]) + t*(big_hi + big_lo):
- *       p = t*big_hi, e = fma(t, big_hi, -p), s = hi + p, b = s - hi,
- *       err = (hi - (s - b)) + (p - b), hi = s, lo = lo + fma(t, big_lo, err + e).
- * acc_* are column-major with leading dimension m.  |w1|, |w2| < 2^16,
- * 2 <= modulus < 2^31, else EMUBLAS_EINVAL.
+ *   acc[s*plane + i + j*m] = fma(t, big[s], first ? 0 : acc[s*plane + i + j*m]), s = 0, 1, 2.
+ * acc holds three column-major planes with leading dimension m, plane >= m*n
+ * elements apart.  |w1|, |w2| < 2^16, 2 <= modulus < 2^31, else EMUBLAS_EINVAL.
  */
 int emublas_oz_crt_accumulate(int64_t m, int64_t n,
                               const int32_t *X1, int64_t rs1, int64_t cs1, int32_t w1,
                               const int32_t *X2, int64_t rs2, int64_t cs2, int32_t w2,
-                              int32_t modulus, double big_hi, double big_lo,
-                              double *acc_hi, double *acc_lo,
+                              int32_t modulus, const double *big, double *acc, int64_t plane,
                               int first, int uplo, int nthreads);
 
+/* The finalize's constants of one set of moduli and beta: P = P[0] + P[1] + P[2]
+ * on the grids of the weights (P[2] rounded to double when it does not fit),
+ * Pinv = 1/P rounded, u1 = 2^(E - beta), u2 = 2^(E - 2 beta) and their inverses. */
+typedef struct {
+    double P[3];
+    double Pinv, u1, iu1, u2, iu2;
+} emublas_oz_crt;
+
 /*
- * CRT finalize for the entries selected by uplo.  With (hi, lo) = the
- * accumulated pair at [i + j*m] (column-major, leading dimension m):
- *   Q = round(hi * (1/P_hi)), QP = Q*P_hi, QPe = fma(Q, P_hi, -QP),
- *   C' = (hi - QP) + fma(-Q, P_lo, lo - QPe)
- * (Q is right and hi - QP exact when |C'| <= P/2 (1 - 2^-31), which the caller
- * guarantees; C' is then
- * the correctly rounded symmetric representative unless it lies within about
- * 2^-100 P of a rounding boundary), v = ldexp(C', -(row_shift[i] + col_shift[j]))
- * (exact unless it underflows or overflows), for the real and (when im_hi,
- * im_lo are given) imaginary parts, and
+ * CRT finalize for the entries selected by uplo.  With (s1, s2, s3) the three
+ * accumulated sums of an entry (re_acc / im_acc as acc above):
+ *   c = round(s3/u2) u2, s2 += c, s3 -= c;  c = round(s2/u1) u1, s1 += c, s2 -= c;
+ *   Q = round(s1 * Pinv);  d_s = fma(-Q, P[s-1], s_s)  (s = 1, 2, 3; all exact);
+ *   C' = t + (e + d3) with (t, e) the two-sum of d1 and d2
+ * (every step but the last two additions is exact, and Q is right when |C'| <=
+ * P/2 (1 - 2^-31), which the caller guarantees; C' is then the symmetric
+ * representative rounded to double, apart from the weights' rounding when
+ * E > 3 beta and 2^-53 |e + d3|), v = ldexp(C', -(row_shift[i] + col_shift[j]))
+ * (exact unless it underflows or overflows), for the real and (when im_acc is
+ * given) imaginary parts, and
  *   real out:    out = alpha_re*v [+ beta_re*out]
  *   complex out: out = (alpha*v) [+ (beta*out)], each complex product as
  *                (ar*vr - ai*vi) + i(ar*vi + ai*vr),
  * in double, rounded once to out_dtype (0 float, 1 double, 2 complex float,
  * 3 complex double; strides in elements of that type).  beta == 0 (both
- * parts) means out is not read.  im_* with a real out_dtype is EMUBLAS_EINVAL.
+ * parts) means out is not read.  im_acc with a real out_dtype is EMUBLAS_EINVAL.
  */
 /*
  * The per-entry accuracy certificate of the finalize (cert != NULL).  With C'
@@ -180,7 +194,7 @@ int emublas_oz_crt_accumulate(int64_t m, int64_t n,
  * in the units of C' (the product of the scaled integers):
  *   error   E  = max(row_err[i], col_err[j], crt_err)
  *           (row_err[i] = shift_i + log2 |X_i|_1 + slack: what truncating Y costs
- *           row i, col_err[j] the same for column j, crt_err the double-double
+ *           row i, col_err[j] the same for column j, crt_err the
  *           reconstruction's own error; slack covers the sum of the three and,
  *           for complex data, the modulus; -inf for an all-zero row/column,
  *           whose entries are exact)
@@ -213,9 +227,8 @@ typedef struct {
 } emublas_oz_cert;
 
 int emublas_oz_crt_finalize(int64_t m, int64_t n,
-                            const double *re_hi, const double *re_lo,
-                            const double *im_hi, const double *im_lo,
-                            double P_hi, double P_lo,
+                            const double *re_acc, const double *im_acc, int64_t plane,
+                            const emublas_oz_crt *crt,
                             const int32_t *row_shift, const int32_t *col_shift,
                             double alpha_re, double alpha_im, double beta_re, double beta_im,
                             int out_dtype, void *out, int64_t rso, int64_t cso,
@@ -240,11 +253,11 @@ int emublas_oz_crt_finalize(int64_t m, int64_t n,
  * (c+1)*k_chunk)) of the planes), the products P_q = X_a Y_b^T (mx x my,
  * int32) are formed, then each term in order is
  *   emublas_oz_crt_accumulate(P_p1 (or P_p1^T), w1, P_p2 ..., w2, moduli[l],
- *                             big_hi[l], big_lo[l], acc of part, first[part], uplo)
+ *                             big + 3 l, acc of part, plane, first[part], uplo)
  * with first[part] cleared after each term of that part (first is in/out).
  * Plane p of X: element (i, q) at X[p*xps + i*xrs + q*xcs]; Y likewise.
- * acc_re_* / acc_im_*: column-major, leading dimension mx (acc_im_* may be
- * NULL when no term has part 1).  group (>= 1): moduli whose products may be
+ * acc_re / acc_im: three planes each, as emublas_oz_crt_accumulate's acc
+ * (acc_im may be NULL when no term has part 1).  group (>= 1): moduli whose products may be
  * held at once (group * max products per modulus * mx * my int32 of
  * scratch), their terms then folded in one pass over the accumulators (same
  * order per entry, same bits; used with one k-chunk, no transposed terms and
@@ -265,13 +278,13 @@ typedef struct {
     const int32_t *prod_off, *prods;
     const int32_t *term_off, *terms;
     const int32_t *moduli;
-    const double *big_hi, *big_lo;
+    const double *big; /* three pieces per modulus */
 } emublas_oz_schedule;
 
 int emublas_oz_run_products(const emublas_oz_schedule *S, int64_t mx, int64_t my,
                             const int8_t *X, int64_t xps, int64_t xrs, int64_t xcs,
                             const int8_t *Y, int64_t yps, int64_t yrs, int64_t ycs,
-                            double *acc_re_hi, double *acc_re_lo, double *acc_im_hi, double *acc_im_lo,
+                            double *acc_re, double *acc_im, int64_t plane,
                             int32_t *first, int uplo, int group, int32_t *scratch, int64_t scratch_len,
                             double *seconds, int nthreads);
 

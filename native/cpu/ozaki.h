@@ -6,11 +6,12 @@
  *
  * Exactness.  Every residue computation is exact, so the AVX-512 path and the
  * portable C path give bit-identical results whatever rounding their
- * intermediate steps do; the floating-point steps of the CRT (two-prod,
- * two-sum, the complex alpha/beta arithmetic) are written in one fixed order
- * with explicit fma() in both paths.  Contraction of a*b+c into an FMA would
- * break the error-free transformations (a two-sum whose sum came out of an
- * FMA is no longer error-free) and make the paths differ, so every source
+ * intermediate steps do; the CRT sums are exact (every fma of the
+ * accumulation is representable), and the floating-point steps after them
+ * (the carries, the two-sum, the complex alpha/beta arithmetic) are written in
+ * one fixed order with explicit fma() in both paths.  Contraction of a*b+c
+ * into an FMA would break the error-free transformations (a two-sum whose sum
+ * came out of an FMA is no longer error-free) and make the paths differ, so every source
  * that includes this header starts with
  *     #pragma GCC optimize("fp-contract=off")
  * (before this #include, so that the inline helpers below are compiled
@@ -120,16 +121,17 @@ typedef struct {
     int64_t rs1, cs1, rs2, cs2;
     double w1, w2;
     ozmod M;
-    double bh, bl;
-    double *hi, *lo;
+    double b[3];  /* the CRT weight's three pieces (emublas_cpu.h) */
+    double *acc;  /* three accumulator planes, plane apart */
+    int64_t plane;
     int first, uplo, simd, nt;
 } acc_job;
 
 /* J for emublas_oz_crt_accumulate's arguments (checked by the caller). */
 EMUBLAS_HIDDEN void oz_acc_prepare(acc_job *J, int64_t m, int64_t n, const int32_t *X1, int64_t rs1, int64_t cs1,
                                    int32_t w1, const int32_t *X2, int64_t rs2, int64_t cs2, int32_t w2,
-                                   int32_t modulus, double big_hi, double big_lo, double *acc_hi, double *acc_lo,
-                                   int first, int uplo);
+                                   int32_t modulus, const double *big, double *acc, int64_t plane, int first,
+                                   int uplo);
 
 /* Thread tid's columns (split_cols) of a prepared accumulation (an emublas_task_fn). */
 EMUBLAS_HIDDEN void oz_acc_task(void *ctx, int tid, int nt);
@@ -140,8 +142,8 @@ typedef struct {
     const int32_t *x1, *x2;
     double w1, w2;
     ozmod M;
-    double bh, bl;
-    int part;  /* accumulators acc[2*part], acc[2*part + 1] */
+    double b[3];
+    int part;  /* accumulator planes acc[part] */
     int first; /* start them (zero instead of their value) */
 } acc_term;
 
@@ -153,6 +155,6 @@ typedef struct {
  * the accumulators are read and written once.  Returns 0 (and does
  * nothing) where that path does not exist (no AVX-512, too many terms). */
 EMUBLAS_HIDDEN int oz_acc_terms_task(int64_t m, int64_t n, int uplo, const acc_term *T, int nterm,
-                                     double *const acc[4], int tid, int nt);
+                                     double *const acc[2], int64_t plane, int tid, int nt);
 
 #endif /* EMUBLAS_OZAKI_H */

@@ -1,8 +1,8 @@
 /*
  * ozaki_accumulate.c -- the modular reduction of one modulus's int32 products
  * (w1 X1 + w2 X2 mod m, X2 possibly X1 transposed for the rank-k updates)
- * fused with the double-double CRT accumulation, AVX-512 and portable C in
- * one fixed operation order (see ozaki.h).
+ * fused with the exact three-piece CRT accumulation (emublas_cpu.h), AVX-512
+ * and portable C in one fixed operation order (see ozaki.h).
  */
 #pragma GCC optimize("fp-contract=off") /* see ozaki.h */
 
@@ -10,19 +10,15 @@
 
 /* ---- CRT accumulate --------------------------------------------------------- */
 
-/* One entry: the fixed operation order both paths follow. */
-OZ_INLINE void acc_entry(const acc_job *J, double x1, double x2, double *ph, double *pl, int first)
+/* One entry: the term t, then its product with each piece of the weight added to that
+ * piece's accumulator.  Every fma is exact (emublas_cpu.h), so both paths, and any
+ * order of the terms, give the same sums. */
+OZ_INLINE void acc_entry(const acc_job *J, double x1, double x2, double *p, int first)
 {
     double v = fma(J->w1, x1, J->w2 * x2); /* exact: |v| < 2^49 */
     double t = red_small(v, &J->M);
-    double p = t * J->bh;
-    double e = fma(t, J->bh, -p);
-    double ah = first ? 0.0 : *ph, al = first ? 0.0 : *pl;
-    double s = ah + p;
-    double bb = s - ah;
-    double err = (ah - (s - bb)) + (p - bb);
-    *ph = s;
-    *pl = al + fma(t, J->bl, err + e);
+    for (int s = 0; s < 3; s++)
+        p[s * J->plane] = fma(t, J->b[s], first ? 0.0 : p[s * J->plane]);
 }
 
 static void acc_cols_generic(acc_job *J, int64_t j0, int64_t j1)
@@ -33,7 +29,7 @@ static void acc_cols_generic(acc_job *J, int64_t j0, int64_t j1)
         for (int64_t i = i0; i < i1; i++) {
             double x1 = (double)J->X1[i * J->rs1 + j * J->cs1];
             double x2 = J->X2 ? (double)J->X2[i * J->rs2 + j * J->cs2] : 0.0;
-            acc_entry(J, x1, x2, J->hi + i + j * J->m, J->lo + i + j * J->m, J->first);
+            acc_entry(J, x1, x2, J->acc + i + j * J->m, J->first);
         }
     }
 }
@@ -48,26 +44,19 @@ OZ_TARGET OZ_INLINE __m512d load_i32(const int32_t *p, int64_t stride, __mmask8 
 }
 
 typedef struct {
-    __m512d m, inv, bias, w1, w2, bh, bl;
+    __m512d m, inv, bias, w1, w2, b[3];
 } acc_vc;
 
-/* 8 entries (lanes k) at ph, pl: the operation order of acc_entry. */
-OZ_TARGET OZ_INLINE void acc8(const acc_vc *C, __m512d x1, __m512d x2, double *ph, double *pl, __mmask8 k,
+/* 8 entries (lanes k) at p (three planes, plane apart): the operations of acc_entry. */
+OZ_TARGET OZ_INLINE void acc8(const acc_vc *C, __m512d x1, __m512d x2, double *p, int64_t plane, __mmask8 k,
                               int first)
 {
-    const __m512d zero = _mm512_setzero_pd();
     __m512d v = _mm512_fmadd_pd(C->w1, x1, _mm512_mul_pd(C->w2, x2));
     __m512d t = vred(v, C->m, C->inv, C->bias);
-    __m512d p = _mm512_mul_pd(t, C->bh);
-    __m512d e = _mm512_fmsub_pd(t, C->bh, p);
-    __m512d ah = first ? zero : _mm512_maskz_loadu_pd(k, ph);
-    __m512d al = first ? zero : _mm512_maskz_loadu_pd(k, pl);
-    __m512d s = _mm512_add_pd(ah, p);
-    __m512d bb = _mm512_sub_pd(s, ah);
-    __m512d err = _mm512_add_pd(_mm512_sub_pd(ah, _mm512_sub_pd(s, bb)), _mm512_sub_pd(p, bb));
-    __m512d lo = _mm512_add_pd(al, _mm512_fmadd_pd(t, C->bl, _mm512_add_pd(err, e)));
-    _mm512_mask_storeu_pd(ph, k, s);
-    _mm512_mask_storeu_pd(pl, k, lo);
+    for (int s = 0; s < 3; s++) {
+        __m512d a = first ? _mm512_setzero_pd() : _mm512_maskz_loadu_pd(k, p + s * plane);
+        _mm512_mask_storeu_pd(p + s * plane, k, _mm512_fmadd_pd(t, C->b[s], a));
+    }
 }
 
 /* Rows i0 .. i0+nr-1 (nr <= 8; the rest zero), columns j .. j+7 (lanes kc) of
@@ -153,13 +142,13 @@ OZ_TARGET static int acc_cols_transposed(acc_job *J, const acc_vc *C, int64_t j0
             const int32_t *p1 = t1 ? b1 + (int64_t)q * ld : J->X1 + j * J->cs1;
             const int32_t *p2 = t2 ? b2 + (int64_t)q * ld : J->X2 ? J->X2 + j * J->cs2 : NULL;
             const int64_t s1 = t1 ? 1 : J->rs1, s2 = t2 ? 1 : J->rs2;
-            double *ph = J->hi + j * m, *pl = J->lo + j * m;
+            double *pa = J->acc + j * m;
             for (int64_t i = ra[q]; i < rb[q]; i += 8) {
                 const int n = rb[q] - i < 8 ? (int)(rb[q] - i) : 8;
                 const __mmask8 k = (__mmask8)((1u << n) - 1);
                 __m512d x1 = load_i32(p1 + i * s1, s1, k);
                 __m512d x2 = p2 ? load_i32(p2 + i * s2, s2, k) : zero;
-                acc8(C, x1, x2, ph + i, pl + i, k, first);
+                acc8(C, x1, x2, pa + i, J->plane, k, first);
             }
         }
     }
@@ -172,7 +161,7 @@ OZ_TARGET static void acc_cols_simd(acc_job *J, int64_t j0, int64_t j1)
     const acc_vc C = {
         .m = _mm512_set1_pd(J->M.m), .inv = _mm512_set1_pd(J->M.inv), .bias = _mm512_set1_pd(J->M.bias),
         .w1 = _mm512_set1_pd(J->w1), .w2 = _mm512_set1_pd(J->w2),
-        .bh = _mm512_set1_pd(J->bh), .bl = _mm512_set1_pd(J->bl),
+        .b = {_mm512_set1_pd(J->b[0]), _mm512_set1_pd(J->b[1]), _mm512_set1_pd(J->b[2])},
     };
     const __m512d zero = _mm512_setzero_pd();
     const int t1 = J->rs1 != 1 && J->cs1 == 1, t2 = J->X2 && J->rs2 != 1 && J->cs2 == 1;
@@ -182,13 +171,13 @@ OZ_TARGET static void acc_cols_simd(acc_job *J, int64_t j0, int64_t j1)
     for (int64_t j = j0; j < j1; j++) {
         int64_t i0, i1;
         row_range(J->m, J->uplo, j, &i0, &i1);
-        double *ph = J->hi + j * J->m, *pl = J->lo + j * J->m;
+        double *pa = J->acc + j * J->m;
         for (int64_t i = i0; i < i1; i += 8) {
             const int n = i1 - i < 8 ? (int)(i1 - i) : 8;
             const __mmask8 k = (__mmask8)((1u << n) - 1);
             __m512d x1 = load_i32(J->X1 + i * J->rs1 + j * J->cs1, J->rs1, k);
             __m512d x2 = J->X2 ? load_i32(J->X2 + i * J->rs2 + j * J->cs2, J->rs2, k) : zero;
-            acc8(&C, x1, x2, ph + i, pl + i, k, first);
+            acc8(&C, x1, x2, pa + i, J->plane, k, first);
         }
     }
 }
@@ -196,10 +185,9 @@ OZ_TARGET static void acc_cols_simd(acc_job *J, int64_t j0, int64_t j1)
 
 #if EMUBLAS_X86
 /* oz_acc_terms_task on 8 entries at a time: the accumulators of each part
- * stay in registers over all the terms, which go through acc8's operations
- * in order. */
-OZ_TARGET static void acc_terms_simd(int64_t m, int uplo, const acc_term *T, int nterm, double *const acc[4],
-                                     int64_t j0, int64_t j1)
+ * stay in registers over all the terms, which go through acc8's operations. */
+OZ_TARGET static void acc_terms_simd(int64_t m, int uplo, const acc_term *T, int nterm, double *const acc[2],
+                                     int64_t plane, int64_t j0, int64_t j1)
 {
     acc_vc C[OZ_MAX_FUSED_TERMS];
     int used[2] = {0, 0};
@@ -207,7 +195,7 @@ OZ_TARGET static void acc_terms_simd(int64_t m, int uplo, const acc_term *T, int
         C[t] = (acc_vc){
             .m = _mm512_set1_pd(T[t].M.m), .inv = _mm512_set1_pd(T[t].M.inv), .bias = _mm512_set1_pd(T[t].M.bias),
             .w1 = _mm512_set1_pd(T[t].w1), .w2 = _mm512_set1_pd(T[t].w2),
-            .bh = _mm512_set1_pd(T[t].bh), .bl = _mm512_set1_pd(T[t].bl),
+            .b = {_mm512_set1_pd(T[t].b[0]), _mm512_set1_pd(T[t].b[1]), _mm512_set1_pd(T[t].b[2])},
         };
         used[T[t].part] = 1;
     }
@@ -219,11 +207,10 @@ OZ_TARGET static void acc_terms_simd(int64_t m, int uplo, const acc_term *T, int
             const int n = i1 - i < 8 ? (int)(i1 - i) : 8;
             const __mmask8 k = (__mmask8)((1u << n) - 1);
             const int64_t off = i + j * m;
-            __m512d hi[2], lo[2];
-            for (int p = 0; p < 2; p++) {
-                hi[p] = used[p] ? _mm512_maskz_loadu_pd(k, acc[2 * p] + off) : zero;
-                lo[p] = used[p] ? _mm512_maskz_loadu_pd(k, acc[2 * p + 1] + off) : zero;
-            }
+            __m512d a[2][3];
+            for (int p = 0; p < 2; p++)
+                for (int s = 0; s < 3; s++)
+                    a[p][s] = used[p] ? _mm512_maskz_loadu_pd(k, acc[p] + s * plane + off) : zero;
             for (int t = 0; t < nterm; t++) {
                 const acc_vc *c = &C[t];
                 const int p = T[t].part;
@@ -231,34 +218,26 @@ OZ_TARGET static void acc_terms_simd(int64_t m, int uplo, const acc_term *T, int
                 __m512d x2 = T[t].x2 ? _mm512_cvtepi32_pd(_mm256_maskz_loadu_epi32(k, T[t].x2 + off)) : zero;
                 __m512d v = _mm512_fmadd_pd(c->w1, x1, _mm512_mul_pd(c->w2, x2));
                 __m512d tt = vred(v, c->m, c->inv, c->bias);
-                __m512d pp = _mm512_mul_pd(tt, c->bh);
-                __m512d e = _mm512_fmsub_pd(tt, c->bh, pp);
-                __m512d ah = T[t].first ? zero : hi[p];
-                __m512d al = T[t].first ? zero : lo[p];
-                __m512d s = _mm512_add_pd(ah, pp);
-                __m512d bb = _mm512_sub_pd(s, ah);
-                __m512d err = _mm512_add_pd(_mm512_sub_pd(ah, _mm512_sub_pd(s, bb)), _mm512_sub_pd(pp, bb));
-                hi[p] = s;
-                lo[p] = _mm512_add_pd(al, _mm512_fmadd_pd(tt, c->bl, _mm512_add_pd(err, e)));
+                for (int s = 0; s < 3; s++)
+                    a[p][s] = _mm512_fmadd_pd(tt, c->b[s], T[t].first ? zero : a[p][s]);
             }
             for (int p = 0; p < 2; p++)
-                if (used[p]) {
-                    _mm512_mask_storeu_pd(acc[2 * p] + off, k, hi[p]);
-                    _mm512_mask_storeu_pd(acc[2 * p + 1] + off, k, lo[p]);
-                }
+                if (used[p])
+                    for (int s = 0; s < 3; s++)
+                        _mm512_mask_storeu_pd(acc[p] + s * plane + off, k, a[p][s]);
         }
     }
 }
 #endif
 
-int oz_acc_terms_task(int64_t m, int64_t n, int uplo, const acc_term *T, int nterm, double *const acc[4], int tid,
-                      int nt)
+int oz_acc_terms_task(int64_t m, int64_t n, int uplo, const acc_term *T, int nterm, double *const acc[2],
+                      int64_t plane, int tid, int nt)
 {
 #if EMUBLAS_X86
     if (oz_simd() && nterm <= OZ_MAX_FUSED_TERMS) {
         int64_t j0, j1;
         split_cols(m, n, uplo, tid, nt, &j0, &j1);
-        acc_terms_simd(m, uplo, T, nterm, acc, j0, j1);
+        acc_terms_simd(m, uplo, T, nterm, acc, plane, j0, j1);
         return 1;
     }
 #endif
@@ -281,18 +260,18 @@ void oz_acc_task(void *ctx, int tid, int nt)
 
 int emublas_oz_crt_accumulate(int64_t m, int64_t n, const int32_t *X1, int64_t rs1, int64_t cs1,
                               int32_t w1, const int32_t *X2, int64_t rs2, int64_t cs2, int32_t w2,
-                              int32_t modulus, double big_hi, double big_lo, double *acc_hi,
-                              double *acc_lo, int first, int uplo, int nthreads)
+                              int32_t modulus, const double *big, double *acc, int64_t plane, int first,
+                              int uplo, int nthreads)
 {
     if (m < 0 || n < 0 || uplo < 0 || uplo > 2 || modulus < 2 || w1 <= -65536 || w1 >= 65536 ||
         w2 <= -65536 || w2 >= 65536)
         return EMUBLAS_EINVAL;
     if (m == 0 || n == 0)
         return EMUBLAS_OK;
-    if (!X1 || !acc_hi || !acc_lo || !isfinite(big_hi) || !isfinite(big_lo))
+    if (!X1 || !acc || !big || plane < m * n || !isfinite(big[0]) || !isfinite(big[1]) || !isfinite(big[2]))
         return EMUBLAS_EINVAL;
     acc_job J;
-    oz_acc_prepare(&J, m, n, X1, rs1, cs1, w1, X2, rs2, cs2, w2, modulus, big_hi, big_lo, acc_hi, acc_lo, first, uplo);
+    oz_acc_prepare(&J, m, n, X1, rs1, cs1, w1, X2, rs2, cs2, w2, modulus, big, acc, plane, first, uplo);
     int nt = oz_threads(nthreads, (double)m * (double)n * (uplo ? 0.5 : 1.0) * 16);
     if (nt > n)
         nt = (int)n;
@@ -301,13 +280,13 @@ int emublas_oz_crt_accumulate(int64_t m, int64_t n, const int32_t *X1, int64_t r
 }
 
 void oz_acc_prepare(acc_job *J, int64_t m, int64_t n, const int32_t *X1, int64_t rs1, int64_t cs1, int32_t w1,
-                    const int32_t *X2, int64_t rs2, int64_t cs2, int32_t w2, int32_t modulus, double big_hi,
-                    double big_lo, double *acc_hi, double *acc_lo, int first, int uplo)
+                    const int32_t *X2, int64_t rs2, int64_t cs2, int32_t w2, int32_t modulus, const double *big,
+                    double *acc, int64_t plane, int first, int uplo)
 {
     *J = (acc_job){
         .m = m, .n = n, .X1 = X1, .X2 = X2, .rs1 = rs1, .cs1 = cs1, .rs2 = rs2, .cs2 = cs2,
-        .w1 = (double)w1, .w2 = X2 ? (double)w2 : 0.0, .bh = big_hi, .bl = big_lo,
-        .hi = acc_hi, .lo = acc_lo, .first = first != 0, .uplo = uplo, .simd = oz_simd(),
+        .w1 = (double)w1, .w2 = X2 ? (double)w2 : 0.0, .b = {big[0], big[1], big[2]},
+        .acc = acc, .plane = plane, .first = first != 0, .uplo = uplo, .simd = oz_simd(),
     };
     ozmod_init(&J->M, modulus);
 }

@@ -14,8 +14,9 @@ enum { OUT_F32 = 0, OUT_F64 = 1, OUT_C64 = 2, OUT_C128 = 3 };
 
 typedef struct {
     int64_t m, n;
-    const double *rh, *rl, *ih, *il;
-    double Ph, Pl, Pinv;
+    const double *ra, *ia; /* each part's three accumulator planes, plane apart (ia NULL: real) */
+    int64_t plane;
+    emublas_oz_crt K;
     const int32_t *rsh, *csh;
     double ar, ai, br, bi;
     int beta0, dtype, uplo, simd;
@@ -115,15 +116,22 @@ static void cert_fail(emublas_oz_cert *C, int64_t i, int64_t j, int si, int sj, 
     *e = 0;
 }
 
-/* C' = S - Q*P in double (see emublas_cpu.h). */
-OZ_INLINE double crt_rep(const fin_job *J, double hi, double lo)
+/* C' from the three exact sums at p (see emublas_cpu.h): the carries, then S - Q*P. */
+OZ_INLINE double crt_rep(const fin_job *J, const double *p)
 {
-    double Q = rnd(hi * J->Pinv);
-    double QP = Q * J->Ph;
-    double QPe = fma(Q, J->Ph, -QP);
-    double d1 = hi - QP; /* exact (Sterbenz) */
-    double tail = fma(-Q, J->Pl, lo - QPe);
-    return d1 + tail;
+    const emublas_oz_crt *K = &J->K;
+    double s1 = p[0], s2 = p[J->plane], s3 = p[2 * J->plane];
+    double c = rnd(s3 * K->iu2) * K->u2;
+    s2 = s2 + c;
+    s3 = s3 - c;
+    c = rnd(s2 * K->iu1) * K->u1;
+    s1 = s1 + c;
+    s2 = s2 - c;
+    double Q = rnd(s1 * K->Pinv);
+    double d1 = fma(-Q, K->P[0], s1), d2 = fma(-Q, K->P[1], s2), d3 = fma(-Q, K->P[2], s3); /* exact */
+    double s = d1 + d2, z = s - d1;
+    double e = (d1 - (s - z)) + (d2 - z);
+    return s + (e + d3);
 }
 
 static int clamp_exp(int64_t e)
@@ -184,8 +192,8 @@ static void fin_cols_generic(fin_job *J, int64_t j0, int64_t j1)
         for (int64_t i = i0; i < i1; i++) {
             int64_t a = i + j * J->m, off = i * J->rso + j * J->cso;
             int e = clamp_exp(-((int64_t)J->rsh[i] + (int64_t)J->csh[j]));
-            double vr = crt_rep(J, J->rh[a], J->rl[a]);
-            double vi = J->ih ? crt_rep(J, J->ih[a], J->il[a]) : 0.0;
+            double vr = crt_rep(J, J->ra + a);
+            double vi = J->ia ? crt_rep(J, J->ia + a) : 0.0;
             if (J->cert && !cert_ok(J->cert, i, j, vr, vi))
                 cert_fail(J->cert, i, j, J->rsh[i], J->csh[j], &vr, &vi, &e);
             double cr = 0, ci = 0, re, im;
@@ -198,15 +206,30 @@ static void fin_cols_generic(fin_job *J, int64_t j0, int64_t j1)
 }
 
 #if EMUBLAS_X86
-OZ_TARGET OZ_INLINE __m512d vcrt_rep(const fin_job *J, __m512d hi, __m512d lo)
+OZ_TARGET OZ_INLINE __m512d vrnd(__m512d z)
 {
-    const __m512d Ph = _mm512_set1_pd(J->Ph), Pl = _mm512_set1_pd(J->Pl), Pinv = _mm512_set1_pd(J->Pinv);
-    __m512d Q = _mm512_roundscale_pd(_mm512_mul_pd(hi, Pinv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512d QP = _mm512_mul_pd(Q, Ph);
-    __m512d QPe = _mm512_fmsub_pd(Q, Ph, QP);
-    __m512d d1 = _mm512_sub_pd(hi, QP);
-    __m512d tail = _mm512_fnmadd_pd(Q, Pl, _mm512_sub_pd(lo, QPe));
-    return _mm512_add_pd(d1, tail);
+    return _mm512_roundscale_pd(z, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+/* crt_rep on 8 lanes (k) at p. */
+OZ_TARGET OZ_INLINE __m512d vcrt_rep(const fin_job *J, const double *p, __mmask8 k)
+{
+    const emublas_oz_crt *K = &J->K;
+    __m512d s1 = _mm512_maskz_loadu_pd(k, p), s2 = _mm512_maskz_loadu_pd(k, p + J->plane);
+    __m512d s3 = _mm512_maskz_loadu_pd(k, p + 2 * J->plane);
+    __m512d c = _mm512_mul_pd(vrnd(_mm512_mul_pd(s3, _mm512_set1_pd(K->iu2))), _mm512_set1_pd(K->u2));
+    s2 = _mm512_add_pd(s2, c);
+    s3 = _mm512_sub_pd(s3, c);
+    c = _mm512_mul_pd(vrnd(_mm512_mul_pd(s2, _mm512_set1_pd(K->iu1))), _mm512_set1_pd(K->u1));
+    s1 = _mm512_add_pd(s1, c);
+    s2 = _mm512_sub_pd(s2, c);
+    const __m512d Q = vrnd(_mm512_mul_pd(s1, _mm512_set1_pd(K->Pinv)));
+    const __m512d d1 = _mm512_fnmadd_pd(Q, _mm512_set1_pd(K->P[0]), s1);
+    const __m512d d2 = _mm512_fnmadd_pd(Q, _mm512_set1_pd(K->P[1]), s2);
+    const __m512d d3 = _mm512_fnmadd_pd(Q, _mm512_set1_pd(K->P[2]), s3);
+    const __m512d s = _mm512_add_pd(d1, d2), z = _mm512_sub_pd(s, d1);
+    const __m512d e = _mm512_add_pd(_mm512_sub_pd(d1, _mm512_sub_pd(s, z)), _mm512_sub_pd(d2, z));
+    return _mm512_add_pd(s, _mm512_add_pd(e, d3));
 }
 
 /* cert_ok for 8 rows i.. of column j (lanes in k): the mask of lanes NOT certified. */
@@ -261,10 +284,8 @@ OZ_TARGET static void fin_cols_simd(fin_job *J, int64_t j0, int64_t j1)
             const int64_t a = i + j * J->m, off = i * J->rso + j * J->cso;
             __m512d rs = _mm512_cvtepi32_pd(_mm256_maskz_loadu_epi32(k, J->rsh + i));
             __m512d e = _mm512_sub_pd(ncs, rs);
-            __m512d cr_ = vcrt_rep(J, _mm512_maskz_loadu_pd(k, J->rh + a), _mm512_maskz_loadu_pd(k, J->rl + a));
-            __m512d ci_ = _mm512_setzero_pd();
-            if (J->ih)
-                ci_ = vcrt_rep(J, _mm512_maskz_loadu_pd(k, J->ih + a), _mm512_maskz_loadu_pd(k, J->il + a));
+            __m512d cr_ = vcrt_rep(J, J->ra + a, k);
+            __m512d ci_ = J->ia ? vcrt_rep(J, J->ia + a, k) : _mm512_setzero_pd();
             __mmask8 bad = J->cert ? vcert_bad(J->cert, i, j, k, cr_, ci_) : 0;
             if (bad) {
                 double br_[8], bi_[8], be_[8];
@@ -368,24 +389,23 @@ static void fin_task(void *ctx, int tid, int nt)
     fin_cols_generic(J, j0, j1);
 }
 
-int emublas_oz_crt_finalize(int64_t m, int64_t n, const double *re_hi, const double *re_lo,
-                            const double *im_hi, const double *im_lo, double P_hi, double P_lo,
-                            const int32_t *row_shift, const int32_t *col_shift, double alpha_re,
-                            double alpha_im, double beta_re, double beta_im, int out_dtype,
-                            void *out, int64_t rso, int64_t cso, int uplo, emublas_oz_cert *cert,
-                            int nthreads)
+int emublas_oz_crt_finalize(int64_t m, int64_t n, const double *re_acc, const double *im_acc, int64_t plane,
+                            const emublas_oz_crt *crt, const int32_t *row_shift, const int32_t *col_shift,
+                            double alpha_re, double alpha_im, double beta_re, double beta_im, int out_dtype,
+                            void *out, int64_t rso, int64_t cso, int uplo, emublas_oz_cert *cert, int nthreads)
 {
     if (m < 0 || n < 0 || uplo < 0 || uplo > 2 || out_dtype < 0 || out_dtype > 3)
         return EMUBLAS_EINVAL;
     if (m == 0 || n == 0)
         return EMUBLAS_OK;
-    if (!re_hi || !re_lo || !row_shift || !col_shift || !out || (!im_hi) != (!im_lo) ||
-        (im_hi && out_dtype < OUT_C64) || !(P_hi > 0) || !isfinite(P_hi) || !isfinite(P_lo))
+    if (!re_acc || !crt || plane < m * n || !row_shift || !col_shift || !out || (im_acc && out_dtype < OUT_C64) ||
+        !(crt->Pinv > 0) || !isfinite(crt->P[0]) || !isfinite(crt->P[1]) || !isfinite(crt->P[2]) ||
+        !(crt->u1 > 0) || !(crt->u2 > 0) || !isfinite(crt->iu1) || !isfinite(crt->iu2))
         return EMUBLAS_EINVAL;
     const int cplx = out_dtype >= OUT_C64;
     fin_job J = {
-        .m = m, .n = n, .rh = re_hi, .rl = re_lo, .ih = im_hi, .il = im_lo,
-        .Ph = P_hi, .Pl = P_lo, .Pinv = 1.0 / P_hi, .rsh = row_shift, .csh = col_shift,
+        .m = m, .n = n, .ra = re_acc, .ia = im_acc, .plane = plane, .K = *crt,
+        .rsh = row_shift, .csh = col_shift,
         .ar = alpha_re, .ai = cplx ? alpha_im : 0.0, .br = beta_re, .bi = cplx ? beta_im : 0.0,
         .dtype = out_dtype, .uplo = uplo, .simd = oz_simd(), .out = out, .rso = rso, .cso = cso,
         .cert = cert,

@@ -23,7 +23,8 @@ typedef struct {
     int64_t mx, my, kc_max;
     const int8_t *X, *Y;
     int64_t xps, xrs, xcs, yps, yrs, ycs;
-    double *acc[4]; /* re hi, re lo, im hi, im lo */
+    double *acc[2]; /* re, im: three planes each, plane apart */
+    int64_t plane;
     int first[2];   /* in, then out (thread 0) */
     int uplo;
     int group;      /* moduli per accumulation pass (1: per modulus and k-chunk) */
@@ -88,14 +89,14 @@ static void run_grouped(run_job *J, int tid, int nt)
                 a->w1 = (double)R[3];
                 a->w2 = R[4] >= 0 ? (double)R[6] : 0.0;
                 ozmod_init(&a->M, S->moduli[l]);
-                a->bh = S->big_hi[l];
-                a->bl = S->big_lo[l];
+                for (int h = 0; h < 3; h++)
+                    a->b[h] = S->big[3 * l + h];
                 a->part = R[0];
                 a->first = first[R[0]];
                 first[R[0]] = 0;
             }
         }
-        oz_acc_terms_task(J->mx, J->my, J->uplo, T, nterm, J->acc, tid, nt); /* the entry point checked it can */
+        oz_acc_terms_task(J->mx, J->my, J->uplo, T, nterm, J->acc, J->plane, tid, nt); /* the entry point checked it can */
         emublas__barrier_wait(&J->bar, nt);
         if (tid == 0) {
             t1 = now();
@@ -149,8 +150,8 @@ static void run_task(void *ctx, int tid, int nt)
                 const int32_t *x1 = J->buf + T[1] * mn, *x2 = T[4] >= 0 ? J->buf + T[4] * mn : NULL;
                 acc_job A;
                 oz_acc_prepare(&A, mx, my, x1, T[2] ? mx : 1, T[2] ? 1 : mx, T[3], x2, T[5] ? mx : 1,
-                               T[5] ? 1 : mx, T[6], S->moduli[l], S->big_hi[l], S->big_lo[l], J->acc[2 * part],
-                               J->acc[2 * part + 1], first[part], J->uplo);
+                               T[5] ? 1 : mx, T[6], S->moduli[l], S->big + 3 * l, J->acc[part], J->plane,
+                               first[part], J->uplo);
                 oz_acc_task(&A, tid, nt);
                 first[part] = 0;
             }
@@ -173,7 +174,7 @@ static int schedule_ok(const emublas_oz_schedule *S, int has_im, int square)
 {
     if (!S || S->nmod < 1 || S->nmod > EMUBLAS_OZ_MAX_MODULI || S->planes < 1 || S->kk < 0 || S->k_chunk < 1 ||
         S->nchunks < 1 || S->nchunks < (S->kk + S->k_chunk - 1) / S->k_chunk || !S->prod_off || !S->prods ||
-        !S->term_off || !S->terms || !S->moduli || !S->big_hi || !S->big_lo)
+        !S->term_off || !S->terms || !S->moduli || !S->big)
         return 0;
     if (S->prod_off[0] != 0 || S->term_off[0] != 0)
         return 0;
@@ -181,7 +182,7 @@ static int schedule_ok(const emublas_oz_schedule *S, int has_im, int square)
         const int np = S->prod_off[l + 1] - S->prod_off[l];
         if (np < 1 || np > EMUBLAS_OZ_RUN_MAX_PRODS || S->term_off[l + 1] < S->term_off[l])
             return 0;
-        if (S->moduli[l] < 2 || !isfinite(S->big_hi[l]) || !isfinite(S->big_lo[l]))
+        if (S->moduli[l] < 2 || !isfinite(S->big[3 * l]) || !isfinite(S->big[3 * l + 1]) || !isfinite(S->big[3 * l + 2]))
             return 0;
         for (int q = S->prod_off[l]; q < S->prod_off[l + 1]; q++)
             for (int h = 0; h < 2; h++)
@@ -232,16 +233,15 @@ int64_t emublas_oz_run_scratch(const emublas_oz_schedule *S, int64_t mx, int64_t
 
 int emublas_oz_run_products(const emublas_oz_schedule *S, int64_t mx, int64_t my, const int8_t *X, int64_t xps,
                             int64_t xrs, int64_t xcs, const int8_t *Y, int64_t yps, int64_t yrs, int64_t ycs,
-                            double *acc_re_hi, double *acc_re_lo, double *acc_im_hi, double *acc_im_lo,
-                            int32_t *first, int uplo, int group, int32_t *scratch, int64_t scratch_len,
+                            double *acc_re, double *acc_im, int64_t plane, int32_t *first, int uplo, int group, int32_t *scratch, int64_t scratch_len,
                             double *seconds, int nthreads)
 {
     if (mx < 0 || my < 0 || uplo < 0 || uplo > 2 || !first)
         return EMUBLAS_EINVAL;
     if (mx == 0 || my == 0)
         return EMUBLAS_OK;
-    const int has_im = acc_im_hi && acc_im_lo;
-    if (!X || !Y || !acc_re_hi || !acc_re_lo || !schedule_ok(S, has_im, mx == my))
+    const int has_im = acc_im != NULL;
+    if (!X || !Y || !acc_re || plane < mx * my || !schedule_ok(S, has_im, mx == my))
         return EMUBLAS_EINVAL;
     int err;
     const emublas__i8kernel *K = emublas__i8gemm_kernel(EMUBLAS_IMPL_AUTO, &err);
@@ -267,7 +267,7 @@ int emublas_oz_run_products(const emublas_oz_schedule *S, int64_t mx, int64_t my
     run_job J = {
         .S = S, .K = K, .mx = mx, .my = my, .X = X, .Y = Y,
         .xps = xps, .xrs = xrs, .xcs = xcs, .yps = yps, .yrs = yrs, .ycs = ycs,
-        .acc = {acc_re_hi, acc_re_lo, acc_im_hi, acc_im_lo},
+        .acc = {acc_re, acc_im}, .plane = plane,
         .first = {first[0] != 0, first[1] != 0}, .uplo = uplo, .group = group, .np_max = np_max,
     };
     /* the workspace of the deepest chunk, the largest any step needs */

@@ -8,16 +8,16 @@
  *                  one pass, k-contiguous and zero-padded for cuBLAS gemmEx
  *   oz_terms       int32 products of one modulus -> int8 CRT terms
  *                  (w1 X1 + w2 X2 mod m, X2 possibly X1 transposed)
- *   oz_crt_final   all terms of all moduli -> double-double CRT sum ->
+ *   oz_crt_final   all terms of all moduli -> exact three-piece CRT sum ->
  *                  symmetric representative -> unscale -> alpha/beta -> C
  *   oz_crt_fused   the same straight from the int32 products of all moduli
  *                  (oz_terms' reduction done in the sum's loop: no term planes)
  *
  * The arithmetic is the CPU kernels' (native/cpu/ozaki.c), operation for
- * operation: residues are exact, and the CRT sum is the same fixed sequence of
- * IEEE double operations with explicit fma(), in the same term order, so the
- * GPU and CPU backends give identical results.  The module must be compiled
- * with --fmad=false: contracting a*b+c into an FMA would break the two-sum.
+ * operation: residues are exact, the CRT sums are exact (in any order), and the
+ * finalize is the same fixed sequence of IEEE double operations with explicit
+ * fma(), so the GPU and CPU backends give identical results.  The module must be
+ * compiled with --fmad=false: contracting a*b+c into an FMA would break the two-sum.
  *
  * Layouts.  A factor is "rows x cols" (rows of op(A), or columns of op(B) seen
  * as rows), read with element strides rs, cs (complex data as two real views
@@ -629,31 +629,42 @@ __device__ void cert_dot(const oz_cert &C, long long i, long long j, int si, int
 /* ---- CRT finalize ------------------------------------------------------------
  *
  * Entry (i, j) of the block (global r0 + i, j0 + j; only the uplo triangle):
- * the double-double sum of t*(big_hi + big_lo) over the nterms term planes in
- * order (part[t]: 0 real, 1 imaginary), the symmetric representative modulo
- * P, scaled by 2^-(row_shift + col_shift), then out = alpha v + beta out
+ * the exact three-piece sums of t*w[t] over the nterms term planes (part[t]:
+ * 0 real, 1 imaginary; the order does not matter, every fma is exact), the
+ * symmetric representative modulo P, scaled by 2^-(row_shift + col_shift),
+ * then out = alpha v + beta out
  * (beta0: out not read) rounded once to out's type (0 f32, 1 f64, 2 c64,
  * 3 c128; strides in elements of that type, out at the global origin).
  */
-__device__ __forceinline__ void dd_add(double t, double bh, double bl, double &hi, double &lo)
+/* the finalize's constants (emublas_oz_crt in emublas_cpu.h) */
+struct oz_crtk {
+    double P1, P2, P3, Pinv, u1, iu1, u2, iu2;
+};
+
+/* one term into the three exact sums: every fma is exact (its result is representable) */
+__device__ __forceinline__ void acc3(double t, const double3 &b, double *s)
 {
-    double p = t * bh;
-    double e = fma(t, bh, -p);
-    double s = hi + p;
-    double bb = s - hi;
-    double err = (hi - (s - bb)) + (p - bb);
-    hi = s;
-    lo = lo + fma(t, bl, err + e);
+    s[0] = fma(t, b.x, s[0]);
+    s[1] = fma(t, b.y, s[1]);
+    s[2] = fma(t, b.z, s[2]);
 }
 
-__device__ __forceinline__ double crt_rep(double hi, double lo, double Ph, double Pl, double Pinv)
+/* The symmetric representative of the three sums, rounded to double: the C finalize's
+ * crt_rep, operation for operation. */
+__device__ __forceinline__ double crt_value(const double *p, const oz_crtk &K)
 {
-    double Q = rint(hi * Pinv);
-    double QP = Q * Ph;
-    double QPe = fma(Q, Ph, -QP);
-    double d1 = hi - QP;
-    double tail = fma(-Q, Pl, lo - QPe);
-    return d1 + tail;
+    double s1 = p[0], s2 = p[1], s3 = p[2];
+    double c = rnd(s3 * K.iu2) * K.u2;
+    s2 = s2 + c;
+    s3 = s3 - c;
+    c = rnd(s2 * K.iu1) * K.u1;
+    s1 = s1 + c;
+    s2 = s2 - c;
+    const double Q = rnd(s1 * K.Pinv);
+    const double d1 = fma(-Q, K.P1, s1), d2 = fma(-Q, K.P2, s2), d3 = fma(-Q, K.P3, s3);
+    const double t = d1 + d2, z = t - d1;
+    const double e = (d1 - (t - z)) + (d2 - z);
+    return t + (e + d3);
 }
 
 /* out = alpha v + beta out with v = (vr + i vi) 2^ee, alpha times the integer first and the
@@ -724,16 +735,16 @@ __device__ __forceinline__ void fallback_entry(const oz_cert &C, long long gi, l
     }
 }
 
-__device__ __forceinline__ void final_entry(double rh, double rl, double ih, double il, double Ph, double Pl,
-                                            double Pinv, int rsh, int csh, double ar, double ai, double br,
+__device__ __forceinline__ void final_entry(const double *re, const double *im, const oz_crtk &K, int rsh,
+                                            int csh, double ar, double ai, double br,
                                             double bi, int beta0, int dtype, void *out, long long off,
                                             const oz_cert &C, bool certify, long long gi, long long gj, long long li,
                                             long long lj)
 {
     int ee = unscale_exp(rsh, csh);
     /* v = (vr + i vi) 2^ee; alpha multiplies the integer first, the power of two comes last */
-    double vr = crt_rep(rh, rl, Ph, Pl, Pinv);
-    double vi = dtype >= 2 ? crt_rep(ih, il, Ph, Pl, Pinv) : 0.0;
+    double vr = crt_value(re, K);
+    double vi = dtype >= 2 ? crt_value(im, K) : 0.0;
     if (certify) {
         const bool dead = is_dead(C, gi, gj);
         bool redo = dead;
@@ -824,26 +835,26 @@ __device__ __forceinline__ void load_fused(const int *col, long long rows_left, 
     }
 }
 
-/* The ENT term values v added to the real or (imag) imaginary double-double sums. */
+/* The ENT term values v added to the real or (imag) imaginary sums. */
 template <bool CPLX, int ENT>
-__device__ __forceinline__ void add_values(const double *v, double2 bb, bool imag, double *rh, double *rl,
-                                           double *ih, double *il)
+__device__ __forceinline__ void add_values(const double *v, const double3 &w, bool imag, double (*re)[3],
+                                           double (*im)[3])
 {
     if (CPLX && imag) {
 #pragma unroll
         for (int e = 0; e < ENT; e++)
-            dd_add(v[e], bb.x, bb.y, ih[e], il[e]);
+            acc3(v[e], w, im[e]);
     } else {
 #pragma unroll
         for (int e = 0; e < ENT; e++)
-            dd_add(v[e], bb.x, bb.y, rh[e], rl[e]);
+            acc3(v[e], w, re[e]);
     }
 }
 
 /* Term t's values (w1 X1 + w2 X2) mod m for ENT entries, summed into the accumulators. */
 template <bool CPLX, int ENT, bool TWO>
 __device__ __forceinline__ void add_fused(const term_smem<true> &sm, const fused_term &f, const int *a, const int *b,
-                                          double2 bb, bool imag, double *rh, double *rl, double *ih, double *il)
+                                          const double3 &w, bool imag, double (*re)[3], double (*im)[3])
 {
     const ozmod M = sm.mod[f.mod];
     double v[ENT];
@@ -859,7 +870,7 @@ __device__ __forceinline__ void add_fused(const term_smem<true> &sm, const fused
         for (int e = 0; e < ENT; e++)
             v[e] = red_small(fma(f.w1, TWO ? (double)a[e] : i2d(a[e]), z), M);
     }
-    add_values<CPLX, ENT>(v, bb, imag, rh, rl, ih, il);
+    add_values<CPLX, ENT>(v, w, imag, re, im);
 }
 
 /* The fused pass's sum: term t's products are reduced to (w1 X1 + w2 X2) mod m exactly as
@@ -869,9 +880,9 @@ __device__ __forceinline__ void add_fused(const term_smem<true> &sm, const fused
  * loop waiting on memory.  TWO = false: no term has a second product (the real recipe),
  * which frees the registers of the second values. */
 template <bool CPLX, int ENT, bool TWO>
-__device__ __forceinline__ void sum_fused(const term_src &S, const term_smem<true> &sm, const double2 *sb,
+__device__ __forceinline__ void sum_fused(const term_src &S, const term_smem<true> &sm, const double3 *sw,
                                           const signed char *spart, int nterms, long long j, long long i0,
-                                          long long rows, double *rh, double *rl, double *ih, double *il)
+                                          long long rows, double (*re)[3], double (*im)[3])
 {
     const int *col = S.prods + j * S.ldp + i0;
     const long long left = rows - i0;
@@ -883,13 +894,13 @@ __device__ __forceinline__ void sum_fused(const term_src &S, const term_smem<tru
         load_fused<ENT, TWO>(col, left, f1, a1, b1);
     }
     for (int t = 0; t < nterms; t += 2) {
-        add_fused<CPLX, ENT, TWO>(sm, f0, a0, b0, sb[t], spart[t], rh, rl, ih, il);
+        add_fused<CPLX, ENT, TWO>(sm, f0, a0, b0, sw[t], spart[t], re, im);
         if (t + 2 < nterms) {
             f0 = fused_term_of(S, sm, t + 2);
             load_fused<ENT, TWO>(col, left, f0, a0, b0);
         }
         if (t + 1 < nterms) {
-            add_fused<CPLX, ENT, TWO>(sm, f1, a1, b1, sb[t + 1], spart[t + 1], rh, rl, ih, il);
+            add_fused<CPLX, ENT, TWO>(sm, f1, a1, b1, sw[t + 1], spart[t + 1], re, im);
             if (t + 3 < nterms) {
                 f1 = fused_term_of(S, sm, t + 3);
                 load_fused<ENT, TWO>(col, left, f1, a1, b1);
@@ -901,9 +912,9 @@ __device__ __forceinline__ void sum_fused(const term_src &S, const term_smem<tru
 /* The unfused pass's sum over the int8 term planes, the next term's bytes loaded while
  * this one is summed. */
 template <bool CPLX, int ENT>
-__device__ __forceinline__ void sum_planes(const term_src &S, const double2 *sb, const signed char *spart,
-                                           int nterms, long long j, long long i0, long long rows, double *rh,
-                                           double *rl, double *ih, double *il)
+__device__ __forceinline__ void sum_planes(const term_src &S, const double3 *sw, const signed char *spart,
+                                           int nterms, long long j, long long i0, long long rows, double (*re)[3],
+                                           double (*im)[3])
 {
     const bool full = i0 + 32 * (ENT - 1) < rows;
     signed char nx[ENT];
@@ -915,7 +926,7 @@ __device__ __forceinline__ void sum_planes(const term_src &S, const double2 *sb,
 #pragma unroll
         for (int e = 0; e < ENT; e++)
             v[e] = (double)nx[e];
-        const double2 b = sb[t];
+        const double3 w = sw[t];
         const int pt_ = spart[t];
         if (t + 1 < nterms) {
 #pragma unroll
@@ -923,7 +934,7 @@ __device__ __forceinline__ void sum_planes(const term_src &S, const double2 *sb,
                 nx[e] = full || i0 + 32 * e < rows ? S.terms[(long long)(t + 1) * S.plane_stride + j * S.ldt + i0 + 32 * e]
                                                    : 0;
         }
-        add_values<CPLX, ENT>(v, b, pt_, rh, rl, ih, il);
+        add_values<CPLX, ENT>(v, w, pt_, re, im);
     }
 }
 
@@ -936,15 +947,14 @@ __device__ __forceinline__ void sum_planes(const term_src &S, const double2 *sb,
 template <bool CPLX, int ENT, bool FUSED, bool TWO = true>
 __device__ __forceinline__ void crt_final(
     long long rows, long long cols, long long r0, long long j0, const term_src &S, int nterms,
-    const signed char *part, const double *bhi, const double *blo, double Ph, double Pl, double Pinv,
-    const int *row_shift, const int *col_shift, double ar, double ai, double br, double bi, int beta0, int dtype,
+    const signed char *part, const double *bw, const oz_crtk &K, const int *row_shift, const int *col_shift, double ar, double ai, double br, double bi, int beta0, int dtype,
     void *out, long long rso, long long cso, int uplo, const oz_cert &C, bool certify)
 {
-    __shared__ double2 sb[OZ_MAX_TERMS]; /* (big_hi, big_lo): one 16-byte load per term */
+    __shared__ double3 sw[OZ_MAX_TERMS]; /* the weight's three pieces */
     __shared__ signed char spart[OZ_MAX_TERMS];
     __shared__ term_smem<FUSED> sm;
     for (int u = threadIdx.x; u < nterms; u += blockDim.x) {
-        sb[u] = make_double2(bhi[u], blo[u]);
+        sw[u] = make_double3(bw[3 * u], bw[3 * u + 1], bw[3 * u + 2]);
         spart[u] = part[u];
     }
     sm.load(S, nterms);
@@ -958,17 +968,18 @@ __device__ __forceinline__ void crt_final(
     /* a lane whose rows all lie outside the uplo triangle has nothing to do */
     if ((uplo == 1 && r0 + i0 > gj) || (uplo == 2 && r0 + i0 + 32 * (ENT - 1) < gj))
         return;
-    double rh[ENT], rl[ENT], ih[ENT], il[ENT];
+    double re[ENT][3], im[CPLX ? ENT : 1][3];
 #pragma unroll
-    for (int e = 0; e < ENT; e++) {
-        rh[e] = rl[e] = 0.0;
-        ih[e] = il[e] = 0.0;
-    }
+    for (int e = 0; e < ENT; e++)
+        re[e][0] = re[e][1] = re[e][2] = 0.0;
+#pragma unroll
+    for (int e = 0; e < (CPLX ? ENT : 1); e++)
+        im[e][0] = im[e][1] = im[e][2] = 0.0;
     if (nterms > 0) {
         if constexpr (FUSED)
-            sum_fused<CPLX, ENT, TWO>(S, sm, sb, spart, nterms, j, i0, rows, rh, rl, ih, il);
+            sum_fused<CPLX, ENT, TWO>(S, sm, sw, spart, nterms, j, i0, rows, re, im);
         else
-            sum_planes<CPLX, ENT>(S, sb, spart, nterms, j, i0, rows, rh, rl, ih, il);
+            sum_planes<CPLX, ENT>(S, sw, spart, nterms, j, i0, rows, re, im);
     }
     const int cs_ = col_shift[gj];
 #pragma unroll
@@ -976,15 +987,15 @@ __device__ __forceinline__ void crt_final(
         const long long i = i0 + 32 * e, gi = r0 + i;
         if (i >= rows || (uplo == 1 && gi > gj) || (uplo == 2 && gi < gj))
             continue;
-        final_entry(rh[e], rl[e], ih[e], il[e], Ph, Pl, Pinv, row_shift[gi], cs_, ar, ai, br, bi, beta0, dtype,
-                    out, gi * rso + gj * cso, C, certify, gi, gj, i, j);
+        final_entry(re[e], im[CPLX ? e : 0], K, row_shift[gi], cs_, ar, ai, br, bi, beta0, dtype, out,
+                    gi * rso + gj * cso, C, certify, gi, gj, i, j);
     }
 }
 
 /* The arguments after the term source, shared by both entry points. */
 #define OZ_CRT_TAIL_PARAMS                                                                                       \
-    int nterms, const signed char *part, const double *bhi, const double *blo, double Ph, double Pl,            \
-        double Pinv, const int *row_shift, const int *col_shift, double ar, double ai, double br, double bi,    \
+    int nterms, const signed char *part, const double *bw, double P1, double P2, double P3, double Pinv,        \
+        double u1, double iu1, double u2, double iu2, const int *row_shift, const int *col_shift, double ar, double ai, double br, double bi,    \
         int beta0, int dtype, void *out, long long rso, long long cso, int uplo, int certify,                   \
         const double *row_err, const double *col_err, double crt_err, double target, const int *W,              \
         long long ldw, const double *row_wsum, const double *col_wsum, const int *row_budget,                   \
@@ -997,12 +1008,13 @@ __device__ __forceinline__ void crt_final(
     const oz_cert C = {row_err, col_err, crt_err, target, W, ldw, row_wsum, col_wsum, row_budget,               \
                        col_budget, fix, fdtype, Lr, Li, Rr, Ri, rsl, csl, rsr, csr, k, conj_l, conj_r,          \
                        uncertified, mask, tiles, ldm, ntr};                                                      \
-    crt_final<CPLX, ENT, FUSED, TWO>(rows, cols, r0, j0, S, nterms, part, bhi, blo, Ph, Pl, Pinv, row_shift,          \
+    const oz_crtk K = {P1, P2, P3, Pinv, u1, iu1, u2, iu2};                                                    \
+    crt_final<CPLX, ENT, FUSED, TWO>(rows, cols, r0, j0, S, nterms, part, bw, K, row_shift,                      \
                                 col_shift, ar, ai, br, bi, beta0, dtype, out, rso, cso, uplo,                    \
                                 C, certify != 0)
 
 #define OZ_CRT_FINAL(NAME, CPLX, ENT)                                                                          \
-    extern "C" __global__ void __launch_bounds__(256, 4)                                                        \
+    extern "C" __global__ void __launch_bounds__(256, 3)                                                        \
         NAME(long long rows, long long cols, long long r0, long long j0, const signed char *terms,              \
              long long plane_stride, long long ldt, OZ_CRT_TAIL_PARAMS)                                          \
     {                                                                                                            \
@@ -1014,7 +1026,7 @@ __device__ __forceinline__ void crt_final(
  * term t read through spec[t] (see term_src) from products[spec.x], products[spec.y];
  * the *1 forms for tables whose terms read one product each (spec.y < 0 throughout). */
 #define OZ_CRT_FUSED(NAME, CPLX, ENT, TWO)                                                                          \
-    extern "C" __global__ void __launch_bounds__(256, 4)                                                        \
+    extern "C" __global__ void __launch_bounds__(256, 3)                                                        \
         NAME(long long rows, long long cols, long long r0, long long j0, const int *prods,                      \
              long long prod_stride, long long ldp, const int4 *spec, const double *mods, int nmod,               \
              OZ_CRT_TAIL_PARAMS)                                                                                 \

@@ -7,8 +7,8 @@ the units of ``C'``, the exact product of the scaled integer factors
 (``X' = trunc(X·2^s)``, ``Y' = trunc(Y·2^t)``), so nothing over- or underflows:
 
 * the error of ``C'_ij`` is at most ``2^{s_i}‖X_i‖₁ + 2^{t_j}‖Y_j‖₁`` (the two
-  truncations) plus the double-double reconstruction's own error, at most
-  about ``N³·2^-107·P`` for N accumulated terms;
+  truncations) plus the reconstruction's own error (:func:`crt_error`: the CRT sum
+  is exact but for the weights' rounding where P is wider than ``3β`` bits);
 * ``Σ|x||y|`` (in C' units) is bounded below by ``|C'_ij|/2`` where the error
   is at most half of ``|C'_ij|``, and in accurate mode by
   ``2^{u_i+v_j}(W_ij − R_i − S_j)/127²`` with W the bound product and R, S
@@ -29,7 +29,7 @@ import warnings
 from types import FrameType
 
 from ...errors import OzakiAccuracyWarning, OzakiFallbackWarning
-from .moduli import ModulusSet
+from .moduli import ModulusSet, crt_split
 
 __all__ = ["certificate", "warn", "FALLBACKS"]
 
@@ -44,10 +44,10 @@ _SLACK_COMPLEX = math.log2(3.0 * math.sqrt(2.0)) + 0.05
 
 
 def crt_error(mset: ModulusSet, nterms: int) -> float:
-    """log2 of the double-double reconstruction's error in C' units, for ``nterms``
-    accumulated terms per part: the worst case ``N³·2^-107·P`` of the summation
-    (docs/design.md §4.3) with a factor 2 to spare."""
-    return mset.bits + 3.0 * math.log2(max(nterms, 1)) - 106.0
+    """log2 of the exact CRT sum's reconstruction error in C' units, for ``nterms``
+    accumulated terms per part (:func:`~.moduli.crt_split`: the weights' rounding
+    where P is wider than their three pieces, and the last additions), a factor 2 to spare."""
+    return crt_split(mset, nterms).err
 
 
 def slack(complex_data: bool) -> float:

@@ -2,7 +2,7 @@
 
 * :class:`CpuStages` -- one call: residue planes of a run of moduli, then the
   int8 products of every modulus and k-chunk of the run, each folded at once
-  into double-double accumulators, in one C call (:meth:`CpuStages.run_products`,
+  into the exact three-piece CRT accumulators, in one C call (:meth:`CpuStages.run_products`,
   ``oz_run_products``: the driver's loop moved into C, with the arithmetic and
   order of ``i8gemm`` + ``oz_crt_accumulate`` per modulus, which the per-modulus
   :meth:`~CpuStages.products` and :meth:`~CpuStages.reduce` still do);
@@ -92,7 +92,7 @@ def residues(kind: str, x, shift, moduli, roots, conj: bool, threads=None) -> np
 
 
 def new_state(shape, complex_out: bool) -> dict:
-    """Zeroed double-double accumulators (Fortran order) for an output of ``shape``.
+    """Zeroed CRT accumulators for an output of ``shape``.
 
     Parameters
     ----------
@@ -104,30 +104,28 @@ def new_state(shape, complex_out: bool) -> dict:
     Returns
     -------
     dict
-        ``re_hi``, ``re_lo`` (and ``im_hi``, ``im_lo`` with ``complex_out``):
-        float64 zeros of ``shape`` in Fortran order, the high and low doubles of
-        each part's CRT sum; ``first_re``, ``first_im``: True, so that each part's
-        first term overwrites its accumulators rather than adding to them.
+        ``re`` (and ``im`` with ``complex_out``): float64 zeros of ``shape + (3,)``
+        in Fortran order, the three exact sums of each part's CRT terms
+        (:func:`~.moduli.crt_split`); ``first_re``, ``first_im``: True, so that
+        each part's first term overwrites its accumulators rather than adding to them.
     """
     parts = ("re", "im") if complex_out else ("re",)
-    state: dict = {f"{p}_{h}": np.zeros(shape, order="F") for p in parts for h in ("hi", "lo")}
+    state: dict = {p: np.zeros((*shape, 3), order="F") for p in parts}
     state.update(first_re=True, first_im=True)
     return state
 
 
 def accumulate(state: dict, prods, jb: pipeline.Job, l: int, uplo: int = 0, threads=None) -> None:
     """Fold modulus l's int32 products of one k-chunk into the accumulators, term by term."""
-    m, bhi, blo = jb.moduli[l], jb.mset.big_hi[l], jb.mset.big_lo[l]
+    m, big = jb.moduli[l], jb.crt.weights[l]
     for part, p1, t1, w1, p2, t2, w2 in jb.terms[l]:
         kw = {} if p2 is None else {"x2": prods[p2].T if t2 else prods[p2], "w2": w2}
         kernels_crt.oz_crt_accumulate(
             prods[p1].T if t1 else prods[p1],
             w1,
             m,
-            bhi,
-            blo,
-            state[part + "_hi"],
-            state[part + "_lo"],
+            big,
+            state[part],
             first=state["first_" + part],
             uplo=uplo,
             threads=threads,
@@ -272,13 +270,11 @@ class CpuStages:
             schedule(jb, start, stop),
             px,
             py,
-            state["re_hi"],
-            state["re_lo"],
-            im_hi=state.get("im_hi"),
-            im_lo=state.get("im_lo"),
+            state["re"],
+            im=state.get("im"),
             first=(state["first_re"], state["first_im"]),
             uplo=self.uplo,
-            group=group_for(self.x, self.y, state["re_hi"].nbytes, jb),
+            group=group_for(self.x, self.y, state["re"].nbytes // 3, jb),
             threads=self.threads,
         )
         state["first_re"], state["first_im"] = first
@@ -315,8 +311,7 @@ def schedule(jb: pipeline.Job, start: int, stop: int) -> kernels_run.RunSchedule
             [r.products for r in recs],
             jb.terms[start:stop],
             jb.moduli[start:stop],
-            jb.mset.big_hi[start:stop],
-            jb.mset.big_lo[start:stop],
+            jb.crt.weights[start:stop],
         )
         jb.memo[key] = sched
     return sched
@@ -330,7 +325,7 @@ def finalize(state: dict, jb: pipeline.Job, x_shift, y_shift, out, alpha, beta, 
     state : dict
         The accumulators of :func:`new_state` after every modulus.
     jb : pipeline.Job
-        Gives the product of the moduli ``P`` (``jb.mset``).
+        Gives the CRT constants (``jb.crt``).
     x_shift, y_shift : numpy.ndarray of int32, lengths m and n
         Entry ``(i, j)`` is unscaled by ``2**-(x_shift[i] + y_shift[j])``.
     out : numpy.ndarray, shape (m, n)
@@ -345,15 +340,12 @@ def finalize(state: dict, jb: pipeline.Job, x_shift, y_shift, out, alpha, beta, 
         ``uncertified`` count is set on return.
     """
     kernels_crt.oz_crt_finalize(
-        state["re_hi"],
-        state["re_lo"],
-        jb.mset.P_hi,
-        jb.mset.P_lo,
+        state["re"],
+        jb.crt.consts,
         x_shift,
         y_shift,
         out,
-        im_hi=state.get("im_hi"),
-        im_lo=state.get("im_lo"),
+        im=state.get("im"),
         alpha=alpha,
         beta=beta,
         uplo=uplo,
@@ -394,7 +386,7 @@ def batch_for(x, y, out, jb: pipeline.Job) -> int:
     """Moduli per residue pass so that extra memory stays within 3× the inputs and output."""
     budget = 3 * (x.nbytes + y.nbytes + out.nbytes)
     m, n = x.shape[0], y.shape[0]
-    fixed = m * n * (8 * (4 if jb.complex_out else 2) + 4 * jb.nprod * group_for(x, y, 8 * m * n, jb))
+    fixed = m * n * (8 * (6 if jb.complex_out else 3) + 4 * jb.nprod * group_for(x, y, 8 * m * n, jb))
     per = jb.planes_per_modulus * (x.size + (0 if y is x else y.size))
     return max(1, (budget - fixed) // max(per, 1))
 

@@ -162,7 +162,7 @@ class _Blocks:
                 out = cupy.array(c, dtype=dtype, order="F", copy=True)
             else:
                 out = cupy.zeros((mx, my), dtype=dtype, order="F")
-            part, bhi, blo = job_constants(jb)
+            part, weights = job_constants(jb)
             shifts = [cupy.asarray(np.asarray(sh, np.int32)) for sh in (x_shift, y_shift)]
             dev_cert = None
             if cert is not None:
@@ -176,10 +176,8 @@ class _Blocks:
                 my * rp,
                 rp,
                 part,
-                bhi,
-                blo,
-                jb.mset.P_hi,
-                jb.mset.P_lo,
+                weights,
+                jb.crt.consts,
                 shifts[0],
                 shifts[1],
                 mx,

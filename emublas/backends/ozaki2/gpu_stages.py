@@ -1,10 +1,10 @@
 """The Ozaki-II stages on cupy arrays (CUDA kernels + cuBLAS int8): what :mod:`.pipeline` runs on a GPU.
 
-On the CPU each int32 product is folded at once into double-double
-accumulators; here each product is reduced to int8 *terms*
+On the CPU each int32 product is folded at once into the exact three-piece
+CRT accumulators; here each product is reduced to int8 *terms*
 ``(w1·X1 + w2·X2) mod m`` (``oz_terms``) as soon as cuBLAS has produced it,
-and one ``oz_crt_final`` pass runs the same double-double sum over all terms
-of all moduli in registers, in the CPU's term order, and writes
+and one ``oz_crt_final`` pass runs the same exact three-piece sum over all
+terms of all moduli in registers and the CPU's finalize, and writes
 ``alpha·C + beta·c``: the results are the CPU's bit for bit.
 
 * :class:`GpuStages` -- one output block (rows ``[r0, r1)`` × columns
@@ -125,28 +125,28 @@ def spec(jb: pipeline.Job, l: int, swap: bool):
 
 
 def job_constants(jb: pipeline.Job):
-    """The final pass's term table (part, CRT weight hi/lo) on the current device, cached per job.
+    """The final pass's term table (part, CRT weight pieces) on the current device, cached per job.
 
     Parameters
     ----------
     jb : pipeline.Job
-        The schedule whose ``part``, ``bhi`` and ``blo`` are uploaded.
+        The schedule whose ``part`` and ``crt.weights`` (per term slot, its modulus's) are uploaded.
 
     Returns
     -------
     tuple of cupy.ndarray
-        ``(part, bhi, blo)``, one entry per term slot: int8 (0 real, 1
-        imaginary) and the float64 high and low words of the CRT weight.
+        ``(part, weights)``, per term slot: int8 (0 real, 1 imaginary) and the
+        three float64 pieces of the CRT weight (``(nterms, 3)``, C order).
     """
     import cupy
 
     key = ("table", cupy.cuda.Device().id)
     got = jb.memo.get(key)
     if got is None:
+        per_slot = np.repeat(jb.crt.weights, np.diff(jb.slot), axis=0)
         got = jb.memo[key] = (
             cupy.asarray(np.array(jb.part, np.int8)),
-            cupy.asarray(np.array(jb.bhi, np.float64)),
-            cupy.asarray(np.array(jb.blo, np.float64)),
+            cupy.asarray(np.ascontiguousarray(per_slot, np.float64)),
         )
     return got
 
@@ -443,7 +443,7 @@ def final(jb: pipeline.Job, on, T, r0, r1, j0, j1, alpha, beta, out, uplo, out_j
         The certificate's arrays on this device, or None.
     """
     rp = kg.pad(r1 - r0)
-    part, bhi, blo = job_constants(jb)
+    part, weights = job_constants(jb)
     fused = T.dtype == np.int32  # resident products (GpuStages ``resident``), not term planes
     kc.crt_final(
         T,
@@ -451,10 +451,8 @@ def final(jb: pipeline.Job, on, T, r0, r1, j0, j1, alpha, beta, out, uplo, out_j
         T.shape[1] * T.shape[2] if fused else (j1 - j0) * rp,
         rp,
         part,
-        bhi,
-        blo,
-        jb.mset.P_hi,
-        jb.mset.P_lo,
+        weights,
+        jb.crt.consts,
         on.xs,
         on.yf,
         r1 - r0,

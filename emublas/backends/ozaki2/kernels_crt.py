@@ -1,5 +1,5 @@
 """The Ozaki-II CRT passes in C (``native/cpu/ozaki_accumulate.c``, ``ozaki_finalize.c``) on
-numpy arrays: the fused residue-term and double-double accumulation, the products and
+numpy arrays: the fused residue-term and exact three-piece CRT accumulation, the products and
 accumulation of a whole run of moduli in one call (``ozaki_product.c``), and the certified
 finalize.  Thin, checked wrappers over the cffi extension, as :mod:`.kernels_cpu`.
 """
@@ -21,18 +21,25 @@ _OUT_DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.com
 
 
 def _acc_array(a: Any, name: str, shape: tuple[int, int]) -> np.ndarray:
+    """An accumulator: float64 ``shape + (3,)`` in Fortran order (three column-major planes)."""
     if not isinstance(a, np.ndarray):
         raise TypeError(f"{name} must be a numpy.ndarray, got {type(a).__name__}")
     if a.dtype != np.float64:
         raise TypeError(f"{name} must have dtype float64, got {a.dtype}")
-    if a.shape != shape:
-        raise ValueError(f"{name} has shape {a.shape}, expected {shape}")
-    m = shape[0]
-    if a.size and not (a.flags.f_contiguous or (a.strides[0] == 8 and (shape[1] <= 1 or a.strides[1] == 8 * m))):
-        raise ValueError(f"{name} must be Fortran-ordered (column-major, leading dimension m)")
+    if a.shape != (*shape, 3):
+        raise ValueError(f"{name} has shape {a.shape}, expected {(*shape, 3)}")
+    if a.size and not a.flags.f_contiguous:
+        raise ValueError(f"{name} must be Fortran-ordered (three column-major planes, leading dimension m)")
     if not a.flags.aligned:
         raise ValueError(f"{name} must be aligned")
     return a
+
+
+def _pieces(big: Any, name: str) -> tuple[float, float, float]:
+    vals = tuple(float(v) for v in np.asarray(big, np.float64).reshape(-1))
+    if len(vals) != 3 or not all(np.isfinite(vals)):
+        raise ValueError(f"{name} must be three finite floats (the weight's pieces), got {big!r}")
+    return vals  # type: ignore[return-value]
 
 
 def _uplo(uplo: Any) -> int:
@@ -64,10 +71,8 @@ def oz_crt_accumulate(
     x1: np.ndarray,
     w1: int,
     modulus: int,
-    big_hi: float,
-    big_lo: float,
-    acc_hi: np.ndarray,
-    acc_lo: np.ndarray,
+    big: Any,
+    acc: np.ndarray,
     *,
     x2: np.ndarray | None = None,
     w2: int = 0,
@@ -75,11 +80,11 @@ def oz_crt_accumulate(
     uplo: Any = 0,
     threads: int | None = None,
 ) -> None:
-    """Fused ``t = (w1*x1 + w2*x2) mod modulus`` and double-double CRT accumulation.
+    """Fused ``t = (w1*x1 + w2*x2) mod modulus`` and the exact three-piece CRT accumulation.
 
-    ``(acc_hi, acc_lo) = (first ? 0 : (acc_hi, acc_lo)) + t * (big_hi + big_lo)``
-    in place, for all entries (``uplo=0``), ``i <= j`` (1 or ``'U'``) or
-    ``i >= j`` (2 or ``'L'``); others are left alone.
+    ``acc[..., s] = fma(t, big[s], first ? 0 : acc[..., s])`` for s = 0, 1, 2 in place
+    (exact: :func:`~.moduli.crt_split`), for all entries (``uplo=0``), ``i <= j``
+    (1 or ``'U'``) or ``i >= j`` (2 or ``'L'``); others are left alone.
 
     Parameters
     ----------
@@ -89,11 +94,18 @@ def oz_crt_accumulate(
         Weights, ``|w| < 2**16``.
     modulus : int
         ``2 <= modulus < 2**31``.
-    big_hi, big_lo : float
-        ``P/m`` split into two doubles.
-    acc_hi, acc_lo : numpy.ndarray, float64, shape (m, n), Fortran-ordered
+    big : sequence of three floats
+        The pieces of the CRT weight ``P/m`` (``CrtSplit.weights`` row).
+    acc : numpy.ndarray, float64, shape (m, n, 3), Fortran-ordered
+        The three accumulators of each entry.
     x2 : numpy.ndarray, int32, shape (m, n), optional
         May share memory with x1 (e.g. ``x1.T``).
+    first : bool
+        Start the accumulators (their old values are not read).
+    uplo : 0, 1/'U' or 2/'L'
+        The entries to update.
+    threads : int, optional
+        Default :func:`emublas._kernels.cpu.default_threads`.
     """
     nthreads = threads_for(threads)
     x1, rs1, cs1 = _int32_matrix(x1, "x1")
@@ -109,13 +121,10 @@ def oz_crt_accumulate(
     modulus = operator.index(modulus)
     if not 2 <= modulus < 2**31:
         raise ValueError(f"modulus={modulus} must be in 2 .. 2**31-1")
-    acc_hi = _acc_array(acc_hi, "acc_hi", (m, n))
-    acc_lo = _acc_array(acc_lo, "acc_lo", (m, n))
-    for a in (acc_hi, acc_lo):
-        if not a.flags.writeable:
-            raise ValueError("acc_hi and acc_lo must be writeable")
-    if np.may_share_memory(acc_hi, acc_lo):
-        raise ValueError("acc_hi and acc_lo must not overlap")
+    pieces = _pieces(big, "big")
+    acc = _acc_array(acc, "acc", (m, n))
+    if not acc.flags.writeable:
+        raise ValueError("acc must be writeable")
     code = _uplo(uplo)
     ffi, lib = require()
     if m == 0 or n == 0:
@@ -132,15 +141,22 @@ def oz_crt_accumulate(
         cs2,
         w2,
         modulus,
-        float(big_hi),
-        float(big_lo),
-        ptr(ffi, "double *", acc_hi),
-        ptr(ffi, "double *", acc_lo),
+        ffi.new("double[3]", pieces),
+        ptr(ffi, "double *", acc),
+        m * n,
         1 if first else 0,
         code,
         nthreads,
     )
     _oz_check(rc, "oz_crt_accumulate")
+
+
+def crt_struct(ffi, consts):
+    """The ``emublas_oz_crt`` struct of ``CrtSplit.consts``."""
+    k = ffi.new("emublas_oz_crt *")
+    k.P = list(consts[:3])
+    k.Pinv, k.u1, k.iu1, k.u2, k.iu2 = consts[3:]
+    return k
 
 
 def _cert_struct(ffi, cert: dict, m: int, n: int):
@@ -189,16 +205,13 @@ def _cert_struct(ffi, cert: dict, m: int, n: int):
 
 
 def oz_crt_finalize(
-    re_hi: np.ndarray,
-    re_lo: np.ndarray,
-    P_hi: float,
-    P_lo: float,
+    re: np.ndarray,
+    crt: Any,
     row_shift: Any,
     col_shift: Any,
     out: np.ndarray,
     *,
-    im_hi: np.ndarray | None = None,
-    im_lo: np.ndarray | None = None,
+    im: np.ndarray | None = None,
     alpha: complex = 1.0,
     beta: complex = 0.0,
     uplo: Any = 0,
@@ -207,22 +220,24 @@ def oz_crt_finalize(
 ) -> np.ndarray:
     """CRT finalize: symmetric representative, unscaling, alpha/beta, write-out.
 
-    For each selected entry, ``C' = S - round(S/P)*P`` (S = hi + lo, needs
-    ``|C'|`` just under P/2, see :data:`.moduli.MARGIN_BITS`), ``v = C' * 2**-(row_shift[i] + col_shift[j])`` and
-    ``out = alpha*v + beta*out`` computed in double and rounded once to
-    ``out``'s dtype.  ``beta == 0`` means ``out`` is not read.
+    For each selected entry, ``C' = S − round(S/P)·P`` from its three exact sums S
+    (the carries and the steps of ``emublas_oz_crt_finalize`` in emublas_cpu.h; needs
+    ``|C'|`` just under P/2, see :data:`.moduli.MARGIN_BITS`),
+    ``v = C' * 2**-(row_shift[i] + col_shift[j])`` and ``out = alpha*v + beta*out``
+    computed in double and rounded once to ``out``'s dtype.  ``beta == 0`` means
+    ``out`` is not read.
 
     Parameters
     ----------
-    re_hi, re_lo : numpy.ndarray, float64, shape (m, n), Fortran-ordered
+    re : numpy.ndarray, float64, shape (m, n, 3), Fortran-ordered
         The accumulated real part (from :func:`oz_crt_accumulate`).
-    P_hi, P_lo : float
-        The product of the moduli split into two doubles.
+    crt : sequence of 8 floats
+        ``CrtSplit.consts`` of the moduli and term count the sums were made with.
     row_shift, col_shift : sequences of int, lengths m and n
     out : numpy.ndarray, 2-D float32/float64/complex64/complex128, shape (m, n)
         Any strides; written in place and returned.
-    im_hi, im_lo : numpy.ndarray, optional
-        The imaginary part (complex ``out`` only).
+    im : numpy.ndarray, optional
+        The imaginary part (complex ``out`` only), as ``re``.
     alpha, beta : complex
         Imaginary parts ignored for real ``out``.
     uplo : 0, 1/'U' (i <= j) or 2/'L' (i >= j)
@@ -252,22 +267,21 @@ def oz_crt_finalize(
         Arguments that are not numpy arrays, or of the wrong dtype.
     ValueError
         Shapes that disagree, accumulators not Fortran-ordered, a read-only
-        ``out``, an imaginary part with a real ``out``, a bad ``uplo`` or
-        shift vector, or a malformed ``cert``.
+        ``out``, an imaginary part with a real ``out``, a bad ``uplo``, shift
+        vector or ``crt``, or a malformed ``cert``.
     """
     nthreads = threads_for(threads)
-    if not isinstance(re_hi, np.ndarray):
-        raise TypeError(f"re_hi must be a numpy.ndarray, got {type(re_hi).__name__}")
-    if re_hi.ndim != 2:
-        raise ValueError(f"re_hi must be 2-D, got shape {re_hi.shape}")
-    m, n = re_hi.shape
-    re_hi = _acc_array(re_hi, "re_hi", (m, n))
-    re_lo = _acc_array(re_lo, "re_lo", (m, n))
-    if (im_hi is None) != (im_lo is None):
-        raise ValueError("give both im_hi and im_lo, or neither")
-    if im_hi is not None:
-        im_hi = _acc_array(im_hi, "im_hi", (m, n))
-        im_lo = _acc_array(im_lo, "im_lo", (m, n))
+    if not isinstance(re, np.ndarray):
+        raise TypeError(f"re must be a numpy.ndarray, got {type(re).__name__}")
+    if re.ndim != 3:
+        raise ValueError(f"re must be 3-D (m, n, 3), got shape {re.shape}")
+    m, n = re.shape[:2]
+    re = _acc_array(re, "re", (m, n))
+    if im is not None:
+        im = _acc_array(im, "im", (m, n))
+    consts = tuple(float(v) for v in crt)
+    if len(consts) != 8 or not all(np.isfinite(consts)):
+        raise ValueError(f"crt must be the 8 finite constants of CrtSplit.consts, got {crt!r}")
     if not isinstance(out, np.ndarray):
         raise TypeError(f"out must be a numpy.ndarray, got {type(out).__name__}")
     if out.dtype not in _OUT_DTYPES:
@@ -277,7 +291,7 @@ def oz_crt_finalize(
     if not out.flags.writeable:
         raise ValueError("out is read-only")
     dcode = _OUT_DTYPES[out.dtype]
-    if im_hi is not None and dcode < 2:
+    if im is not None and dcode < 2:
         raise ValueError(f"an imaginary part needs a complex out, got {out.dtype}")
     rsh = _int32_vector(row_shift, m, "row_shift")
     csh = _int32_vector(col_shift, n, "col_shift")
@@ -289,11 +303,7 @@ def oz_crt_finalize(
         return out
     st = elem_strides(out)
     target = out
-    if (
-        st is None
-        or not out.flags.aligned
-        or any(np.may_share_memory(out, a) for a in (re_hi, re_lo, im_hi, im_lo) if a is not None)
-    ):
+    if st is None or not out.flags.aligned or any(np.may_share_memory(out, a) for a in (re, im) if a is not None):
         target = np.array(out, order="F")
         st = elem_strides(target)
     assert st is not None  # a fresh Fortran-order array always has element strides
@@ -301,12 +311,10 @@ def oz_crt_finalize(
     rc = lib.emublas_oz_crt_finalize(
         m,
         n,
-        ptr(ffi, "const double *", re_hi),
-        ptr(ffi, "const double *", re_lo),
-        ptr(ffi, "const double *", im_hi) if im_hi is not None else ffi.NULL,
-        ptr(ffi, "const double *", im_lo) if im_lo is not None else ffi.NULL,
-        float(P_hi),
-        float(P_lo),
+        ptr(ffi, "const double *", re),
+        ptr(ffi, "const double *", im) if im is not None else ffi.NULL,
+        m * n,
+        crt_struct(ffi, consts),
         ptr(ffi, "const int32_t *", rsh),
         ptr(ffi, "const int32_t *", csh),
         alpha.real,

@@ -224,10 +224,8 @@ def crt_final(
     plane_stride: int,
     ldt: int,
     part_d,
-    bhi_d,
-    blo_d,
-    P_hi: float,
-    P_lo: float,
+    weights_d,
+    crt,
     row_shift_d,
     col_shift_d,
     rows: int,
@@ -242,7 +240,7 @@ def crt_final(
     cert=None,
     fused=None,
 ) -> None:
-    """Double-double CRT over the term planes, then ``out = alpha·v + beta·out`` for the block.
+    """The exact CRT sum over the term planes, then ``out = alpha·v + beta·out`` for the block.
 
     ``out`` holds the output's columns from ``out_j0`` on (a device-local
     column block); indices passed to the kernel stay global.  ``cert``: the
@@ -257,11 +255,11 @@ def crt_final(
         Term planes to sum (at most :data:`MAX_TERMS`).
     plane_stride, ldt : int
         Elements per plane and its leading dimension (a multiple of 4).
-    part_d, bhi_d, blo_d : cupy.ndarray
-        Per term: int8 part (0 real, 1 imaginary) and the float64 high and low
-        words of its CRT weight (:func:`.gpu_stages.job_constants`).
-    P_hi, P_lo : float
-        The moduli's product as a double-double (for the symmetric reduction).
+    part_d, weights_d : cupy.ndarray
+        Per term: int8 part (0 real, 1 imaginary) and the three float64 pieces
+        of its CRT weight (:func:`.gpu_stages.job_constants`).
+    crt : sequence of 8 floats
+        ``CrtSplit.consts`` of the job (the symmetric reduction's constants).
     row_shift_d, col_shift_d : cupy.ndarray
         int32 shifts of the output's rows and columns, undone in the result.
     rows, cols : int
@@ -326,11 +324,8 @@ def crt_final(
             *source,
             _i32(nterms),
             part_d,
-            bhi_d,
-            blo_d,
-            np.float64(P_hi),
-            np.float64(P_lo),
-            np.float64(1.0 / P_hi),
+            weights_d,
+            *(np.float64(v) for v in crt),
             row_shift_d,
             col_shift_d,
             np.float64(alpha.real),

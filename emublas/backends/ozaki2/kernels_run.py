@@ -42,8 +42,8 @@ class RunSchedule:
         :attr:`emublas.backends.ozaki2.pipeline.Job.terms` (part ``"re"``/``"im"``,
         ``p2`` None for one-product terms).
     moduli : sequence of int
-    big_hi, big_lo : sequences of float
-        ``P/m`` of each modulus split into two doubles.
+    big : array_like of float, shape (nmod, 3)
+        The pieces of each modulus's CRT weight ``P/m`` (``CrtSplit.weights``).
 
     Raises
     ------
@@ -52,13 +52,14 @@ class RunSchedule:
         or products.
     """
 
-    def __init__(self, planes: int, kk: int, k_chunk: int, products, terms, moduli, big_hi, big_lo) -> None:
+    def __init__(self, planes: int, kk: int, k_chunk: int, products, terms, moduli, big) -> None:
         ffi, lib = require()
         nmod = len(moduli)
         if not 1 <= nmod <= lib.EMUBLAS_OZ_MAX_MODULI:
             raise ValueError(f"a run takes 1 to {lib.EMUBLAS_OZ_MAX_MODULI} moduli, got {nmod}")
-        if not (len(products) == len(terms) == len(big_hi) == len(big_lo) == nmod):
-            raise ValueError("products, terms, big_hi and big_lo need one entry per modulus")
+        big = np.array(big, np.float64).reshape(-1, 3) if len(big) else np.zeros((0, 3))
+        if not (len(products) == len(terms) == len(big) == nmod):
+            raise ValueError("products, terms and big need one entry per modulus")
         if planes < 1 or kk < 0 or k_chunk < 1:
             raise ValueError(f"bad sizes: planes={planes}, kk={kk}, k_chunk={k_chunk}")
         prod_off, prods, term_off, table = [0], [], [0], []
@@ -100,16 +101,15 @@ class RunSchedule:
             np.array(term_off, i32),
             np.array(table, i32),
             np.array(mods, i32),
-            np.array(big_hi, np.float64),
-            np.array(big_lo, np.float64),
+            np.ascontiguousarray(big),
         ]
-        if not (np.isfinite(self._keep[5]).all() and np.isfinite(self._keep[6]).all()):
-            raise ValueError("big_hi and big_lo must be finite")
+        if not np.isfinite(self._keep[5]).all():
+            raise ValueError("big must be finite")
         c = ffi.new("emublas_oz_schedule *")
         c.nmod, c.planes = nmod, int(planes)
         c.kk, c.k_chunk, c.nchunks = int(kk), int(k_chunk), max(1, -(-int(kk) // int(k_chunk)))
         c.prod_off, c.prods, c.term_off, c.terms, c.moduli = (ptr(ffi, "int32_t *", a) for a in self._keep[:5])
-        c.big_hi, c.big_lo = (ptr(ffi, "double *", a) for a in self._keep[5:])
+        c.big = ptr(ffi, "double *", self._keep[5])
         self.cstruct = c
 
 
@@ -128,11 +128,9 @@ def oz_run_products(
     schedule: RunSchedule,
     px: np.ndarray,
     py: np.ndarray,
-    re_hi: np.ndarray,
-    re_lo: np.ndarray,
+    re: np.ndarray,
     *,
-    im_hi: np.ndarray | None = None,
-    im_lo: np.ndarray | None = None,
+    im: np.ndarray | None = None,
     first: tuple[bool, bool] = (True, True),
     uplo: Any = 0,
     group: int = 1,
@@ -151,9 +149,9 @@ def oz_run_products(
     schedule : RunSchedule
     px, py : numpy.ndarray, int8, shape (nmod·planes, mx, >= kk) and (nmod·planes, my, >= kk)
         Residue planes of the two factors, any strides (may be the same array).
-    re_hi, re_lo : numpy.ndarray, float64, shape (mx, my), Fortran-ordered
-        Accumulators of the real part, updated in place.
-    im_hi, im_lo : numpy.ndarray, optional
+    re : numpy.ndarray, float64, shape (mx, my, 3), Fortran-ordered
+        The real part's three accumulators, updated in place.
+    im : numpy.ndarray, optional
         The imaginary part's (needed when a term has part ``"im"``).
     first : (bool, bool)
         Whether the real / imaginary accumulators are still to be started (their
@@ -188,13 +186,11 @@ def oz_run_products(
     mx, my = px.shape[1], py.shape[1]
     if schedule.transposed and mx != my:
         raise ValueError(f"transposed terms need a square output, got {mx}x{my}")
-    acc = [_acc_array(re_hi, "re_hi", (mx, my)), _acc_array(re_lo, "re_lo", (mx, my))]
-    if (im_hi is None) != (im_lo is None):
-        raise ValueError("give both im_hi and im_lo, or neither")
-    if im_hi is not None:
-        acc += [_acc_array(im_hi, "im_hi", (mx, my)), _acc_array(im_lo, "im_lo", (mx, my))]
+    acc = [_acc_array(re, "re", (mx, my))]
+    if im is not None:
+        acc.append(_acc_array(im, "im", (mx, my)))
     elif schedule.complex_out:
-        raise ValueError("the schedule has imaginary terms: give im_hi and im_lo")
+        raise ValueError("the schedule has imaginary terms: give im")
     for a in acc:
         if not a.flags.writeable:
             raise ValueError("the accumulators must be writeable")
@@ -223,8 +219,9 @@ def oz_run_products(
         yps,
         yrs,
         ycs,
-        *(ptr(ffi, "double *", a) for a in acc),
-        *((ffi.NULL, ffi.NULL) if len(acc) == 2 else ()),
+        ptr(ffi, "double *", acc[0]),
+        ptr(ffi, "double *", acc[1]) if len(acc) == 2 else ffi.NULL,
+        mx * my,
         ptr(ffi, "int32_t *", flags),
         code,
         group,

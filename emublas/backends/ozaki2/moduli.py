@@ -1,4 +1,4 @@
-"""Moduli tables and the CRT constants derived from them (docs/design.md §2.6).
+"""Moduli tables and the CRT constants derived from them (docs/design.md §2.5, §2.6).
 
 Real products use the greedy pairwise-coprime list going down from 256.  The
 2M complex algorithm needs moduli with a square root of −1 (products of primes
@@ -10,8 +10,9 @@ definitions, so the tables cannot drift from the mathematics.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import cache, lru_cache
-from math import gcd, log2, prod
+from math import ceil, gcd, log2, prod
 
 import numpy as np
 
@@ -25,12 +26,14 @@ __all__ = [
     "two_m_set",
     "crt_reference",
     "MARGIN_BITS",
+    "CrtSplit",
+    "crt_split",
 ]
 
 #: How far below log2(P) the budgets keep every |C'|: ``|C'| ≤ 2^(log2 P − MARGIN_BITS)``,
-#: just under P/2.  The finalize picks the multiple of P to subtract as round(hi/P), whose
-#: error is about 2^-45 for any term count here, so 2^-30 of P to spare keeps it right and
-#: keeps ``hi − Q·P_hi`` exact (Sterbenz); docs/design.md §2.5.
+#: just under P/2.  The finalize picks the multiple of P to subtract as round(s1/P) from the
+#: leading exact sum, whose error is below 2^-32 for any term count here (:func:`crt_split`),
+#: so 2^-30 of P to spare keeps it right; docs/design.md §2.5.
 MARGIN_BITS = 1.0 + 2.0**-30
 
 
@@ -88,13 +91,6 @@ HYBRID_EXTRA: tuple[int, ...] = tuple(_greedy(range(256, 1, -1), start=TWO_M_MOD
 assert all((s * s + 1) % m == 0 for m, s in TWO_M_ROOTS.items())
 
 
-def _split(x: int) -> tuple[float, float]:
-    """``x`` as an unevaluated sum hi + lo of doubles (hi = round(x), lo = round(x − hi))."""
-    hi = float(x)
-    lo = float(x - int(hi))
-    return hi, lo
-
-
 @dataclass(frozen=True)
 class ModulusSet:
     """A list of pairwise-coprime moduli with the constants the CRT kernel needs.
@@ -106,10 +102,6 @@ class ModulusSet:
         Product of the moduli.
     weights : tuple of int
         ``y_l = (P/m_l)^{-1} mod m_l``: the CRT weight of residue l.
-    big_hi, big_lo : ndarray of float64
-        ``P/m_l`` split as hi + lo doubles.
-    P_hi, P_lo : float
-        ``P`` split likewise.
     bits : float
         ``log2(P)``.
     L : float
@@ -119,10 +111,6 @@ class ModulusSet:
     moduli: tuple[int, ...]
     P: int
     weights: tuple[int, ...]
-    big_hi: np.ndarray
-    big_lo: np.ndarray
-    P_hi: float
-    P_lo: float
     bits: float
 
     @classmethod
@@ -148,11 +136,7 @@ class ModulusSet:
         P = prod(moduli)
         big = [P // m for m in moduli]
         weights = tuple(pow(b % m, -1, m) for b, m in zip(big, moduli))
-        parts = [_split(b) for b in big]
-        P_hi, P_lo = _split(P)
-        return cls(
-            moduli, P, weights, np.array([p[0] for p in parts]), np.array([p[1] for p in parts]), P_hi, P_lo, log2(P)
-        )
+        return cls(moduli, P, weights, log2(P))
 
     def __len__(self) -> int:
         return len(self.moduli)
@@ -161,6 +145,100 @@ class ModulusSet:
     def L(self) -> float:
         """log2 of the product bound the moduli reconstruct (``bits − MARGIN_BITS``)."""
         return self.bits - MARGIN_BITS
+
+
+@dataclass(frozen=True)
+class CrtSplit:
+    """The exact CRT sum's constants for one set of moduli and term count (docs/design.md §2.5).
+
+    Each weight ``P/m_l`` is held as three doubles on the grids ``u_s = 2^(E − s·β)``
+    (E the bit length of P), so that a term ``t`` (``|t| ≤ 128``) adds
+    ``fma(t, b_s, acc_s)`` to three accumulators without rounding, in any order.
+
+    Attributes
+    ----------
+    beta : int
+        Bits per piece: ``46 − ceil(log2 N)``, so that N terms of 8 bits stay below 2^53 units.
+    nterms : int
+        The most terms an accumulator takes (N).
+    weights : numpy.ndarray
+        float64 ``(nmod, 3)``: the pieces of each modulus's weight.
+    consts : tuple of float
+        ``(P1, P2, P3, 1/P, u1, 1/u1, u2, 1/u2)``: P on the same grids, its
+        rounded inverse and the carries' grids (``emublas_oz_crt`` in emublas_cpu.h).
+    err : float
+        log2 of the reconstruction's error in C' units, beyond rounding the result
+        once: the pieces' rounding (only when ``E > 3β``) and the last additions'.
+    """
+
+    beta: int
+    nterms: int
+    weights: np.ndarray
+    consts: tuple[float, ...]
+    err: float
+
+
+def _pieces(x: int, e_top: int, beta: int) -> tuple[list[Fraction], Fraction]:
+    """``x`` as three multiples of ``2^(e_top − s·β)`` (s = 1, 2, 3) nearest it in turn, and what is left."""
+    out = []
+    rest = Fraction(x)
+    for s in (1, 2, 3):
+        g = Fraction(2) ** (e_top - s * beta)
+        piece = (rest / g + Fraction(1, 2)).__floor__() * g
+        out.append(piece)
+        rest -= piece
+    return out, rest
+
+
+def crt_split(mset: ModulusSet, nterms: int) -> CrtSplit:
+    """The :class:`CrtSplit` of ``mset`` for at most ``nterms`` terms per accumulator (cached).
+
+    Parameters
+    ----------
+    mset : ModulusSet
+        The moduli.
+    nterms : int
+        Terms summed into one part of an entry (over every modulus and k-chunk).
+
+    Returns
+    -------
+    CrtSplit
+
+    Raises
+    ------
+    ValueError
+        More than 2^13 terms (the pieces would get too narrow for ``Q`` to stay right).
+    """
+    return _crt_split(mset.moduli, max(int(nterms), 1))
+
+
+@lru_cache(maxsize=256)
+def _crt_split(moduli: tuple[int, ...], nterms: int) -> CrtSplit:
+    beta = 46 - ceil(log2(nterms))
+    if beta < 33:
+        raise ValueError(f"ozaki2: {nterms} CRT terms per entry are more than 2**13")
+    P = prod(moduli)
+    E = P.bit_length()
+    rows, worst = [], Fraction(0)
+    for m in moduli:
+        pieces, rest = _pieces(P // m, E, beta)
+        rows.append([float(v) for v in pieces])
+        assert all(Fraction(f) == v for f, v in zip(rows[-1], pieces))  # each piece is a double
+        worst = max(worst, abs(rest))
+    p_pieces, p_rest = _pieces(P, E, beta)
+    assert all(Fraction(float(v)) == v for v in p_pieces)
+    q_max = 128 * nterms + 1
+    last = nterms * Fraction(2) ** (E - 2 * beta - 46) + Fraction(2) ** (E - 106)  # the two last additions
+    err = 128 * nterms * worst + q_max * abs(p_rest) + last
+    consts = (
+        *(float(v) for v in p_pieces),
+        float(Fraction(1, P)),
+        2.0 ** (E - beta),
+        2.0 ** (beta - E),
+        2.0 ** (E - 2 * beta),
+        2.0 ** (2 * beta - E),
+    )
+    return CrtSplit(beta, nterms, np.array(rows, np.float64).reshape(-1, 3), consts, log2(2 * err))
 
 
 @lru_cache(maxsize=256)

@@ -7,9 +7,10 @@ by their row shifts) runs as
    sharing one plane kind, at most ``batch`` of them);
 2. per modulus and per k-chunk (at most ``K_CHUNK`` columns, so that int32
    sums stay exact), the recipe's int8 plane products;
-3. each chunk's products *reduced* at once: folded into double-double
-   accumulators (CPU), or turned into int8 CRT term planes (GPU), in the order
-   modulus, k-chunk, recipe term;
+3. each chunk's products *reduced* at once: folded into the exact three-piece
+   CRT accumulators (CPU), or turned into int8 CRT term planes (GPU), in the order
+   modulus, k-chunk, recipe term (the sums are exact, so the order only decides
+   when each term is formed);
 4. one final pass (the stage's ``finalize``) writes ``alpha·C + beta·c``.
 
 What a device does at each step is its *stages* object (:mod:`.cpu_stages`,
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from . import scaling
-from .moduli import ModulusSet
+from .moduli import CrtSplit, ModulusSet, crt_split
 from .recipes import PLANES_PER_MODULUS, SPLIT_KINDS, Recipe, factor
 
 __all__ = ["Job", "job", "runs", "run", "reduce_group", "k_pieces", "run_plane", "Timer"]
@@ -86,8 +87,8 @@ class Job:
 
     ``terms[l]``: per recipe term of modulus l, ``(part, p1, t1, w1, p2, t2, w2)``
     with the CRT factors ``w`` already reduced modulo the modulus (``p2`` None for
-    one-product terms).  ``part``, ``bhi``, ``blo``, ``slot``: the term table of
-    the GPU's final pass.  Made by :func:`job`, not directly.
+    one-product terms).  ``part``, ``slot`` and ``crt``: the term table of the
+    final pass.  Made by :func:`job`, not directly.
 
     Attributes
     ----------
@@ -114,8 +115,9 @@ class Job:
         factors (``w``, reduced modulo the modulus) make the term.
     part : tuple of int
         Per CRT term slot (modulus, k-chunk, recipe term): 0 real part, 1 imaginary.
-    bhi, blo : tuple of float
-        Per term slot, the double-double CRT weight of its modulus.
+    crt : CrtSplit
+        The exact CRT sum's constants: each modulus's weight in three pieces, for
+        the job's most terms per part (:func:`~.moduli.crt_split`).
     slot : tuple of int
         First term slot of each modulus, plus the total at the end.
     nprod : int
@@ -141,8 +143,7 @@ class Job:
     k_chunk: int  # columns per k-chunk (``scaling.K_CHUNK`` when the job was made)
     terms: tuple[tuple, ...]
     part: tuple[int, ...]
-    bhi: tuple[float, ...]
-    blo: tuple[float, ...]
+    crt: CrtSplit
     slot: tuple[int, ...]
     nprod: int
     planes_per_modulus: int
@@ -217,8 +218,6 @@ def _job(recipes, moduli, roots, k, k_chunk) -> Job:
     nchunks = max(1, -(-kk // k_chunk))
     terms: list = []
     part: list[int] = []
-    bhi: list[float] = []
-    blo: list[float] = []
     slot: list[int] = []
     for l, rec in enumerate(recipes):
         m, s, wl = moduli[l], roots[l] or 1, mset.weights[l]
@@ -232,9 +231,8 @@ def _job(recipes, moduli, roots, k, k_chunk) -> Job:
         for _ in range(nchunks):
             for t in rec.terms:
                 part.append(1 if t.part == "im" else 0)
-                bhi.append(mset.big_hi[l])
-                blo.append(mset.big_lo[l])
     slot.append(len(part))
+    per_part = sum(max(sum(t.part == p for t in r.terms) for p in ("re", "im")) for r in recipes) * nchunks
     return Job(
         recipes,
         moduli,
@@ -246,8 +244,7 @@ def _job(recipes, moduli, roots, k, k_chunk) -> Job:
         k_chunk,
         tuple(terms),
         tuple(part),
-        tuple(bhi),
-        tuple(blo),
+        crt_split(mset, per_part),
         tuple(slot),
         max(len(r.products) for r in recipes),
         max(PLANES_PER_MODULUS[r.planes] for r in recipes),
@@ -359,7 +356,7 @@ def run(jb: Job, stages, state, *, lo: int = 0, hi: int | None = None, batch: in
         ``run_products(state, planes, jb, start, stop)`` in place of the last two
         (``j = l - start``: the modulus's place in its run's planes).
     state : object
-        What the reductions write into (CPU: double-double accumulators; GPU:
+        What the reductions write into (CPU: the three-piece accumulators; GPU:
         int8 term planes), updated in place.
     lo, hi : int
         The moduli to run (``hi`` None: all from ``lo`` on).

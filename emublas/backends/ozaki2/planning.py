@@ -135,12 +135,7 @@ def nterms(jb: pipeline.Job) -> int:
     int
         Terms summed into the real (or imaginary) part of each entry, over all k-chunks.
     """
-    got = jb.memo.get("nterms")
-    if got is None:  # per job, not per call (the job is cached)
-        got = jb.memo["nterms"] = (
-            sum(max(sum(t.part == p for t in r.terms) for p in ("re", "im")) for r in jb.recipes) * jb.nchunks
-        )
-    return got
+    return jb.crt.nterms
 
 
 @dataclass
