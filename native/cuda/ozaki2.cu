@@ -938,17 +938,19 @@ __device__ __forceinline__ void sum_planes(const term_src &S, const double3 *sw,
     }
 }
 
-/* One warp per output column, ENT entries per lane at rows lane + 32 e: the
- * term bytes (or products), the certificate's per-row data and the output are
- * read and written by 32 consecutive lanes (coalesced), and the accumulators of
- * a real output (no imaginary part) take half the registers of a complex one,
- * which is what bounds this kernel's occupancy.  Grid (ceil(rows / (32 ENT)),
- * ceil(cols / 8)), 256 threads (8 columns per block). */
+/* Each warp takes 32 ENT consecutive rows of one output column, ENT entries per
+ * lane at rows lane + 32 e: the term bytes (or products), the certificate's
+ * per-row data and the output are read and written by 32 consecutive lanes
+ * (coalesced).  The block's 8 warps take wpc = 2^lwpc (1, 2, 4 or 8) consecutive such row
+ * segments of each of 8 / wpc columns: with wpc = 8 a term's products are read
+ * as one run of 8 · 32 ENT values of one column, where eight columns' shorter
+ * runs scattered the block's requests over as many DRAM rows.  Grid
+ * (ceil(cols / (8 / wpc)), ceil(rows / (wpc · 32 ENT))), 256 threads. */
 template <bool CPLX, int ENT, bool FUSED, bool TWO = true>
 __device__ __forceinline__ void crt_final(
     long long rows, long long cols, long long r0, long long j0, const term_src &S, int nterms,
     const signed char *part, const double *bw, const oz_crtk &K, const int *row_shift, const int *col_shift, double ar, double ai, double br, double bi, int beta0, int dtype,
-    void *out, long long rso, long long cso, int uplo, const oz_cert &C, bool certify)
+    void *out, long long rso, long long cso, int uplo, const oz_cert &C, bool certify, int lwpc)
 {
     __shared__ double3 sw[OZ_MAX_TERMS]; /* the weight's three pieces */
     __shared__ signed char spart[OZ_MAX_TERMS];
@@ -960,8 +962,9 @@ __device__ __forceinline__ void crt_final(
     sm.load(S, nterms);
     __syncthreads();
     const int lane = threadIdx.x % 32;
-    const long long i0 = (long long)blockIdx.x * (32 * ENT) + lane;
-    const long long j = (long long)blockIdx.y * 8 + threadIdx.x / 32;
+    const int w = threadIdx.x / 32; /* segment w & (wpc - 1) of column w >> lwpc */
+    const long long i0 = ((long long)(blockIdx.y << lwpc) + (w & ((1 << lwpc) - 1))) * (32 * ENT) + lane;
+    const long long j = ((long long)blockIdx.x << (3 - lwpc)) + (w >> lwpc);
     if (i0 >= rows || j >= cols)
         return;
     const long long gj = j0 + j;
@@ -1002,7 +1005,7 @@ __device__ __forceinline__ void crt_final(
         const int *col_budget, int fix, int fdtype, const void *Lr, const void *Li, const void *Rr,             \
         const void *Ri, long long rsl, long long csl, long long rsr, long long csr, long long k, int conj_l,     \
         int conj_r, unsigned long long *uncertified, unsigned char *mask, int *tiles, long long ldm,            \
-        long long ntr
+        long long ntr, int lwpc
 
 #define OZ_CRT_TAIL_CALL(CPLX, ENT, FUSED, TWO)                                                                      \
     const oz_cert C = {row_err, col_err, crt_err, target, W, ldw, row_wsum, col_wsum, row_budget,               \
@@ -1011,7 +1014,7 @@ __device__ __forceinline__ void crt_final(
     const oz_crtk K = {P1, P2, P3, Pinv, u1, iu1, u2, iu2};                                                    \
     crt_final<CPLX, ENT, FUSED, TWO>(rows, cols, r0, j0, S, nterms, part, bw, K, row_shift,                      \
                                 col_shift, ar, ai, br, bi, beta0, dtype, out, rso, cso, uplo,                    \
-                                C, certify != 0)
+                                C, certify != 0, lwpc)
 
 #define OZ_CRT_FINAL(NAME, CPLX, ENT)                                                                          \
     extern "C" __global__ void __launch_bounds__(256, 3)                                                        \

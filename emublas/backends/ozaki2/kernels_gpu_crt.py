@@ -303,10 +303,14 @@ def crt_final(
     size = out.itemsize
     rso, cso = out.strides[0] // size, out.strides[1] // size
     alpha, beta = complex(alpha), complex(beta)
-    # one warp per column, 4 (real) or 2 (complex) rows per lane, 8 columns per block
+    # 4 (real) or 2 (complex) rows per lane; the block's 8 warps on wpc row segments of
+    # 8 / wpc columns, as many segments as the rows fill (up to 8: one column per block)
     cplx = code >= 2
     per_warp = 64 if cplx else 128
-    grid = ((rows + per_warp - 1) // per_warp, (cols + 7) // 8)
+    wpc = 1
+    while wpc < 8 and wpc * per_warp < rows:
+        wpc *= 2
+    grid = (-(-cols // (8 // wpc)), -(-rows // (wpc * per_warp)))
     flags = None
     if cert is not None:  # entries the final pass cannot vouch for (and NaN/Inf rows), per 32 x 32 tile
         import cupy
@@ -339,6 +343,7 @@ def crt_final(
             _i64(cso),
             _i32(uplo),
             *cert_args(cert, out_j0, flags),
+            _i32(wpc.bit_length() - 1),
         ),
     )
     if flags is not None:  # the flagged tiles recomputed as float64 dot products (the others return at once)
