@@ -822,16 +822,44 @@ __device__ __forceinline__ fused_term fused_term_of(const term_src &S, const ter
     return f;
 }
 
-template <int ENT, bool TWO>
-__device__ __forceinline__ void load_fused(const int *col, long long rows_left, const fused_term &f, int *a, int *b)
+/* ENT consecutive int32 at p (aligned to ENT of them): one vector load. */
+template <int ENT> __device__ __forceinline__ void load_ints(const int *p, int *v)
 {
-    const bool full = 32 * (ENT - 1) < rows_left;
+    if constexpr (ENT == 4) {
+        const int4 q = *(const int4 *)p;
+        v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+    } else if constexpr (ENT == 2) {
+        const int2 q = *(const int2 *)p;
+        v[0] = q.x, v[1] = q.y;
+    } else {
 #pragma unroll
-    for (int e = 0; e < ENT; e++) {
-        const bool ok = full || 32 * e < rows_left;
-        a[e] = ok ? col[32 * e + f.off1] : 0;
-        if (TWO)
-            b[e] = ok && f.off2 >= 0 ? col[32 * e + f.off2] : 0;
+        for (int e = 0; e < ENT; e++)
+            v[e] = p[e];
+    }
+}
+
+/* The lane's ENT rows of term f's products (FULL: all ENT rows exist; else the first
+ * left of them, the rest read as 0). */
+template <int ENT, bool TWO, bool FULL>
+__device__ __forceinline__ void load_fused(const int *col, int left, const fused_term &f, int *a, int *b)
+{
+    if constexpr (FULL) {
+        load_ints<ENT>(col + f.off1, a);
+        if (TWO) {
+            if (f.off2 >= 0)
+                load_ints<ENT>(col + f.off2, b);
+            else
+#pragma unroll
+                for (int e = 0; e < ENT; e++)
+                    b[e] = 0;
+        }
+    } else {
+#pragma unroll
+        for (int e = 0; e < ENT; e++) {
+            a[e] = e < left ? col[f.off1 + e] : 0;
+            if (TWO)
+                b[e] = e < left && f.off2 >= 0 ? col[f.off2 + e] : 0;
+        }
     }
 }
 
@@ -879,48 +907,61 @@ __device__ __forceinline__ void add_fused(const term_smem<true> &sm, const fused
  * loads are issued two terms before its values are used, where one term ahead left the
  * loop waiting on memory.  TWO = false: no term has a second product (the real recipe),
  * which frees the registers of the second values. */
-template <bool CPLX, int ENT, bool TWO>
+template <bool CPLX, int ENT, bool TWO, bool FULL>
 __device__ __forceinline__ void sum_fused(const term_src &S, const term_smem<true> &sm, const double3 *sw,
                                           const signed char *spart, int nterms, long long j, long long i0,
-                                          long long rows, double (*re)[3], double (*im)[3])
+                                          int left, double (*re)[3], double (*im)[3])
 {
     const int *col = S.prods + j * S.ldp + i0;
-    const long long left = rows - i0;
     int a0[ENT], b0[ENT], a1[ENT], b1[ENT];
     fused_term f0 = fused_term_of(S, sm, 0), f1 = f0;
-    load_fused<ENT, TWO>(col, left, f0, a0, b0);
+    load_fused<ENT, TWO, FULL>(col, left, f0, a0, b0);
     if (nterms > 1) {
         f1 = fused_term_of(S, sm, 1);
-        load_fused<ENT, TWO>(col, left, f1, a1, b1);
+        load_fused<ENT, TWO, FULL>(col, left, f1, a1, b1);
     }
     for (int t = 0; t < nterms; t += 2) {
         add_fused<CPLX, ENT, TWO>(sm, f0, a0, b0, sw[t], spart[t], re, im);
         if (t + 2 < nterms) {
             f0 = fused_term_of(S, sm, t + 2);
-            load_fused<ENT, TWO>(col, left, f0, a0, b0);
+            load_fused<ENT, TWO, FULL>(col, left, f0, a0, b0);
         }
         if (t + 1 < nterms) {
             add_fused<CPLX, ENT, TWO>(sm, f1, a1, b1, sw[t + 1], spart[t + 1], re, im);
             if (t + 3 < nterms) {
                 f1 = fused_term_of(S, sm, t + 3);
-                load_fused<ENT, TWO>(col, left, f1, a1, b1);
+                load_fused<ENT, TWO, FULL>(col, left, f1, a1, b1);
             }
         }
     }
 }
 
+/* ENT consecutive term bytes at p (aligned to ENT): one load. */
+template <int ENT, bool FULL> __device__ __forceinline__ void load_bytes(const signed char *p, int left, signed char *v)
+{
+    if constexpr (FULL && ENT == 4) {
+        const char4 q = *(const char4 *)p;
+        v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+    } else if constexpr (FULL && ENT == 2) {
+        const char2 q = *(const char2 *)p;
+        v[0] = q.x, v[1] = q.y;
+    } else {
+#pragma unroll
+        for (int e = 0; e < ENT; e++)
+            v[e] = FULL || e < left ? p[e] : 0;
+    }
+}
+
 /* The unfused pass's sum over the int8 term planes, the next term's bytes loaded while
  * this one is summed. */
-template <bool CPLX, int ENT>
+template <bool CPLX, int ENT, bool FULL>
 __device__ __forceinline__ void sum_planes(const term_src &S, const double3 *sw, const signed char *spart,
-                                           int nterms, long long j, long long i0, long long rows, double (*re)[3],
+                                           int nterms, long long j, long long i0, int left, double (*re)[3],
                                            double (*im)[3])
 {
-    const bool full = i0 + 32 * (ENT - 1) < rows;
+    const signed char *col = S.terms + j * S.ldt + i0;
     signed char nx[ENT];
-#pragma unroll
-    for (int e = 0; e < ENT; e++)
-        nx[e] = nterms > 0 && (full || i0 + 32 * e < rows) ? S.terms[j * S.ldt + i0 + 32 * e] : 0;
+    load_bytes<ENT, FULL>(col, left, nx);
     for (int t = 0; t < nterms; t++) {
         double v[ENT];
 #pragma unroll
@@ -928,20 +969,16 @@ __device__ __forceinline__ void sum_planes(const term_src &S, const double3 *sw,
             v[e] = (double)nx[e];
         const double3 w = sw[t];
         const int pt_ = spart[t];
-        if (t + 1 < nterms) {
-#pragma unroll
-            for (int e = 0; e < ENT; e++)
-                nx[e] = full || i0 + 32 * e < rows ? S.terms[(long long)(t + 1) * S.plane_stride + j * S.ldt + i0 + 32 * e]
-                                                   : 0;
-        }
+        if (t + 1 < nterms)
+            load_bytes<ENT, FULL>(col + (long long)(t + 1) * S.plane_stride, left, nx);
         add_values<CPLX, ENT>(v, w, pt_, re, im);
     }
 }
 
-/* Each warp takes 32 ENT consecutive rows of one output column, ENT entries per
- * lane at rows lane + 32 e: the term bytes (or products), the certificate's
- * per-row data and the output are read and written by 32 consecutive lanes
- * (coalesced).  The block's 8 warps take wpc = 2^lwpc (1, 2, 4 or 8) consecutive such row
+/* Each warp takes 32 ENT consecutive rows of one output column, ENT consecutive
+ * entries per lane (rows ENT lane .. ENT lane + ENT - 1 of the segment): a term's
+ * products (or bytes) are one vector load per lane and one contiguous run per warp,
+ * where a lane's rows 32 apart took ENT loads, each with its own address and bounds test.  The block's 8 warps take wpc = 2^lwpc (1, 2, 4 or 8) consecutive such row
  * segments of each of 8 / wpc columns: with wpc = 8 a term's products are read
  * as one run of 8 · 32 ENT values of one column, where eight columns' shorter
  * runs scattered the block's requests over as many DRAM rows.  Grid
@@ -963,13 +1000,13 @@ __device__ __forceinline__ void crt_final(
     __syncthreads();
     const int lane = threadIdx.x % 32;
     const int w = threadIdx.x / 32; /* segment w & (wpc - 1) of column w >> lwpc */
-    const long long i0 = ((long long)(blockIdx.y << lwpc) + (w & ((1 << lwpc) - 1))) * (32 * ENT) + lane;
+    const long long i0 = ((long long)(blockIdx.y << lwpc) + (w & ((1 << lwpc) - 1))) * (32 * ENT) + ENT * lane;
     const long long j = ((long long)blockIdx.x << (3 - lwpc)) + (w >> lwpc);
     if (i0 >= rows || j >= cols)
         return;
     const long long gj = j0 + j;
     /* a lane whose rows all lie outside the uplo triangle has nothing to do */
-    if ((uplo == 1 && r0 + i0 > gj) || (uplo == 2 && r0 + i0 + 32 * (ENT - 1) < gj))
+    if ((uplo == 1 && r0 + i0 > gj) || (uplo == 2 && r0 + i0 + (ENT - 1) < gj))
         return;
     double re[ENT][3], im[CPLX ? ENT : 1][3];
 #pragma unroll
@@ -978,17 +1015,25 @@ __device__ __forceinline__ void crt_final(
 #pragma unroll
     for (int e = 0; e < (CPLX ? ENT : 1); e++)
         im[e][0] = im[e][1] = im[e][2] = 0.0;
+    const int left = rows - i0 < ENT ? (int)(rows - i0) : ENT;
     if (nterms > 0) {
-        if constexpr (FUSED)
-            sum_fused<CPLX, ENT, TWO>(S, sm, sw, spart, nterms, j, i0, rows, re, im);
-        else
-            sum_planes<CPLX, ENT>(S, sw, spart, nterms, j, i0, rows, re, im);
+        if constexpr (FUSED) {
+            if (left == ENT)
+                sum_fused<CPLX, ENT, TWO, true>(S, sm, sw, spart, nterms, j, i0, left, re, im);
+            else
+                sum_fused<CPLX, ENT, TWO, false>(S, sm, sw, spart, nterms, j, i0, left, re, im);
+        } else {
+            if (left == ENT)
+                sum_planes<CPLX, ENT, true>(S, sw, spart, nterms, j, i0, left, re, im);
+            else
+                sum_planes<CPLX, ENT, false>(S, sw, spart, nterms, j, i0, left, re, im);
+        }
     }
     const int cs_ = col_shift[gj];
 #pragma unroll
     for (int e = 0; e < ENT; e++) {
-        const long long i = i0 + 32 * e, gi = r0 + i;
-        if (i >= rows || (uplo == 1 && gi > gj) || (uplo == 2 && gi < gj))
+        const long long i = i0 + e, gi = r0 + i;
+        if (e >= left || (uplo == 1 && gi > gj) || (uplo == 2 && gi < gj))
             continue;
         final_entry(re[e], im[CPLX ? e : 0], K, row_shift[gi], cs_, ar, ai, br, bi, beta0, dtype, out,
                     gi * rso + gj * cso, C, certify, gi, gj, i, j);
