@@ -182,7 +182,7 @@ def _scale_inputs(rng):
     """Factors that reach every branch: both layouts, float32/float64, real/complex,
     NaN/Inf rows, all-zero rows, subnormal and huge rows, row counts off the 8 lanes."""
     out = []
-    for rows, cols in ((1, 1), (13, 7), (37, 64), (300, 5)):
+    for rows, cols in ((1, 1), (13, 7), (37, 64), (77, 3), (300, 5)):
         for dtype in (np.float64, np.float32, np.complex128, np.complex64):
             x = _data(rng, (rows, cols), np.dtype(dtype).kind == "c", phi=3.0).astype(dtype)
             if rows > 5:
