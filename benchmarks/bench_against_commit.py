@@ -6,7 +6,8 @@
 
 Each round runs one subprocess per tree (alternating, so that a change in the
 machine's load hits both), and each subprocess times dgemm and zgemm through
-ozaki2 (16 moduli, accurate mode, φ = 0.5 inputs from one seed) and through the
+ozaki2 (16 moduli, accurate mode, inputs (rand − 0.5)·exp(φ·randn) from one seed, φ = 0.5 unless
+``--phi``) and through the
 native BLAS on the same arrays (OpenBLAS on numpy arrays; cuBLAS on cupy arrays
 with ``--device gpu``): medians of ``--reps`` calls after a warm-up (wall clock
 on the CPU, CUDA events on the GPU; emublas.timing via benchmarks/_timing.py),
@@ -37,9 +38,9 @@ warnings.simplefilter("ignore")
 n, reps = {n}, {reps}
 rng = np.random.default_rng(1)
 def wide(shape, cplx):
-    x = (rng.random(shape) - 0.5) * np.exp(0.5 * rng.standard_normal(shape))
+    x = (rng.random(shape) - 0.5) * np.exp({phi} * rng.standard_normal(shape))
     if cplx:
-        x = x + 1j * (rng.random(shape) - 0.5) * np.exp(0.5 * rng.standard_normal(shape))
+        x = x + 1j * (rng.random(shape) - 0.5) * np.exp({phi} * rng.standard_normal(shape))
     return np.asfortranarray(x)
 out = {{"emublas": emublas.__file__}}
 for name, cplx, native in (("dgemm", False, sblas.dgemm), ("zgemm", True, sblas.zgemm)):
@@ -61,9 +62,9 @@ warnings.simplefilter("ignore")
 n, reps = {n}, {reps}
 rng = np.random.default_rng(1)
 def wide(shape, cplx):
-    x = (rng.random(shape) - 0.5) * np.exp(0.5 * rng.standard_normal(shape))
+    x = (rng.random(shape) - 0.5) * np.exp({phi} * rng.standard_normal(shape))
     if cplx:
-        x = x + 1j * (rng.random(shape) - 0.5) * np.exp(0.5 * rng.standard_normal(shape))
+        x = x + 1j * (rng.random(shape) - 0.5) * np.exp({phi} * rng.standard_normal(shape))
     return cp.asarray(np.asfortranarray(x))
 out = {{"emublas": emublas.__file__}}
 for name, cplx in (("dgemm", False), ("zgemm", True)):
@@ -77,10 +78,10 @@ print(json.dumps(out))
 """
 
 
-def run(tree: str, n: int, reps: int, device: str = "cpu") -> dict:
+def run(tree: str, n: int, reps: int, device: str = "cpu", phi: float = 0.5) -> dict:
     # the tree first; what the caller's PYTHONPATH held (carried wheels on the device) after it
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (tree, os.environ.get("PYTHONPATH")) if p))
-    code = (GPU_WORKER if device == "gpu" else WORKER).format(bench=HERE, n=n, reps=reps)
+    code = (GPU_WORKER if device == "gpu" else WORKER).format(bench=HERE, n=n, reps=reps, phi=float(phi))
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd="/")
     if res.returncode:
         raise RuntimeError(res.stderr[-2000:])
@@ -94,15 +95,18 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="numpy (OpenBLAS) or cupy (cuBLAS) arrays")
+    ap.add_argument("--phi", type=float, default=0.5, help="the inputs' exponent spread (4: wide spans, the fallback)")
     ap.add_argument("--json")
     args = ap.parse_args()
     trees = {"this": ROOT, "other": os.path.abspath(args.other)}
     rows = {t: [] for t in trees}
     for _ in range(args.rounds):
         for t, path in trees.items():
-            rows[t].append(run(path, args.n, args.reps, args.device))
+            rows[t].append(run(path, args.n, args.reps, args.device, args.phi))
     native = "cuBLAS" if args.device == "gpu" else "OpenBLAS"
-    print(f"{args.device}, n = {args.n}, 16 moduli, accurate, phi = 0.5; medians over {args.rounds} rounds [min-max]")
+    print(
+        f"{args.device}, n = {args.n}, 16 moduli, accurate, phi = {args.phi:g}; medians over {args.rounds} rounds [min-max]"
+    )
     for op in ("dgemm", "zgemm"):
         med = {}
         for t in trees:

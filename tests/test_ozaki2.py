@@ -108,6 +108,67 @@ def test_wide_exponent_span_warns_and_auto_fixes(rng):
     assert relerr(out, ref) <= max(relerr(nat, ref), 1e-15)
 
 
+def _fma(x, y, s):
+    """fma(x, y, s) in float64: the exact x·y + s, rounded once."""
+    return float(Fraction(x) * Fraction(y) + Fraction(s))
+
+
+@pytest.mark.parametrize("generic", [False, True])
+@pytest.mark.parametrize("cplx", [False, True])
+def test_fallback_entries_are_the_in_order_dot_products(rng, generic, cplx):
+    """Entries the certificate rejects, recomputed after the pass (row by row, from copies of
+    the factors' rows), are alpha times the in-order fma dot product plus beta·c, bit for bit,
+    on both paths; c is read for them, and the other entries are not disturbed."""
+    from emublas._kernels import cpu
+
+    m, k, n = 20, 48, 18
+    a, b = hard(rng, (m, k), 4.0), hard(rng, (k, n), 4.0)
+    c = rng.standard_normal((m, n))
+    alpha, beta = 1.5, 0.5
+    if cplx:
+        a, b = a + 1j * hard(rng, (m, k), 4.0), b + 1j * hard(rng, (k, n), 4.0)
+        c = c + 1j * rng.standard_normal((m, n))
+        alpha, beta = 1.5 - 0.25j, 0.5 + 0.5j
+    a = np.asfortranarray(a)  # a row of op(a) strided: the path that copies rows
+    _, lib = cpu.require()
+    old = lib.emublas_oz_force_generic(1 if generic else 0)
+    try:
+        with pytest.warns(emublas.OzakiFallbackWarning):
+            f = emublas.zgemm if cplx else emublas.dgemm
+            out = f(alpha, a, b, beta, c.copy(order="F"), backend="ozaki2", moduli=16)  # some rejected, most not
+    finally:
+        lib.emublas_oz_force_generic(old)
+    flagged = last_run()["uncertified"]
+    assert flagged > 0
+
+    def dot(i, j):
+        sr = si = 0.0
+        for l in range(k):
+            x, y = complex(a[i, l]), complex(b[l, j])
+            sr = _fma(x.real, y.real, sr)
+            if cplx:
+                sr = _fma(-x.imag, y.imag, sr)
+                si = _fma(x.real, y.imag, si)
+                si = _fma(x.imag, y.real, si)
+        return sr, si
+
+    same = 0
+    for i in range(m):
+        for j in range(n):
+            vr, vi = dot(i, j)
+            if cplx:  # fin_combine's order: alpha times the value, then beta times c
+                ar, ai, br, bi = alpha.real, alpha.imag, beta.real, beta.imag
+                cr, ci = c[i, j].real, c[i, j].imag
+                want = complex((ar * vr - ai * vi) + (br * cr - bi * ci), (ar * vi + ai * vr) + (br * ci + bi * cr))
+            else:
+                want = alpha * vr + beta * c[i, j]
+            same += out[i, j] == want
+    assert same >= flagged  # every rejected entry is its dot product (others may agree by chance)
+    ref = exact_product(a, b)
+    bound = k * 2.0**-53 * (np.abs(a) @ np.abs(b)) * abs(alpha) + np.abs(beta * c) * 2.0**-52
+    assert np.all(np.abs(out - (alpha * ref + beta * c)) <= bound * 4)
+
+
 def test_auto_is_cheap_on_easy_data(rng):
     a, b = hard(rng, (10, 20), 0.0), hard(rng, (20, 10), 0.0)
     emublas.dgemm(1.0, a, b, backend="ozaki2", mode="auto")

@@ -2,7 +2,8 @@
  * ozaki_finalize.c -- the last pass of Ozaki scheme II: the CRT sum's
  * symmetric representative, unscaling, alpha/beta and the write-out, with the
  * per-entry accuracy certificate and its float64 fallback (emublas_cpu.h),
- * AVX-512 and portable C in one fixed operation order (see ozaki.h).
+ * AVX-512 and portable C in one fixed operation order (see ozaki.h).  Entries the
+ * certificate sends to the fallback are recomputed after the pass, row by row.
  */
 #pragma GCC optimize("fp-contract=off") /* see ozaki.h */
 
@@ -23,6 +24,10 @@ typedef struct {
     char *out;
     int64_t rso, cso;
     emublas_oz_cert *cert; /* NULL: no certificate */
+    struct fix_list {       /* per thread: the entries left to the fallback pass */
+        int64_t *ij;        /* pairs (i, j) */
+        int64_t n, cap;
+    } fix[EMUBLAS_MAX_THREADS];
 } fin_job;
 
 /* ---- the accuracy certificate (emublas_cpu.h) ------------------------------- */
@@ -65,20 +70,42 @@ static inline double cert_load(int dtype, const void *p, int64_t off)
     return dtype ? ((const double *)p)[off] : (double)((const float *)p)[off];
 }
 
-/* The fallback: entry (i, j) as a float64 dot product of the factors, in order, with the
- * factors' rows scaled by 2^si and 2^sj (exactly: the product then comes out in the units
+/* One row of a factor for the fallback's dot product: real and imaginary parts (im NULL:
+ * real), their element stride and type (0 float32, 1 float64). */
+typedef struct {
+    const void *re, *im;
+    int64_t stride;
+    int dtype;
+} cert_row;
+
+static cert_row row_of(const emublas_oz_cert *C, const void *re, const void *im, int64_t i, int64_t rs, int64_t cs)
+{
+    const int64_t off = i * rs * (C->dtype ? 8 : 4);
+    return (cert_row){(const char *)re + off, im ? (const char *)im + off : NULL, cs, C->dtype};
+}
+
+/* The fallback: entry (i, j) as a float64 dot product of rows x and y of the factors, in
+ * order, the rows scaled by 2^si and 2^sj (exactly: the product then comes out in the units
  * of C', where nothing over- or underflows; si = sj = 0 for a row holding NaN/Inf). */
-static void cert_dot(const emublas_oz_cert *C, int64_t i, int64_t j, int si, int sj, double *vr, double *vi)
+static void cert_dot(const emublas_oz_cert *C, cert_row x, cert_row y, int si, int sj, double *vr, double *vi)
 {
     double sr = 0.0, si_ = 0.0;
+    const int scaled = si != 0 || sj != 0; /* ldexp(v, 0) is v: no library call per element */
     for (int64_t l = 0; l < C->k; l++) {
-        const int64_t ol = i * C->rsl + l * C->csl, orr = j * C->rsr + l * C->csr;
-        const double xr = ldexp(cert_load(C->dtype, C->Lr, ol), si), yr = ldexp(cert_load(C->dtype, C->Rr, orr), sj);
-        if (!C->Li) {
+        double xr = cert_load(x.dtype, x.re, l * x.stride), yr = cert_load(y.dtype, y.re, l * y.stride);
+        if (scaled) {
+            xr = ldexp(xr, si);
+            yr = ldexp(yr, sj);
+        }
+        if (!x.im) {
             sr = fma(xr, yr, sr);
             continue;
         }
-        double xi = ldexp(cert_load(C->dtype, C->Li, ol), si), yi = ldexp(cert_load(C->dtype, C->Ri, orr), sj);
+        double xi = cert_load(x.dtype, x.im, l * x.stride), yi = cert_load(y.dtype, y.im, l * y.stride);
+        if (scaled) {
+            xi = ldexp(xi, si);
+            yi = ldexp(yi, sj);
+        }
         if (C->conj_l)
             xi = -xi;
         if (C->conj_r)
@@ -92,28 +119,67 @@ static void cert_dot(const emublas_oz_cert *C, int64_t i, int64_t j, int si, int
     *vi = si_;
 }
 
-/* An entry cert_ok rejected: a row or column holding NaN/Inf (error term +inf) takes the
- * dot product of the original data, native BLAS's pattern; any other is counted and, when
- * asked, replaced by the dot product. */
-static void cert_fail(emublas_oz_cert *C, int64_t i, int64_t j, int si, int sj, double *cr, double *ci, int *e)
+/* Whether an entry cert_ok rejected is recomputed: a row or column holding NaN/Inf (error
+ * term +inf) takes the dot product of the original data, native BLAS's pattern; any other
+ * is counted and recomputed when asked (cert->fix). */
+static int cert_reject(emublas_oz_cert *C, int64_t i, int64_t j)
 {
     const int dead = C->row_err[i] == INFINITY || C->col_err[j] == INFINITY;
-    if (!dead) {
-        __atomic_fetch_add(&C->uncertified, 1, __ATOMIC_RELAXED);
-        if (!C->fix)
-            return;
-    }
-    /* the dot product as the data stand (v itself, e = 0); where that overflows but the
-     * data are finite, again in the units of C' (then alpha can still bring it back) */
+    if (dead)
+        return 1;
+    __atomic_fetch_add(&C->uncertified, 1, __ATOMIC_RELAXED);
+    return C->fix;
+}
+
+/* The recomputed entry from rows x of L and y of R: the dot product as the data stand
+ * (v itself, e = 0); where that overflows but the data are finite, again in the units of
+ * C' (then alpha can still bring it back). */
+static void cert_redo(const emublas_oz_cert *C, int64_t i, int64_t j, cert_row x, cert_row y, int si, int sj,
+                      double *cr, double *ci, int *e)
+{
+    const int dead = C->row_err[i] == INFINITY || C->col_err[j] == INFINITY;
     double r, q;
-    cert_dot(C, i, j, 0, 0, &r, &q);
+    cert_dot(C, x, y, 0, 0, &r, &q);
     if (!dead && !(fabs(r) <= DBL_MAX && fabs(q) <= DBL_MAX)) {
-        cert_dot(C, i, j, si, sj, cr, ci);
+        cert_dot(C, x, y, si, sj, cr, ci);
         return;
     }
     *cr = r;
     *ci = q;
     *e = 0;
+}
+
+/* Entries a thread's list holds at most (16 MiB of pairs): past it, or where the list
+ * cannot grow, an entry is recomputed at once, in place (same bits, slower). */
+#define FIX_LIST_MAX ((int64_t)1 << 20)
+
+/* Entry (i, j) left to the fallback pass (its output keeps c until then): 1, or 0 when
+ * the list is full (the caller then recomputes it at once). */
+static int fix_defer(fin_job *J, int tid, int64_t i, int64_t j)
+{
+    struct fix_list *L = &J->fix[tid];
+    if (L->n >= FIX_LIST_MAX)
+        return 0;
+    if (L->n == L->cap) {
+        const int64_t cap = L->cap ? 2 * L->cap : 256;
+        int64_t *v = realloc(L->ij, sizeof(int64_t) * 2 * (size_t)cap);
+        if (!v)
+            return 0;
+        L->ij = v;
+        L->cap = cap;
+    }
+    L->ij[2 * L->n] = i;
+    L->ij[2 * L->n + 1] = j;
+    L->n++;
+    return 1;
+}
+
+/* A rejected entry recomputed at once from the factors as they lie (no list room). */
+static void cert_fail_now(fin_job *J, int64_t i, int64_t j, double *cr, double *ci, int *e)
+{
+    const emublas_oz_cert *C = J->cert;
+    cert_redo(C, i, j, row_of(C, C->Lr, C->Li, i, C->rsl, C->csl), row_of(C, C->Rr, C->Ri, j, C->rsr, C->csr),
+              J->rsh[i], J->csh[j], cr, ci, e);
 }
 
 /* C' from the three exact sums at p (see emublas_cpu.h): the carries, then S - Q*P. */
@@ -184,7 +250,7 @@ OZ_INLINE void fin_combine(const fin_job *J, double vr, double vi, int e, double
     }
 }
 
-static void fin_cols_generic(fin_job *J, int64_t j0, int64_t j1)
+static void fin_cols_generic(fin_job *J, int tid, int64_t j0, int64_t j1)
 {
     for (int64_t j = j0; j < j1; j++) {
         int64_t i0, i1;
@@ -194,8 +260,11 @@ static void fin_cols_generic(fin_job *J, int64_t j0, int64_t j1)
             int e = clamp_exp(-((int64_t)J->rsh[i] + (int64_t)J->csh[j]));
             double vr = crt_rep(J, J->ra + a);
             double vi = J->ia ? crt_rep(J, J->ia + a) : 0.0;
-            if (J->cert && !cert_ok(J->cert, i, j, vr, vi))
-                cert_fail(J->cert, i, j, J->rsh[i], J->csh[j], &vr, &vi, &e);
+            if (J->cert && !cert_ok(J->cert, i, j, vr, vi) && cert_reject(J->cert, i, j)) {
+                if (fix_defer(J, tid, i, j))
+                    continue;
+                cert_fail_now(J, i, j, &vr, &vi, &e);
+            }
             double cr = 0, ci = 0, re, im;
             if (!J->beta0)
                 fin_load_c(J, off, &cr, &ci);
@@ -265,7 +334,7 @@ OZ_TARGET OZ_INLINE __mmask8 vcert_bad(const emublas_oz_cert *C, int64_t i, int6
     return (__mmask8)(k & ~(ok | zero | (wzero & ~dead)));
 }
 
-OZ_TARGET static void fin_cols_simd(fin_job *J, int64_t j0, int64_t j1)
+OZ_TARGET static void fin_cols_simd(fin_job *J, int tid, int64_t j0, int64_t j1)
 {
     const __m512d ar = _mm512_set1_pd(J->ar), ai = _mm512_set1_pd(J->ai);
     const __m512d br = _mm512_set1_pd(J->br), bi = _mm512_set1_pd(J->bi);
@@ -286,16 +355,20 @@ OZ_TARGET static void fin_cols_simd(fin_job *J, int64_t j0, int64_t j1)
             __m512d e = _mm512_sub_pd(ncs, rs);
             __m512d cr_ = vcrt_rep(J, J->ra + a, k);
             __m512d ci_ = J->ia ? vcrt_rep(J, J->ia + a, k) : _mm512_setzero_pd();
-            __mmask8 bad = J->cert ? vcert_bad(J->cert, i, j, k, cr_, ci_) : 0;
+            __mmask8 bad = J->cert ? vcert_bad(J->cert, i, j, k, cr_, ci_) : 0, skip = 0;
             if (bad) {
                 double br_[8], bi_[8], be_[8];
                 _mm512_storeu_pd(br_, cr_);
                 _mm512_storeu_pd(bi_, ci_);
                 _mm512_storeu_pd(be_, e);
                 for (int q = 0; q < n; q++)
-                    if (bad >> q & 1) {
+                    if ((bad >> q & 1) && cert_reject(J->cert, i + q, j)) {
+                        if (fix_defer(J, tid, i + q, j)) {
+                            skip |= (__mmask8)(1u << q);
+                            continue;
+                        }
                         int eq = clamp_exp((int64_t)be_[q]);
-                        cert_fail(J->cert, i + q, j, J->rsh[i + q], J->csh[j], &br_[q], &bi_[q], &eq);
+                        cert_fail_now(J, i + q, j, &br_[q], &bi_[q], &eq);
                         be_[q] = eq;
                     }
                 cr_ = _mm512_loadu_pd(br_);
@@ -303,7 +376,7 @@ OZ_TARGET static void fin_cols_simd(fin_job *J, int64_t j0, int64_t j1)
                 e = _mm512_loadu_pd(be_);
             }
             const __m512d vr = cr_, vi = ci_; /* alpha first, then the power of two, as fin_combine */
-            const int fast = n == 8 && J->rso == 1;
+            const int fast = n == 8 && J->rso == 1 && !skip; /* deferred lanes keep c: stored one by one */
             __m512d cr = _mm512_setzero_pd(), ci = cr, re, im;
             if (!J->beta0) {
                 if (fast) {
@@ -368,7 +441,8 @@ OZ_TARGET static void fin_cols_simd(fin_job *J, int64_t j0, int64_t j1)
                 _mm512_storeu_pd(bufr, re);
                 _mm512_storeu_pd(bufi, im);
                 for (int q = 0; q < n; q++)
-                    fin_store(J, off + q * J->rso, bufr[q], bufi[q]);
+                    if (!(skip >> q & 1))
+                        fin_store(J, off + q * J->rso, bufr[q], bufi[q]);
             }
         }
     }
@@ -382,11 +456,108 @@ static void fin_task(void *ctx, int tid, int nt)
     split_cols(J->m, J->n, J->uplo, tid, nt, &j0, &j1);
 #if EMUBLAS_X86
     if (J->simd) {
-        fin_cols_simd(J, j0, j1);
+        fin_cols_simd(J, tid, j0, j1);
         return;
     }
 #endif
-    fin_cols_generic(J, j0, j1);
+    fin_cols_generic(J, tid, j0, j1);
+}
+
+/* ---- the fallback pass ---------------------------------------------------------
+ * The deferred entries, sorted by row, recomputed with each row of L copied once into a
+ * contiguous buffer (and each row of R that is not contiguous as it is needed): a row of a
+ * column-major factor lies a whole column apart element to element, so reading it afresh
+ * for every entry of the row cost a cache miss per element.  Same arithmetic as in place:
+ * the copies are exact (float32 to float64), the dot products run in the same order. */
+
+typedef struct {
+    fin_job *J;
+    const int64_t *ij; /* sorted pairs */
+    int64_t n;
+} fix_job;
+
+static int cmp_pair(const void *a, const void *b)
+{
+    const int64_t *x = a, *y = b;
+    return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : (x[1] < y[1] ? -1 : x[1] > y[1]);
+}
+
+/* Row r of a factor (re, im strided) into buf (2k doubles: re, then im), as a cert_row. */
+static cert_row pack_row(const emublas_oz_cert *C, cert_row x, double *buf)
+{
+    if (!buf || (x.dtype == 1 && x.stride == 1))
+        return x;
+    for (int64_t l = 0; l < C->k; l++)
+        buf[l] = cert_load(x.dtype, x.re, l * x.stride);
+    if (x.im)
+        for (int64_t l = 0; l < C->k; l++)
+            buf[C->k + l] = cert_load(x.dtype, x.im, l * x.stride);
+    return (cert_row){buf, x.im ? buf + C->k : NULL, 1, 1};
+}
+
+static void fix_task(void *ctx, int tid, int nt)
+{
+    fix_job *F = ctx;
+    fin_job *J = F->J;
+    const emublas_oz_cert *C = J->cert;
+    /* this thread's share, cut at row boundaries */
+    int64_t a = F->n * tid / nt, b = F->n * (tid + 1) / nt;
+    while (a > 0 && a < F->n && F->ij[2 * a] == F->ij[2 * a - 2])
+        a++;
+    while (b > 0 && b < F->n && F->ij[2 * b] == F->ij[2 * b - 2])
+        b++;
+    const size_t len = sizeof(double) * 2 * (size_t)(C->k > 0 ? C->k : 1);
+    double *lb = malloc(len), *rb = malloc(len); /* NULL: the rows as they lie (slower, same bits) */
+    int64_t row = -1;
+    cert_row x = {0};
+    for (int64_t q = a; q < b; q++) {
+        const int64_t i = F->ij[2 * q], j = F->ij[2 * q + 1];
+        if (i != row) {
+            x = pack_row(C, row_of(C, C->Lr, C->Li, i, C->rsl, C->csl), lb);
+            row = i;
+        }
+        const cert_row y = pack_row(C, row_of(C, C->Rr, C->Ri, j, C->rsr, C->csr), rb);
+        int e = clamp_exp(-((int64_t)J->rsh[i] + (int64_t)J->csh[j]));
+        double vr, vi, cr = 0, ci = 0, re, im;
+        cert_redo(C, i, j, x, y, J->rsh[i], J->csh[j], &vr, &vi, &e);
+        const int64_t off = i * J->rso + j * J->cso;
+        if (!J->beta0)
+            fin_load_c(J, off, &cr, &ci);
+        fin_combine(J, vr, vi, e, cr, ci, &re, &im);
+        fin_store(J, off, re, im);
+    }
+    free(lb);
+    free(rb);
+}
+
+/* The deferred entries of every thread's list, recomputed; the lists freed. */
+static void fix_pass(fin_job *J, int nt, int nthreads)
+{
+    int64_t total = 0;
+    for (int t = 0; t < nt; t++)
+        total += J->fix[t].n;
+    int64_t *ij = total ? malloc(sizeof(int64_t) * 2 * (size_t)total) : NULL;
+    if (total && !ij) { /* no room to merge: each list on its own, in place */
+        for (int t = 0; t < nt; t++) {
+            fix_job F = {J, J->fix[t].ij, J->fix[t].n};
+            fix_task(&F, 0, 1);
+        }
+    } else if (total) {
+        int64_t at = 0;
+        for (int t = 0; t < nt; t++) {
+            memcpy(ij + 2 * at, J->fix[t].ij, sizeof(int64_t) * 2 * (size_t)J->fix[t].n);
+            at += J->fix[t].n;
+        }
+        qsort(ij, (size_t)total, 2 * sizeof(int64_t), cmp_pair);
+        fix_job F = {J, ij, total};
+        int ft = oz_threads(nthreads, (double)total * (double)(J->cert->k > 0 ? J->cert->k : 1) * 4);
+        if (ft > total)
+            ft = (int)total;
+        emublas__parallel(fix_task, &F, ft);
+    }
+    free(ij);
+    for (int t = 0; t < nt; t++)
+        free(J->fix[t].ij);
 }
 
 int emublas_oz_crt_finalize(int64_t m, int64_t n, const double *re_acc, const double *im_acc, int64_t plane,
@@ -420,5 +591,7 @@ int emublas_oz_crt_finalize(int64_t m, int64_t n, const double *re_acc, const do
     if (nt > n)
         nt = (int)n;
     emublas__parallel(fin_task, &J, nt);
+    if (J.cert)
+        fix_pass(&J, nt, nthreads);
     return EMUBLAS_OK;
 }
