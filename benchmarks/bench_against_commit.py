@@ -105,7 +105,8 @@ def main() -> None:
             rows[t].append(run(path, args.n, args.reps, args.device, args.phi))
     native = "cuBLAS" if args.device == "gpu" else "OpenBLAS"
     print(
-        f"{args.device}, n = {args.n}, 16 moduli, accurate, phi = {args.phi:g}; medians over {args.rounds} rounds [min-max]"
+        f"{args.device}, n = {args.n}, 16 moduli, accurate, phi = {args.phi:g};"
+        f" medians over {args.rounds} rounds [min-max]"
     )
     for op in ("dgemm", "zgemm"):
         med = {}
