@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cache, lru_cache
-from math import ceil, gcd, log2, prod
+from math import ceil, floor, gcd, log2, prod
 
 import numpy as np
 
@@ -184,7 +184,7 @@ def _pieces(x: int, e_top: int, beta: int) -> tuple[list[Fraction], Fraction]:
     rest = Fraction(x)
     for s in (1, 2, 3):
         g = Fraction(2) ** (e_top - s * beta)
-        piece = (rest / g + Fraction(1, 2)).__floor__() * g
+        piece = floor(rest / g + Fraction(1, 2)) * g
         out.append(piece)
         rest -= piece
     return out, rest
