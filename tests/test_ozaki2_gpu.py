@@ -362,6 +362,37 @@ def test_recomputed_entries_match_cpu_bit_for_bit(emublas, cp, rng, dtype, trans
     np.testing.assert_array_equal(dev, host)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128"])
+@pytest.mark.parametrize("trans_a,trans_b", [(0, 0), (1, 2)])
+def test_sparse_and_dense_fallback_match_cpu_bit_for_bit(emublas, cp, rng, dtype, trans_a, trans_b):
+    """Rows whose weight the truncation loses are uncertified, the rest certified: two lone
+    rows leave their tiles within the one-thread-per-entry limit, a band of 64 rows fills
+    whole tiles past it.  Both fix passes give the CPU's dot products bit for bit."""
+    from emublas._kernels.constants import OZ_FIX_SPARSE
+
+    m, n, k = 200, 150, 53
+    a, b = randn(rng, (m, k), dtype), randn(rng, (k, n), dtype)
+    rows = [5, 40, *range(100, 164)]
+    a[rows, 0] = 2.0**60  # the row's scale: its other entries are truncated away
+    b[0, :] = 2.0**-60  # so the huge entry meets only tiny ones: the lost entries carry the sum
+    c = randn(rng, (m, n), dtype)
+    op = {0: lambda x: x, 1: lambda x: x.T.copy(), 2: lambda x: x.conj().T.copy()}
+    tb = trans_b if np.dtype(dtype).kind == "c" else min(trans_b, 1)
+    a, b = op[trans_a](a), op[tb](b)
+    host, dev = _both(
+        emublas,
+        cp,
+        "gemm",
+        (0.75, a, b, 0.5),
+        {"trans_a": trans_a, "trans_b": tb, "moduli": 16, "mode": "accurate"},
+        c=c,
+    )
+    emublas.synchronize()
+    assert emublas.ozaki2.last_run()["uncertified"] == len(rows) * n
+    assert 32 <= OZ_FIX_SPARSE < 28 * 32  # a lone row puts 32 in a tile, the band 28 x 32
+    np.testing.assert_array_equal(dev, host)
+
+
 @pytest.mark.parametrize("routine,dtype", [("syrk", "float64"), ("herk", "complex128")])
 @pytest.mark.parametrize("lower", [0, 1])
 def test_recomputed_rank_k_triangle_matches_cpu(emublas, cp, rng, routine, dtype, lower):

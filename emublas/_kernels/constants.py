@@ -26,6 +26,7 @@ __all__ = [
     "I8GEMM_K_EXACT",
     "OZ_K_CHUNK",
     "OZ_DEAD",
+    "OZ_FIX_SPARSE",
 ]
 
 #: File name of the shared header.
@@ -114,3 +115,5 @@ I8GEMM_K_EXACT: int = _VALUES["EMUBLAS_I8GEMM_K_EXACT"]
 OZ_K_CHUNK: int = _VALUES["EMUBLAS_OZ_K_CHUNK"]
 #: The shift of a row holding NaN or Inf.
 OZ_DEAD: int = _VALUES["EMUBLAS_OZ_DEAD"]
+#: Flagged entries per 32 x 32 tile that the GPU fallback recomputes one by one.
+OZ_FIX_SPARSE: int = _VALUES["EMUBLAS_OZ_FIX_SPARSE"]

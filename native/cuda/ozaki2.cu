@@ -544,6 +544,7 @@ extern "C" __global__ void __launch_bounds__(256) oz_wmax_rows(long long rows, l
  * (and recompute) the same entries and stay bit-identical.
  */
 #define OZ_NEG_INF (__longlong_as_double((long long)0xfff0000000000000ULL))
+#define OZ_FIX_SPARSE EMUBLAS_OZ_FIX_SPARSE
 
 struct oz_cert {
     const double *row_err, *col_err;
@@ -557,11 +558,15 @@ struct oz_cert {
     long long rsl, csl, rsr, csr, k;
     int conj_l, conj_r;
     unsigned long long *uncertified;
-    /* with fix: the entries to recompute are flagged here (block-local i + j*ldm) and in a
-     * flag per 32 x 32 tile (ti + tj*ntr); oz_fix_tiles recomputes them afterwards */
+    /* with fix: the entries to recompute are flagged here (block-local i + j*ldm) and
+     * counted per 32 x 32 tile (ti + tj*ntr); a tile's first OZ_FIX_SPARSE + 1 entries
+     * also go to list (nlist of them).  oz_fix_entries recomputes the entries of blocks
+     * whose tiles all stay within OZ_FIX_SPARSE, oz_fix_tiles the other blocks whole. */
     unsigned char *mask;
     int *tiles;
     long long ldm, ntr;
+    unsigned int *nlist;
+    int2 *list;
 };
 
 __device__ __forceinline__ int floor_log2(double a) /* a > 0, finite */
@@ -752,9 +757,12 @@ __device__ __forceinline__ void final_entry(const double *re, const double *im, 
             atomicAdd(C.uncertified, 1ULL);
             redo = C.fix;
         }
-        if (redo) { /* left to oz_fix_tiles, which reads out's c and writes the entry */
+        if (redo) { /* left to the fix passes, which read out's c and write the entry */
             C.mask[li + lj * C.ldm] = 1;
-            C.tiles[li / 32 + (lj / 32) * C.ntr] = 1;
+            int *t = &C.tiles[li / 32 + (lj / 32) * C.ntr];
+            /* past the limit the tile is recomputed whole: no more counting or listing */
+            if (*t <= OZ_FIX_SPARSE && atomicAdd(t, 1) <= OZ_FIX_SPARSE)
+                C.list[atomicAdd(C.nlist, 1u)] = make_int2((int)li, (int)lj);
             return;
         }
     }
@@ -1050,12 +1058,12 @@ __device__ __forceinline__ void crt_final(
         const int *col_budget, int fix, int fdtype, const void *Lr, const void *Li, const void *Rr,             \
         const void *Ri, long long rsl, long long csl, long long rsr, long long csr, long long k, int conj_l,     \
         int conj_r, unsigned long long *uncertified, unsigned char *mask, int *tiles, long long ldm,            \
-        long long ntr, int lwpc
+        long long ntr, unsigned int *nlist, int2 *list, int lwpc
 
 #define OZ_CRT_TAIL_CALL(CPLX, ENT, FUSED, TWO)                                                                      \
     const oz_cert C = {row_err, col_err, crt_err, target, W, ldw, row_wsum, col_wsum, row_budget,               \
                        col_budget, fix, fdtype, Lr, Li, Rr, Ri, rsl, csl, rsr, csr, k, conj_l, conj_r,          \
-                       uncertified, mask, tiles, ldm, ntr};                                                      \
+                       uncertified, mask, tiles, ldm, ntr, nlist, list};                                         \
     const oz_crtk K = {P1, P2, P3, Pinv, u1, iu1, u2, iu2};                                                    \
     crt_final<CPLX, ENT, FUSED, TWO>(rows, cols, r0, j0, S, nterms, part, bw, K, row_shift,                      \
                                 col_shift, ar, ai, br, bi, beta0, dtype, out, rso, cso, uplo,                    \
@@ -1181,46 +1189,101 @@ __device__ void fix_block(long long rows, long long cols, long long r0, long lon
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256) oz_fix_tiles(
-    long long rows, long long cols, long long r0, long long j0, const int *row_shift, const int *col_shift,
-    double ar, double ai, double br, double bi, int beta0, int dtype, void *out, long long rso, long long cso,
-    const double *row_err, const double *col_err, int fdtype, const void *Lr, const void *Li, const void *Rr,
-    const void *Ri, long long rsl, long long csl, long long rsr, long long csr, long long k, int conj_l,
-    int conj_r, const unsigned char *mask, const int *tiles, long long ldm, long long ntr)
+/* Whether 64 x 64 block (bx, by) is recomputed whole: one of its 32 x 32 flag tiles (rows
+ * 2bx, 2bx+1 and columns 2by, 2by+1 of the tile grid) holds more than OZ_FIX_SPARSE. */
+__device__ __forceinline__ bool fix_dense(const int *tiles, long long ntr, long long ntc, long long bx,
+                                          long long by)
 {
-    /* the block's flag tiles: rows 2x, 2x+1 and columns 2y, 2y+1 of the 32 x 32 tile grid */
-    const long long ntc = (cols + 31) / 32, tr = 2LL * blockIdx.x, tc = 2LL * blockIdx.y;
-    int any = tiles[tr + tc * ntr];
-    if (tr + 1 < ntr)
-        any |= tiles[tr + 1 + tc * ntr];
-    if (tc + 1 < ntc) {
-        any |= tiles[tr + (tc + 1) * ntr];
-        if (tr + 1 < ntr)
-            any |= tiles[tr + 1 + (tc + 1) * ntr];
-    }
-    if (!any)
-        return;
-    oz_cert C = {};
-    C.row_err = row_err;
-    C.col_err = col_err;
-    C.dtype = fdtype;
-    C.Lr = Lr;
-    C.Li = Li;
-    C.Rr = Rr;
-    C.Ri = Ri;
-    C.rsl = rsl;
-    C.csl = csl;
-    C.rsr = rsr;
-    C.csr = csr;
-    C.k = k;
-    C.conj_l = conj_l;
-    C.conj_r = conj_r;
+    bool dense = false;
+    for (long long c = 2 * by; c < 2 * by + 2 && c < ntc; c++)
+        for (long long r = 2 * bx; r < 2 * bx + 2 && r < ntr; r++)
+            dense |= tiles[r + c * ntr] > OZ_FIX_SPARSE;
+    return dense;
+}
+
+/* The fix passes' arguments: the output's, then the factors' (as cert_args passes them). */
+#define OZ_FIX_PARAMS                                                                                            \
+    long long rows, long long cols, long long r0, long long j0, const int *row_shift, const int *col_shift,     \
+        double ar, double ai, double br, double bi, int beta0, int dtype, void *out, long long rso,              \
+        long long cso, const double *row_err, const double *col_err, int fdtype, const void *Lr,                \
+        const void *Li, const void *Rr, const void *Ri, long long rsl, long long csl, long long rsr,            \
+        long long csr, long long k, int conj_l, int conj_r, const unsigned char *mask, const int *tiles,        \
+        long long ldm, long long ntr
+
+#define OZ_FIX_CERT                                                                                              \
+    oz_cert C = {};                                                                                              \
+    C.row_err = row_err;                                                                                         \
+    C.col_err = col_err;                                                                                         \
+    C.dtype = fdtype;                                                                                            \
+    C.Lr = Lr;                                                                                                   \
+    C.Li = Li;                                                                                                   \
+    C.Rr = Rr;                                                                                                   \
+    C.Ri = Ri;                                                                                                   \
+    C.rsl = rsl;                                                                                                 \
+    C.csl = csl;                                                                                                 \
+    C.rsr = rsr;                                                                                                 \
+    C.csr = csr;                                                                                                 \
+    C.k = k;                                                                                                     \
+    C.conj_l = conj_l;                                                                                           \
+    C.conj_r = conj_r
+
+extern "C" __global__ void __launch_bounds__(256) oz_fix_tiles(OZ_FIX_PARAMS)
+{
+    if (!fix_dense(tiles, ntr, (cols + 31) / 32, blockIdx.x, blockIdx.y))
+        return; /* nothing flagged, or few enough for oz_fix_entries */
+    OZ_FIX_CERT;
     if (Li != nullptr)
         fix_block<true>(rows, cols, r0, j0, row_shift, col_shift, ar, ai, br, bi, beta0, dtype, out, rso, cso, C,
                         mask, ldm);
     else
         fix_block<false>(rows, cols, r0, j0, row_shift, col_shift, ar, ai, br, bi, beta0, dtype, out, rso, cso, C,
                          mask, ldm);
+}
+
+/* The listed entries of blocks that fix_dense leaves alone, one thread each: the same
+ * in-order fma sequence as fix_block's (and cert_dot's), so the same values bit for bit.
+ * The list's length is read here, so the launch (a fixed grid, strided) needs no host
+ * read. */
+template <bool CPLX> __device__ void fix_entry(const oz_cert &C, long long gi, long long gj, double &sr, double &si)
+{
+    sr = 0.0;
+    si = 0.0;
+    for (long long l = 0; l < C.k; l++) {
+        const long long ol = gi * C.rsl + l * C.csl, orr = gj * C.rsr + l * C.csr;
+        const double xr = cert_load(C.dtype, C.Lr, ol), yr = cert_load(C.dtype, C.Rr, orr);
+        sr = fma(xr, yr, sr);
+        if (CPLX) {
+            double xi = cert_load(C.dtype, C.Li, ol), yi = cert_load(C.dtype, C.Ri, orr);
+            if (C.conj_l)
+                xi = -xi;
+            if (C.conj_r)
+                yi = -yi;
+            sr = fma(-xi, yi, sr);
+            si = fma(xr, yi, si);
+            si = fma(xi, yr, si);
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) oz_fix_entries(OZ_FIX_PARAMS, const unsigned int *nlist,
+                                                                 const int2 *list)
+{
+    OZ_FIX_CERT;
+    const long long n = *nlist, ntc = (cols + 31) / 32;
+    for (long long p = blockIdx.x * (long long)blockDim.x + threadIdx.x; p < n; p += (long long)gridDim.x * blockDim.x) {
+        const int2 e = list[p];
+        if (fix_dense(tiles, ntr, ntc, e.x / 64, e.y / 64))
+            continue; /* oz_fix_tiles' */
+        const long long gi = r0 + e.x, gj = j0 + e.y;
+        double sr, si, vr, vi;
+        int ee;
+        if (Li != nullptr)
+            fix_entry<true>(C, gi, gj, sr, si);
+        else
+            fix_entry<false>(C, gi, gj, sr, si);
+        fallback_entry(C, gi, gj, row_shift[gi], col_shift[gj], sr, si, vr, vi, ee);
+        store_entry(vr, vi, ee, ar, ai, br, bi, beta0, dtype, out, gi * rso + gj * cso);
+    }
 }
 
 /* ---- exact integer products (intmatmul) -----------------------------------

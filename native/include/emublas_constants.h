@@ -44,6 +44,12 @@
  * of the GPU padding, so that every chunk starts on a padded boundary. */
 #define EMUBLAS_OZ_K_CHUNK (EMUBLAS_I8GEMM_K_EXACT - EMUBLAS_OZ_PAD)
 
+/* Entries of one 32 x 32 output tile that the GPU fallback recomputes one thread per
+ * entry; a 64 x 64 block with a tile holding more is recomputed as a whole
+ * (register-blocked), which costs about as much as this many single entries
+ * times the four tiles. */
+#define EMUBLAS_OZ_FIX_SPARSE 64
+
 /* The shift of a row holding NaN or Inf (INT32_MIN): its residues are zero and
  * the finalize takes its entries from a float64 dot product of the data. */
 #define EMUBLAS_OZ_DEAD (-2147483647 - 1)

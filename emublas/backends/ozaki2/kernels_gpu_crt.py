@@ -1,5 +1,5 @@
 """Python side of the Ozaki-II GPU CRT passes (``native/cuda/ozaki2.cu``): int32 products to
-int8 CRT terms, the certified final pass and the tiled fallback that recomputes the entries it
+int8 CRT terms, the certified final pass and the fallback that recomputes the entries it
 flags.
 
 Queued on cupy's current stream; nothing here waits for the device.
@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._kernels.constants import OZ_FIX_SPARSE as FIX_SPARSE
 from .kernels_gpu import MAX_TERMS, PAD, _fn, _i32, _i64, _ptr, _views
+
+# oz_fix_entries' grid: enough threads to fill an H200 (132 SMs) a few times over; its
+# blocks stride over the list, whose length only the device knows
+_FIX_ENTRY_BLOCKS = 132 * 8
 
 __all__ = ["terms", "crt_final", "cert_args", "MAX_TERMS"]
 
@@ -146,8 +151,10 @@ def cert_args(cert, w_j0: int = 0, flags=None) -> tuple:
     w_j0 : int, optional
         First column of W that ``cert["W"]`` holds (a device-local column block).
     flags : tuple, optional
-        ``(mask, tiles, ldm, ntr)``: where the final pass flags the entries that
-        :func:`crt_final`'s fix pass recomputes; None: no fix pass.
+        ``(mask, tiles, ldm, ntr, nlist, entries)``: where the final pass flags
+        the entries that :func:`crt_final`'s fix passes recompute (a byte per
+        entry, a count per 32 × 32 tile, and the list of the entries of tiles
+        within :data:`~emublas._kernels.constants.OZ_FIX_SPARSE`); None: no fix pass.
 
     Returns
     -------
@@ -185,6 +192,8 @@ def cert_args(cert, w_j0: int = 0, flags=None) -> tuple:
             _ptr(0),
             _i64(0),
             _i64(0),
+            _ptr(0),
+            _ptr(0),
         )
     W = cert.get("W")
     if W is not None:
@@ -201,7 +210,7 @@ def cert_args(cert, w_j0: int = 0, flags=None) -> tuple:
         w = (_ptr(0), _i64(0), _ptr(0), _ptr(0), _ptr(0), _ptr(0))
     # the factors travel even without fix: rows with NaN/Inf are always finished from them
     f = (_i32(bool(cert["fix"])), *_factor_args(cert))
-    mask, tiles, ldm, ntr = flags
+    mask, tiles, ldm, ntr, nlist, entries = flags
     return (
         _i32(1),
         _ptr(cert["row_err"].data.ptr),
@@ -215,6 +224,8 @@ def cert_args(cert, w_j0: int = 0, flags=None) -> tuple:
         tiles,
         _i64(ldm),
         _i64(ntr),
+        nlist,
+        entries,
     )
 
 
@@ -285,9 +296,12 @@ def crt_final(
 
     Notes
     -----
-    With ``cert``, a second kernel recomputes the flagged 32 × 32 tiles' entries
-    (uncertified, or in NaN/Inf rows) as float64 dot products; unflagged tiles
-    return at once.
+    With ``cert``, two more kernels recompute the flagged entries (uncertified,
+    or in NaN/Inf rows) as float64 dot products in k order: one thread per
+    entry where no 32 × 32 tile of its 64 × 64 block holds more than
+    :data:`~emublas._kernels.constants.OZ_FIX_SPARSE` of them, the block
+    register-blocked as a whole otherwise.  Both read the counts on the device,
+    so nothing waits for the host; blocks with nothing to do return at once.
     """
     if ldt % 4:
         raise ValueError("term planes need a leading dimension divisible by 4")
@@ -316,7 +330,12 @@ def crt_final(
         import cupy
 
         ntr, ntc = (rows + 31) // 32, (cols + 31) // 32
-        flags = (cupy.zeros(rows * cols, np.uint8), cupy.zeros(ntr * ntc, np.int32), rows, ntr)
+        # a tile lists at most FIX_SPARSE + 1 entries, so the list cannot overflow; its
+        # length is the int after the tile counts
+        tiles = cupy.zeros(ntr * ntc + 1, np.int32)
+        entries = cupy.empty((ntr * ntc * (FIX_SPARSE + 1), 2), np.int32)
+        nlist = _ptr(tiles.data.ptr + 4 * ntr * ntc)
+        flags = (cupy.zeros(rows * cols, np.uint8), tiles, rows, ntr, nlist, entries)
     _fn(kernel + ("_cplx" if cplx else "_real"))(
         grid,
         (256,),
@@ -346,33 +365,34 @@ def crt_final(
             _i32(wpc.bit_length() - 1),
         ),
     )
-    if flags is not None:  # the flagged tiles recomputed as float64 dot products (the others return at once)
-        mask, tiles, ldm, ntr = flags
-        _fn("oz_fix_tiles")(
-            ((rows + 63) // 64, (cols + 63) // 64),  # 64 x 64 blocks: 2 x 2 flag tiles each
-            (256,),
-            (
-                _i64(rows),
-                _i64(cols),
-                _i64(r0),
-                _i64(j0),
-                row_shift_d,
-                col_shift_d,
-                np.float64(alpha.real),
-                np.float64(alpha.imag),
-                np.float64(beta.real),
-                np.float64(beta.imag),
-                _i32(beta == 0),
-                _i32(code),
-                _ptr(out.data.ptr - out_j0 * cso * size),
-                _i64(rso),
-                _i64(cso),
-                cert["row_err"],
-                cert["col_err"],
-                *_factor_args(cert),
-                mask,
-                tiles,
-                _i64(ldm),
-                _i64(ntr),
-            ),
-        )
+    if flags is None:
+        return
+    mask, tiles, ldm, ntr, nlist, entries = flags
+    fix = (
+        _i64(rows),
+        _i64(cols),
+        _i64(r0),
+        _i64(j0),
+        row_shift_d,
+        col_shift_d,
+        np.float64(alpha.real),
+        np.float64(alpha.imag),
+        np.float64(beta.real),
+        np.float64(beta.imag),
+        _i32(beta == 0),
+        _i32(code),
+        _ptr(out.data.ptr - out_j0 * cso * size),
+        _i64(rso),
+        _i64(cso),
+        cert["row_err"],
+        cert["col_err"],
+        *_factor_args(cert),
+        mask,
+        tiles,
+        _i64(ldm),
+        _i64(ntr),
+    )
+    # the flagged entries as float64 dot products: the dense blocks whole (64 x 64 blocks of
+    # 2 x 2 flag tiles; the others return at once), then the listed ones of the other blocks
+    _fn("oz_fix_tiles")(((rows + 63) // 64, (cols + 63) // 64), (256,), fix)
+    _fn("oz_fix_entries")((_FIX_ENTRY_BLOCKS,), (256,), (*fix, nlist, entries))
