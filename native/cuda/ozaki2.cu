@@ -559,14 +559,11 @@ struct oz_cert {
     int conj_l, conj_r;
     unsigned long long *uncertified;
     /* with fix: the entries to recompute are flagged here (block-local i + j*ldm) and
-     * counted per 32 x 32 tile (ti + tj*ntr); a tile's first OZ_FIX_SPARSE + 1 entries
-     * also go to list (nlist of them).  oz_fix_entries recomputes the entries of blocks
-     * whose tiles all stay within OZ_FIX_SPARSE, oz_fix_tiles the other blocks whole. */
+     * counted per 32 x 32 tile (ti + tj*ntr), up to OZ_FIX_SPARSE + 1; the fix passes
+     * recompute them afterwards (oz_fix_tiles, oz_fix_collect, oz_fix_entries) */
     unsigned char *mask;
     int *tiles;
     long long ldm, ntr;
-    unsigned int *nlist;
-    int2 *list;
 };
 
 __device__ __forceinline__ int floor_log2(double a) /* a > 0, finite */
@@ -760,9 +757,8 @@ __device__ __forceinline__ void final_entry(const double *re, const double *im, 
         if (redo) { /* left to the fix passes, which read out's c and write the entry */
             C.mask[li + lj * C.ldm] = 1;
             int *t = &C.tiles[li / 32 + (lj / 32) * C.ntr];
-            /* past the limit the tile is recomputed whole: no more counting or listing */
-            if (*t <= OZ_FIX_SPARSE && atomicAdd(t, 1) <= OZ_FIX_SPARSE)
-                C.list[atomicAdd(C.nlist, 1u)] = make_int2((int)li, (int)lj);
+            if (*t <= OZ_FIX_SPARSE) /* past the limit the count no longer matters */
+                atomicAdd(t, 1);
             return;
         }
     }
@@ -1058,12 +1054,12 @@ __device__ __forceinline__ void crt_final(
         const int *col_budget, int fix, int fdtype, const void *Lr, const void *Li, const void *Rr,             \
         const void *Ri, long long rsl, long long csl, long long rsr, long long csr, long long k, int conj_l,     \
         int conj_r, unsigned long long *uncertified, unsigned char *mask, int *tiles, long long ldm,            \
-        long long ntr, unsigned int *nlist, int2 *list, int lwpc
+        long long ntr, int lwpc
 
 #define OZ_CRT_TAIL_CALL(CPLX, ENT, FUSED, TWO)                                                                      \
     const oz_cert C = {row_err, col_err, crt_err, target, W, ldw, row_wsum, col_wsum, row_budget,               \
                        col_budget, fix, fdtype, Lr, Li, Rr, Ri, rsl, csl, rsr, csr, k, conj_l, conj_r,          \
-                       uncertified, mask, tiles, ldm, ntr, nlist, list};                                         \
+                       uncertified, mask, tiles, ldm, ntr};                                                      \
     const oz_crtk K = {P1, P2, P3, Pinv, u1, iu1, u2, iu2};                                                    \
     crt_final<CPLX, ENT, FUSED, TWO>(rows, cols, r0, j0, S, nterms, part, bw, K, row_shift,                      \
                                 col_shift, ar, ai, br, bi, beta0, dtype, out, rso, cso, uplo,                    \
@@ -1240,10 +1236,6 @@ extern "C" __global__ void __launch_bounds__(256) oz_fix_tiles(OZ_FIX_PARAMS)
                          mask, ldm);
 }
 
-/* The listed entries of blocks that fix_dense leaves alone, one thread each: the same
- * in-order fma sequence as fix_block's (and cert_dot's), so the same values bit for bit.
- * The list's length is read here, so the launch (a fixed grid, strided) needs no host
- * read. */
 template <bool CPLX> __device__ void fix_entry(const oz_cert &C, long long gi, long long gj, double &sr, double &si)
 {
     sr = 0.0;
@@ -1265,15 +1257,47 @@ template <bool CPLX> __device__ void fix_entry(const oz_cert &C, long long gi, l
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256) oz_fix_entries(OZ_FIX_PARAMS, const unsigned int *nlist,
-                                                                 const int2 *list)
+/* The flagged entries of the blocks that fix_dense leaves alone (at most 4 OZ_FIX_SPARSE
+ * each) appended to list[1 ...], list[0].x counting them: one 64 x 64 block per 256
+ * threads, as oz_fix_tiles' grid. */
+extern "C" __global__ void __launch_bounds__(256) oz_fix_collect(long long rows, long long cols,
+                                                                 const unsigned char *mask, const int *tiles,
+                                                                 long long ldm, long long ntr, int2 *list)
+{
+    __shared__ int2 found[4 * OZ_FIX_SPARSE];
+    __shared__ unsigned int nfound, base;
+    const long long ntc = (cols + 31) / 32, bi0 = 64LL * blockIdx.x, bj0 = 64LL * blockIdx.y;
+    bool any = false;
+    for (long long c = 2LL * blockIdx.y; c < 2LL * blockIdx.y + 2 && c < ntc; c++)
+        for (long long r = 2LL * blockIdx.x; r < 2LL * blockIdx.x + 2 && r < ntr; r++)
+            any |= tiles[r + c * ntr] > 0;
+    if (!any || fix_dense(tiles, ntr, ntc, blockIdx.x, blockIdx.y))
+        return;
+    if (threadIdx.x == 0)
+        nfound = 0;
+    __syncthreads();
+    for (int u = threadIdx.x; u < 64 * 64; u += 256) {
+        const long long i = bi0 + u % 64, j = bj0 + u / 64;
+        if (i < rows && j < cols && mask[i + j * ldm])
+            found[atomicAdd(&nfound, 1u)] = make_int2((int)i, (int)j);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0)
+        base = atomicAdd((unsigned int *)list, nfound);
+    __syncthreads();
+    for (unsigned int u = threadIdx.x; u < nfound; u += 256)
+        list[1 + base + u] = found[u];
+}
+
+/* The listed entries, one thread each: the same in-order fma sequence as fix_block's (and
+ * cert_dot's), so the same values bit for bit.  The list's length is read here, so the
+ * launch (a fixed grid, strided) needs no host read. */
+extern "C" __global__ void __launch_bounds__(256) oz_fix_entries(OZ_FIX_PARAMS, const int2 *list)
 {
     OZ_FIX_CERT;
-    const long long n = *nlist, ntc = (cols + 31) / 32;
+    const long long n = (unsigned int)list[0].x;
     for (long long p = blockIdx.x * (long long)blockDim.x + threadIdx.x; p < n; p += (long long)gridDim.x * blockDim.x) {
-        const int2 e = list[p];
-        if (fix_dense(tiles, ntr, ntc, e.x / 64, e.y / 64))
-            continue; /* oz_fix_tiles' */
+        const int2 e = list[1 + p];
         const long long gi = r0 + e.x, gj = j0 + e.y;
         double sr, si, vr, vi;
         int ee;

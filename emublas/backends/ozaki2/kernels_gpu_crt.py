@@ -151,10 +151,10 @@ def cert_args(cert, w_j0: int = 0, flags=None) -> tuple:
     w_j0 : int, optional
         First column of W that ``cert["W"]`` holds (a device-local column block).
     flags : tuple, optional
-        ``(mask, tiles, ldm, ntr, nlist, entries)``: where the final pass flags
-        the entries that :func:`crt_final`'s fix passes recompute (a byte per
-        entry, a count per 32 × 32 tile, and the list of the entries of tiles
-        within :data:`~emublas._kernels.constants.OZ_FIX_SPARSE`); None: no fix pass.
+        ``(mask, tiles, ldm, ntr, ...)``: where the final pass flags the entries
+        that :func:`crt_final`'s fix passes recompute (a byte per entry, and a
+        count per 32 × 32 tile up to
+        :data:`~emublas._kernels.constants.OZ_FIX_SPARSE` + 1); None: no fix pass.
 
     Returns
     -------
@@ -192,8 +192,6 @@ def cert_args(cert, w_j0: int = 0, flags=None) -> tuple:
             _ptr(0),
             _i64(0),
             _i64(0),
-            _ptr(0),
-            _ptr(0),
         )
     W = cert.get("W")
     if W is not None:
@@ -210,7 +208,7 @@ def cert_args(cert, w_j0: int = 0, flags=None) -> tuple:
         w = (_ptr(0), _i64(0), _ptr(0), _ptr(0), _ptr(0), _ptr(0))
     # the factors travel even without fix: rows with NaN/Inf are always finished from them
     f = (_i32(bool(cert["fix"])), *_factor_args(cert))
-    mask, tiles, ldm, ntr, nlist, entries = flags
+    mask, tiles, ldm, ntr = flags[:4]
     return (
         _i32(1),
         _ptr(cert["row_err"].data.ptr),
@@ -224,8 +222,6 @@ def cert_args(cert, w_j0: int = 0, flags=None) -> tuple:
         tiles,
         _i64(ldm),
         _i64(ntr),
-        nlist,
-        entries,
     )
 
 
@@ -296,12 +292,13 @@ def crt_final(
 
     Notes
     -----
-    With ``cert``, two more kernels recompute the flagged entries (uncertified,
-    or in NaN/Inf rows) as float64 dot products in k order: one thread per
-    entry where no 32 × 32 tile of its 64 × 64 block holds more than
-    :data:`~emublas._kernels.constants.OZ_FIX_SPARSE` of them, the block
-    register-blocked as a whole otherwise.  Both read the counts on the device,
-    so nothing waits for the host; blocks with nothing to do return at once.
+    With ``cert``, three more kernels recompute the flagged entries (uncertified,
+    or in NaN/Inf rows) as float64 dot products in k order: a 64 × 64 block
+    with a 32 × 32 tile holding more than
+    :data:`~emublas._kernels.constants.OZ_FIX_SPARSE` of them as a whole,
+    register-blocked; the other blocks' entries are listed and then recomputed
+    one thread each.  They read the counts on the device, so nothing waits for
+    the host; blocks with nothing to do return at once.
     """
     if ldt % 4:
         raise ValueError("term planes need a leading dimension divisible by 4")
@@ -330,12 +327,12 @@ def crt_final(
         import cupy
 
         ntr, ntc = (rows + 31) // 32, (cols + 31) // 32
-        # a tile lists at most FIX_SPARSE + 1 entries, so the list cannot overflow; its
-        # length is the int after the tile counts
-        tiles = cupy.zeros(ntr * ntc + 1, np.int32)
-        entries = cupy.empty((ntr * ntc * (FIX_SPARSE + 1), 2), np.int32)
-        nlist = _ptr(tiles.data.ptr + 4 * ntr * ntc)
-        flags = (cupy.zeros(rows * cols, np.uint8), tiles, rows, ntr, nlist, entries)
+        # the list of the entries of blocks within FIX_SPARSE per tile: at most 4 FIX_SPARSE
+        # a block, so it cannot overflow; its first pair's first int counts them
+        nblk = ((rows + 63) // 64) * ((cols + 63) // 64)
+        entries = cupy.empty((1 + nblk * 4 * FIX_SPARSE, 2), np.int32)
+        entries[0, 0] = 0
+        flags = (cupy.zeros(rows * cols, np.uint8), cupy.zeros(ntr * ntc, np.int32), rows, ntr, entries)
     _fn(kernel + ("_cplx" if cplx else "_real"))(
         grid,
         (256,),
@@ -367,7 +364,7 @@ def crt_final(
     )
     if flags is None:
         return
-    mask, tiles, ldm, ntr, nlist, entries = flags
+    mask, tiles, ldm, ntr, entries = flags
     fix = (
         _i64(rows),
         _i64(cols),
@@ -392,7 +389,9 @@ def crt_final(
         _i64(ldm),
         _i64(ntr),
     )
-    # the flagged entries as float64 dot products: the dense blocks whole (64 x 64 blocks of
-    # 2 x 2 flag tiles; the others return at once), then the listed ones of the other blocks
-    _fn("oz_fix_tiles")(((rows + 63) // 64, (cols + 63) // 64), (256,), fix)
-    _fn("oz_fix_entries")((_FIX_ENTRY_BLOCKS,), (256,), (*fix, nlist, entries))
+    # the flagged entries as float64 dot products: the dense 64 x 64 blocks (2 x 2 flag tiles)
+    # whole, the others' entries listed, then one thread each
+    blocks = ((rows + 63) // 64, (cols + 63) // 64)
+    _fn("oz_fix_tiles")(blocks, (256,), fix)
+    _fn("oz_fix_collect")(blocks, (256,), (_i64(rows), _i64(cols), mask, tiles, _i64(ldm), _i64(ntr), entries))
+    _fn("oz_fix_entries")((_FIX_ENTRY_BLOCKS,), (256,), (*fix, entries))
