@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _triangles as tri
 from ._arrays import as_matrix, flag, is_cupy
 
 __all__ = [
@@ -214,7 +215,7 @@ def scale_out(out, beta, xp) -> None:
     if beta == 0:
         out.fill(0)
     elif beta != 1:
-        out *= beta
+        tri.scale(out, None, beta)  # keeps float32 subnormals on cupy too
 
 
 OVERWRITE_C_DOC = """overwrite_c : int, optional

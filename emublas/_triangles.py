@@ -4,7 +4,9 @@ The rank-k routines write one triangle and must leave the other exactly as it
 was.  numpy works column by column (each column of a Fortran array is
 contiguous, and nothing n×n is allocated); cupy uses one fused elementwise
 kernel per operation instead of the several full-size temporaries that
-``triu``/``tril`` arithmetic would make.
+``triu``/``tril`` arithmetic would make.  Its scaling keeps float32 subnormals:
+cupy compiles every kernel with ``-ftz=true``, which would flush them to zero
+where numpy and cuBLAS keep them.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 from functools import cache
 
 import numpy as np
+
+from ._kernels import constants
 
 __all__ = ["fill", "scale", "copy", "real_diagonal"]
 
@@ -22,31 +26,56 @@ def _column_ranges(n: int, lower: int):
         yield j, (slice(j, n) if lower else slice(0, j + 1))
 
 
+# float32 products through float64 and the shared header's PTX conversions, which -ftz=true
+# leaves alone (two floats' product is exact in float64: rounding it once is float32's own)
+_IEEE_MUL = r"""
+template <typename T> __device__ __forceinline__ T emb_mul(T a, T b) { return a * b; }
+template <> __device__ __forceinline__ float emb_mul<float>(float a, float b)
+{
+    return emublas_d2f(emublas_f2d(a) * emublas_f2d(b));
+}
+template <> __device__ __forceinline__ complex<float> emb_mul<complex<float> >(complex<float> a, complex<float> b)
+{
+    const double ar = emublas_f2d(a.real()), ai = emublas_f2d(a.imag());
+    const double br = emublas_f2d(b.real()), bi = emublas_f2d(b.imag());
+    return complex<float>(emublas_d2f(ar * br - ai * bi), emublas_d2f(ar * bi + ai * br));
+}
+"""
+
+
+def _header_text() -> str:
+    with open(constants.header_path()) as fh:
+        return fh.read()
+
+
 @cache
 def _kernel(op: str):
     import cupy
 
     body = {
         "fill": "if (ref) out[i] = value;",
-        "scale": "if (ref) out[i] = out[i] * value;",
+        "scale": "if (ref) out[i] = emb_mul(out[i], value);",
         "copy": "if (ref) out[i] = src[i];",
         "realdiag": "if (row == col) out[i] = T(out[i].real());",
     }[op]
     return cupy.ElementwiseKernel(
         "raw T src, T value, int64 nrows, int32 lower",
         "raw T out",
-        "const long long row = i % nrows, col = i / nrows;\nconst bool ref = lower ? row >= col : row <= col;\n" + body,
+        "const long long row = i % nrows, col = i / nrows;\n"
+        "const bool ref = lower < 0 || (lower ? row >= col : row <= col);\n" + body,
         f"emublas_triangle_{op}",
+        preamble=_header_text() + _IEEE_MUL if op == "scale" else "",
     )
 
 
 def _gpu(op: str, out, lower: int, value=0, src=None) -> None:
-    # 1-D views in memory order: a raw 2-D cupy array would be indexed in C order
+    # 1-D views in memory order: a raw 2-D cupy array would be indexed in C order;
+    # lower < 0: every entry (out need not be square then)
     assert out.flags.f_contiguous and (src is None or src.flags.f_contiguous)
     n = out.shape[0]
     flat = out.reshape(-1, order="F")
     flat_src = flat if src is None else src.reshape(-1, order="F")
-    _kernel(op)(flat_src, out.dtype.type(value), n, int(lower), flat, size=n * n)
+    _kernel(op)(flat_src, out.dtype.type(value), n, int(lower), flat, size=out.size)
 
 
 def fill(out, lower: int, value=0) -> None:
@@ -67,22 +96,26 @@ def fill(out, lower: int, value=0) -> None:
         _gpu("fill", out, lower, value)
 
 
-def scale(out, lower: int, factor) -> None:
+def scale(out, lower: int | None, factor) -> None:
     """Multiply the referenced triangle (diagonal included) by ``factor``.
 
     Parameters
     ----------
     out : array
         Square, Fortran-ordered numpy or cupy array, updated in place.
-    lower : {0, 1}
-        0: the upper triangle, 1: the lower.
+    lower : {0, 1} or None
+        0: the upper triangle, 1: the lower, None: every entry (``out`` any
+        Fortran-ordered matrix then).
     factor : scalar
     """
     if isinstance(out, np.ndarray):
+        if lower is None:
+            out *= factor
+            return
         for j, rows in _column_ranges(out.shape[0], lower):
             out[rows, j] *= factor
     else:
-        _gpu("scale", out, lower, factor)
+        _gpu("scale", out, -1 if lower is None else lower, factor)
 
 
 def copy(out, src, lower: int) -> None:

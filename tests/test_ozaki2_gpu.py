@@ -393,6 +393,35 @@ def test_sparse_and_dense_fallback_match_cpu_bit_for_bit(emublas, cp, rng, dtype
     np.testing.assert_array_equal(dev, host)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "complex64"])
+def test_float32_subnormals_match_cpu_bit_for_bit(emublas, cp, rng, dtype):
+    """Subnormal float32 inputs, c and results: cupy compiles kernels with -ftz=true, yet the
+    GPU reads and writes them as the CPU does (a flushed input or result would differ)."""
+    m, n, k = 40, 33, 25
+    a = randn(rng, (m, k), dtype) * np.float32(2.0**-70)
+    b = randn(rng, (k, n), dtype) * np.float32(2.0**-70)
+    a[3, :] *= np.float32(2.0**-60)  # a row of subnormal inputs
+    c = randn(rng, (m, n), dtype) * np.float32(2.0**-130)  # subnormal c
+    host, dev = _both(emublas, cp, "gemm", (1.0, a, b, 0.5), {}, c=c)
+    tiny = np.finfo(np.float32).tiny
+    assert np.count_nonzero((np.abs(host) < tiny) & (host != 0)) > m * n // 2  # mostly subnormal results
+    np.testing.assert_array_equal(dev, host)
+
+
+def test_quick_return_scaling_keeps_subnormals(emublas, cp, rng):
+    """k = 0 / alpha = 0: beta·c is formed by emublas on the device, subnormal results included,
+    as numpy forms it (the real beta makes both products exact roundings)."""
+    beta = float(np.finfo(np.float32).tiny)
+    for dtype in ("float32", "complex64"):
+        c = randn(rng, (6, 5), dtype)
+        want = c * np.float32(beta)
+        got = emublas.gemm(0.0, randn(rng, (6, 4), dtype), randn(rng, (4, 5), dtype), beta, c=cp.asarray(c))
+        np.testing.assert_array_equal(cp.asnumpy(got), want)
+        sq = randn(rng, (5, 5), dtype)
+        got = emublas.syrk(0.0, randn(rng, (5, 3), dtype), beta, c=cp.asarray(sq), lower=1)
+        np.testing.assert_array_equal(np.tril(cp.asnumpy(got)), np.tril(sq * np.float32(beta)))
+
+
 @pytest.mark.parametrize("routine,dtype", [("syrk", "float64"), ("herk", "complex128")])
 @pytest.mark.parametrize("lower", [0, 1])
 def test_recomputed_rank_k_triangle_matches_cpu(emublas, cp, rng, routine, dtype, lower):

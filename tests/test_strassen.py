@@ -171,6 +171,20 @@ def _cuda_ops(cupy):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+@pytest.mark.parametrize("side", [0, 1])
+def test_cuda_sums_keep_float32_subnormals(rng, cupy, dtype, side):
+    """Sums of subnormal float32 quadrants, as numpy forms them on the host (cupy's own
+    kernels, compiled with -ftz=true, would flush them)."""
+    ops = _cuda_ops(cupy)
+    x = np.asfortranarray(randn(rng, (40, 22), dtype) * np.float32(2.0**-135))
+    ours = ops.sums(cupy.asarray(x), side)
+    for o, r in zip(ours, strassen._ArrayOps.sums(x, side)):
+        assert np.any(r != 0)
+        np.testing.assert_array_equal(cupy.asnumpy(o), r)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("side", [0, 1])
 @pytest.mark.parametrize("layout", ["F", "T", "view"])

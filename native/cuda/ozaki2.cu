@@ -121,7 +121,7 @@ __device__ void load_tile(double (*tile)[TILE][TILE + 1], const T *const *src, l
         int sh = in ? shift[gr] : 0;
 #pragma unroll
         for (int s = 0; s < NS; s++) {
-            double v = in && sh != OZ_DEAD ? (double)src[s][gr * rs + gc * cs] : 0.0;
+            double v = in && sh != OZ_DEAD ? emublas_f2d(src[s][gr * rs + gc * cs]) : 0.0;
             v = trunc_scaled(v, sh);
             tile[s][r][c] = ((conj_mask >> s) & 1) ? -v : v;
         }
@@ -252,10 +252,10 @@ OZ_RES(oz_res_split2m_f64, double, 3)
 template <typename T>
 __device__ __forceinline__ double mag_of(const T *xr, const T *xi, long long off)
 {
-    double re = (double)xr[off];
+    double re = emublas_f2d(xr[off]);
     if (!xi)
         return fabs(re);
-    double im = (double)xi[off];
+    double im = emublas_f2d(xi[off]);
     double s = re * re + im * im;
     return s > 0x1p-1000 && s < 0x1p1000 ? sqrt(s) : hypot(re, im);
 }
@@ -600,7 +600,7 @@ __device__ __forceinline__ bool cert_ok(const oz_cert &C, long long i, long long
 
 __device__ __forceinline__ double cert_load(int dtype, const void *p, long long off)
 {
-    return dtype ? ((const double *)p)[off] : (double)((const float *)p)[off];
+    return dtype ? ((const double *)p)[off] : emublas_f2d(((const float *)p)[off]);
 }
 
 /* As the C finalize's cert_dot: rows scaled by 2^si, 2^sj so that the product is in C' units. */
@@ -677,11 +677,11 @@ __device__ __forceinline__ void store_entry(double vr, double vi, int ee, double
     if (dtype < 2) {
         double c = 0.0;
         if (!beta0)
-            c = dtype == 0 ? (double)((const float *)out)[off] : ((const double *)out)[off];
+            c = dtype == 0 ? emublas_f2d(((const float *)out)[off]) : ((const double *)out)[off];
         const double x = ldexp(ar * vr, ee);
         double re = beta0 ? x : x + br * c;
         if (dtype == 0)
-            ((float *)out)[off] = (float)re;
+            ((float *)out)[off] = emublas_d2f(re);
         else
             ((double *)out)[off] = re;
         return;
@@ -689,8 +689,8 @@ __device__ __forceinline__ void store_entry(double vr, double vi, int ee, double
     double cr = 0.0, ci = 0.0;
     if (!beta0) {
         if (dtype == 2) {
-            cr = ((const float *)out)[2 * off];
-            ci = ((const float *)out)[2 * off + 1];
+            cr = emublas_f2d(((const float *)out)[2 * off]);
+            ci = emublas_f2d(((const float *)out)[2 * off + 1]);
         } else {
             cr = ((const double *)out)[2 * off];
             ci = ((const double *)out)[2 * off + 1];
@@ -701,8 +701,8 @@ __device__ __forceinline__ void store_entry(double vr, double vi, int ee, double
     double re = beta0 ? xr : xr + (one ? cr : br * cr - bi * ci);
     double im = beta0 ? xi : xi + (one ? ci : br * ci + bi * cr);
     if (dtype == 2) {
-        ((float *)out)[2 * off] = (float)re;
-        ((float *)out)[2 * off + 1] = (float)im;
+        ((float *)out)[2 * off] = emublas_d2f(re);
+        ((float *)out)[2 * off + 1] = emublas_d2f(im);
     } else {
         ((double *)out)[2 * off] = re;
         ((double *)out)[2 * off + 1] = im;

@@ -4,11 +4,15 @@
 //
 // Element types: float, double, float2, double2 (complex as (re, im)).  No
 // CUDA headers are included, so the file compiles both with nvcc and with
-// NVRTC (cupy.RawModule) as it is.
+// NVRTC (cupy.RawModule); the shared header is pasted in for NVRTC.  float32
+// arithmetic goes through its IEEE helpers, as cupy's -ftz=true would flush
+// subnormal sums to zero.
 //
 // Matrices: element (i, j) of an input is X[i*rs + j*cs] (any strides, so
 // transposed views are read in place); outputs are column-major with a
 // leading dimension.  Indices are 64-bit.
+
+#include "../include/emublas_constants.h"
 
 typedef long long i64;
 
@@ -17,19 +21,25 @@ typedef long long i64;
 template <typename T> struct Ar;
 
 template <> struct Ar<float> {
-    static __device__ __forceinline__ float add(float a, float b) { return a + b; }
-    static __device__ __forceinline__ float sub(float a, float b) { return a - b; }
+    static __device__ __forceinline__ float add(float a, float b) { return emublas_fadd(a, b); }
+    static __device__ __forceinline__ float sub(float a, float b) { return emublas_fsub(a, b); }
+    static __device__ __forceinline__ float mul(float a, float b) { return emublas_fmul(a, b); }
+    static __device__ __forceinline__ float of(double a) { return emublas_d2f(a); }
+    static __device__ __forceinline__ float neg(float a) { return __int_as_float(__float_as_int(a) ^ (int)0x80000000u); }
     static __device__ __forceinline__ float cj(float a) { return a; }
     // s + beta*c
     static __device__ __forceinline__ float axpy(double br, double, float c, float s)
     {
-        return s + (float)br * c;
+        return add(s, mul(of(br), c));
     }
 };
 
 template <> struct Ar<double> {
     static __device__ __forceinline__ double add(double a, double b) { return a + b; }
     static __device__ __forceinline__ double sub(double a, double b) { return a - b; }
+    static __device__ __forceinline__ double mul(double a, double b) { return a * b; }
+    static __device__ __forceinline__ double of(double a) { return a; }
+    static __device__ __forceinline__ double neg(double a) { return -a; }
     static __device__ __forceinline__ double cj(double a) { return a; }
     static __device__ __forceinline__ double axpy(double br, double, double c, double s)
     {
@@ -38,31 +48,32 @@ template <> struct Ar<double> {
 };
 
 template <typename C, typename R> struct ArComplex {
+    typedef Ar<R> A;
     static __device__ __forceinline__ C add(C a, C b)
     {
         C r;
-        r.x = a.x + b.x;
-        r.y = a.y + b.y;
+        r.x = A::add(a.x, b.x);
+        r.y = A::add(a.y, b.y);
         return r;
     }
     static __device__ __forceinline__ C sub(C a, C b)
     {
         C r;
-        r.x = a.x - b.x;
-        r.y = a.y - b.y;
+        r.x = A::sub(a.x, b.x);
+        r.y = A::sub(a.y, b.y);
         return r;
     }
     static __device__ __forceinline__ C cj(C a)
     {
-        a.y = -a.y;
+        a.y = A::neg(a.y);
         return a;
     }
     static __device__ __forceinline__ C axpy(double br, double bi, C c, C s)
     {
-        const R r = (R)br, i = (R)bi;
+        const R r = A::of(br), i = A::of(bi);
         C out;
-        out.x = s.x + (r * c.x - i * c.y);
-        out.y = s.y + (r * c.y + i * c.x);
+        out.x = A::add(s.x, A::sub(A::mul(r, c.x), A::mul(i, c.y)));
+        out.y = A::add(s.y, A::add(A::mul(r, c.y), A::mul(i, c.x)));
         return out;
     }
 };

@@ -84,4 +84,44 @@ static inline EMUBLAS_HOST_DEVICE long long pow2mod(long long k, long long m)
     return r;
 }
 
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+/* float32 conversions and arithmetic that keep subnormals.  cupy compiles every
+ * module with -ftz=true (after the caller's options, so it cannot be undone),
+ * which makes the compiler's own float32 instructions, conversions to and from
+ * float included, flush subnormals to zero: a float32 input of 1e-40 would be
+ * read as 0 and a subnormal result written as 0.  Inline PTX is outside that
+ * flag; these are the IEEE instructions (round to nearest even). */
+static __device__ __forceinline__ double emublas_f2d(float x)
+{
+    double r;
+    asm("cvt.f64.f32 %0, %1;" : "=d"(r) : "f"(x));
+    return r;
+}
+static __device__ __forceinline__ double emublas_f2d(double x) { return x; }
+static __device__ __forceinline__ float emublas_d2f(double x)
+{
+    float r;
+    asm("cvt.rn.f32.f64 %0, %1;" : "=f"(r) : "d"(x));
+    return r;
+}
+static __device__ __forceinline__ float emublas_fadd(float a, float b)
+{
+    float r;
+    asm("add.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+static __device__ __forceinline__ float emublas_fsub(float a, float b)
+{
+    float r;
+    asm("sub.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+static __device__ __forceinline__ float emublas_fmul(float a, float b)
+{
+    float r;
+    asm("mul.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+#endif
+
 #endif /* EMUBLAS_CONSTANTS_H */
