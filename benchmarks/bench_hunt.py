@@ -2,6 +2,7 @@
 
     python3 benchmarks/bench_hunt.py --cases 10000                      # every family, prefix, backend
     python3 benchmarks/bench_hunt.py --cases 500 --backends ozaki2 --kinds gemm,syr2k --show 5
+    python3 benchmarks/bench_hunt.py --cases 300 --backends ozaki2 --device gpu   # cupy operands
 
 Each case (tests/hunt_cases.py: structured matrices at exponents across the whole
 float32/float64 range) is run and every written entry is compared with its exact
@@ -35,6 +36,7 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--show", type=int, default=3, help="silent cases to describe per row")
     p.add_argument("--json", help="write the counts here")
+    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="gpu: the operands as cupy arrays")
     args = p.parse_args(argv)
     rows = []
     print(
@@ -52,7 +54,7 @@ def main(argv=None) -> int:
                 t0 = time.perf_counter()
                 for _ in range(args.cases):
                     case = H.make_case(rng, kind, prefix, backend)
-                    out = H.run_and_check(case)
+                    out = H.run_and_check(case, args.device)
                     count["cases"] += 1
                     count["entries"] += out.entries
                     count["warned"] += bool(out.warned)

@@ -15,8 +15,6 @@ from functools import cache
 
 import numpy as np
 
-from ._kernels import constants
-
 __all__ = ["fill", "scale", "copy", "real_diagonal"]
 
 
@@ -26,26 +24,33 @@ def _column_ranges(n: int, lower: int):
         yield j, (slice(j, n) if lower else slice(0, j + 1))
 
 
-# float32 products through float64 and the shared header's PTX conversions, which -ftz=true
-# leaves alone (two floats' product is exact in float64: rounding it once is float32's own)
+# float32 products through float64 and PTX conversions, which -ftz=true leaves alone (two floats'
+# product is exact in float64: rounding it once is float32's own); the conversions are the
+# kernels' header's emublas_f2d/emublas_d2f, written out here below the kernels' layer
 _IEEE_MUL = r"""
+__device__ __forceinline__ double emb_f2d(float x)
+{
+    double r;
+    asm("cvt.f64.f32 %0, %1;" : "=d"(r) : "f"(x));
+    return r;
+}
+__device__ __forceinline__ float emb_d2f(double x)
+{
+    float r;
+    asm("cvt.rn.f32.f64 %0, %1;" : "=f"(r) : "d"(x));
+    return r;
+}
 template <typename T> __device__ __forceinline__ T emb_mul(T a, T b) { return a * b; }
 template <> __device__ __forceinline__ float emb_mul<float>(float a, float b)
 {
-    return emublas_d2f(emublas_f2d(a) * emublas_f2d(b));
+    return emb_d2f(emb_f2d(a) * emb_f2d(b));
 }
 template <> __device__ __forceinline__ complex<float> emb_mul<complex<float> >(complex<float> a, complex<float> b)
 {
-    const double ar = emublas_f2d(a.real()), ai = emublas_f2d(a.imag());
-    const double br = emublas_f2d(b.real()), bi = emublas_f2d(b.imag());
-    return complex<float>(emublas_d2f(ar * br - ai * bi), emublas_d2f(ar * bi + ai * br));
+    const double ar = emb_f2d(a.real()), ai = emb_f2d(a.imag()), br = emb_f2d(b.real()), bi = emb_f2d(b.imag());
+    return complex<float>(emb_d2f(ar * br - ai * bi), emb_d2f(ar * bi + ai * br));
 }
 """
-
-
-def _header_text() -> str:
-    with open(constants.header_path()) as fh:
-        return fh.read()
 
 
 @cache
@@ -64,7 +69,7 @@ def _kernel(op: str):
         "const long long row = i % nrows, col = i / nrows;\n"
         "const bool ref = lower < 0 || (lower ? row >= col : row <= col);\n" + body,
         f"emublas_triangle_{op}",
-        preamble=_header_text() + _IEEE_MUL if op == "scale" else "",
+        preamble=_IEEE_MUL if op == "scale" else "",
     )
 
 

@@ -355,20 +355,29 @@ def default_options(rng, backend: str, prefix: str) -> dict:
 # ---------------------------------------------------------------------------
 
 
-def run(case: Case):
-    """Call the routine; returns (result, warned) or raises what the call raised."""
+def run(case: Case, device: str = "cpu"):
+    """Call the routine (on cupy copies of the operands with ``device="gpu"``); returns
+    (result on the host, warned) or raises what the call raised."""
     kind, p = case.kind, case.prefix
     name = p + kind if (kind not in ("herk", "her2k") or p in "cz") else kind
     fn = getattr(emublas, name)
     kw = dict(backend=case.backend, **case.options)
+    a, b, c = case.a, case.b, case.c
+    if device == "gpu":
+        import cupy
+
+        a, b, c = (None if x is None else cupy.asarray(x) for x in (a, b, c))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if kind == "gemm":
-            out = fn(case.alpha, case.a, case.b, case.beta, case.c, case.trans[0], case.trans[1], **kw)
+            out = fn(case.alpha, a, b, case.beta, c, case.trans[0], case.trans[1], **kw)
         elif kind in ("syrk", "herk"):
-            out = fn(case.alpha, case.a, case.beta, case.c, trans=case.trans[0], lower=case.lower, **kw)
+            out = fn(case.alpha, a, case.beta, c, trans=case.trans[0], lower=case.lower, **kw)
         else:
-            out = fn(case.alpha, case.a, case.b, case.beta, case.c, trans=case.trans[0], lower=case.lower, **kw)
+            out = fn(case.alpha, a, b, case.beta, c, trans=case.trans[0], lower=case.lower, **kw)
+        if device == "gpu":
+            emublas.synchronize()  # the device's accuracy verdicts arrive here at the latest
+            out = cupy.asnumpy(out)
     warned = any(issubclass(w.category, _WARNINGS) for w in caught)
     return np.asarray(out), warned
 
@@ -570,10 +579,10 @@ def check(case: Case, out: np.ndarray, warned: bool, max_bad: int = 5) -> Outcom
     return res
 
 
-def run_and_check(case: Case) -> Outcome:
+def run_and_check(case: Case, device: str = "cpu") -> Outcome:
     """Run a case and check it; an exception on finite input is a crash (counted as silent)."""
     try:
-        out, warned = run(case)
+        out, warned = run(case, device)
     except Exception as exc:  # noqa: BLE001 - any exception on finite input is a finding
         return Outcome(crash=f"{type(exc).__name__}: {exc}")
     return check(case, out, warned)

@@ -415,10 +415,11 @@ def test_quick_return_scaling_keeps_subnormals(emublas, cp, rng):
     for dtype in ("float32", "complex64"):
         c = randn(rng, (6, 5), dtype)
         want = c * np.float32(beta)
-        got = emublas.gemm(0.0, randn(rng, (6, 4), dtype), randn(rng, (4, 5), dtype), beta, c=cp.asarray(c))
+        a, b = (cp.asarray(randn(rng, s, dtype)) for s in ((6, 4), (4, 5)))
+        got = emublas.gemm(0.0, a, b, beta, c=cp.asarray(c))
         np.testing.assert_array_equal(cp.asnumpy(got), want)
         sq = randn(rng, (5, 5), dtype)
-        got = emublas.syrk(0.0, randn(rng, (5, 3), dtype), beta, c=cp.asarray(sq), lower=1)
+        got = emublas.syrk(0.0, cp.asarray(randn(rng, (5, 3), dtype)), beta, c=cp.asarray(sq), lower=1)
         np.testing.assert_array_equal(np.tril(cp.asnumpy(got)), np.tril(sq * np.float32(beta)))
 
 
