@@ -322,6 +322,20 @@ def crt_final(
     while wpc < 8 and wpc * per_warp < rows:
         wpc *= 2
     grid = (-(-cols // (8 // wpc)), -(-rows // (wpc * per_warp)))
+    # the output's arguments, shared by the final pass and the fix passes
+    dest = (
+        row_shift_d,
+        col_shift_d,
+        np.float64(alpha.real),
+        np.float64(alpha.imag),
+        np.float64(beta.real),
+        np.float64(beta.imag),
+        _i32(beta == 0),
+        _i32(code),
+        _ptr(out.data.ptr - out_j0 * cso * size),
+        _i64(rso),
+        _i64(cso),
+    )
     flags = None
     if cert is not None:  # entries the final pass cannot vouch for (and NaN/Inf rows), per 32 x 32 tile
         import cupy
@@ -346,17 +360,7 @@ def crt_final(
             part_d,
             weights_d,
             *(np.float64(v) for v in crt),
-            row_shift_d,
-            col_shift_d,
-            np.float64(alpha.real),
-            np.float64(alpha.imag),
-            np.float64(beta.real),
-            np.float64(beta.imag),
-            _i32(beta == 0),
-            _i32(code),
-            _ptr(out.data.ptr - out_j0 * cso * size),
-            _i64(rso),
-            _i64(cso),
+            *dest,
             _i32(uplo),
             *cert_args(cert, out_j0, flags),
             _i32(wpc.bit_length() - 1),
@@ -370,17 +374,7 @@ def crt_final(
         _i64(cols),
         _i64(r0),
         _i64(j0),
-        row_shift_d,
-        col_shift_d,
-        np.float64(alpha.real),
-        np.float64(alpha.imag),
-        np.float64(beta.real),
-        np.float64(beta.imag),
-        _i32(beta == 0),
-        _i32(code),
-        _ptr(out.data.ptr - out_j0 * cso * size),
-        _i64(rso),
-        _i64(cso),
+        *dest,
         cert["row_err"],
         cert["col_err"],
         *_factor_args(cert),
