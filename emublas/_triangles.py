@@ -15,6 +15,8 @@ from functools import cache
 
 import numpy as np
 
+from ._float32 import PTX_CONVERSIONS
+
 __all__ = ["fill", "scale", "copy", "real_diagonal"]
 
 
@@ -25,21 +27,10 @@ def _column_ranges(n: int, lower: int):
 
 
 # float32 products through float64 and PTX conversions, which -ftz=true leaves alone (two floats'
-# product is exact in float64: rounding it once is float32's own); the conversions are the
-# kernels' header's emublas_f2d/emublas_d2f, written out here below the kernels' layer
-_IEEE_MUL = r"""
-__device__ __forceinline__ double emb_f2d(float x)
-{
-    double r;
-    asm("cvt.f64.f32 %0, %1;" : "=d"(r) : "f"(x));
-    return r;
-}
-__device__ __forceinline__ float emb_d2f(double x)
-{
-    float r;
-    asm("cvt.rn.f32.f64 %0, %1;" : "=f"(r) : "d"(x));
-    return r;
-}
+# product is exact in float64: rounding it once is float32's own)
+_IEEE_MUL = (
+    PTX_CONVERSIONS
+    + r"""
 template <typename T> __device__ __forceinline__ T emb_mul(T a, T b) { return a * b; }
 template <> __device__ __forceinline__ float emb_mul<float>(float a, float b)
 {
@@ -51,6 +42,7 @@ template <> __device__ __forceinline__ complex<float> emb_mul<complex<float> >(c
     return complex<float>(emb_d2f(ar * br - ai * bi), emb_d2f(ar * bi + ai * br));
 }
 """
+)
 
 
 @cache

@@ -24,6 +24,7 @@ LAYERS = [
             "emublas.errors",
             "emublas._env",
             "emublas._arrays",
+            "emublas._float32",
             "emublas._triangles",
             "emublas._reference",
         },

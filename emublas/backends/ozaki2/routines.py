@@ -11,6 +11,7 @@ import threading
 
 import numpy as np
 
+from ... import _float32 as f32
 from ..._arrays import is_cupy, namespace
 from . import calls, verdicts
 from . import graphs as cuda_graphs  # the name graphs is _execute's option
@@ -285,12 +286,12 @@ def rank_k(
         _execute("herk", "herk", Family("2m", MAX_2M), x, x, c, alpha, beta, conj_x=conj, conj_y=conj, **opts)
     elif kind == "her2k":
         if conj:
-            x, y = xp.conj(x), xp.conj(y)
+            x, y = f32.conj(x), f32.conj(y)
         if alpha != alpha.real:
             # α X Yᴴ + conj(α) Y Xᴴ = |α| ((uX) Yᴴ + Y (uX)ᴴ) with u = α/|α|: a unit factor
             # keeps X's magnitude, so the shared row shifts lose nothing
             unit = alpha / abs(alpha)
-            x, alpha = unit * x, abs(alpha)
+            x, alpha = f32.unit_times(unit, x), abs(alpha)
         xb, yb, t = _balanced(x, y)
         left = xp.concatenate([xb, yb], axis=1)
         right = xp.concatenate([yb, xb], axis=1)
@@ -339,26 +340,19 @@ def _balanced(x, y):
     2^-t back in the final unscaling (:func:`_execute`'s ``unscale``), not in alpha, so
     that no intermediate value over- or underflows.
     """
-    xp = namespace(x=x)
-    ax, ay = xp.abs(x), xp.abs(y)
-    mx = float(ax.max()) if ax.size else 0.0
-    my = float(ay.max()) if ay.size else 0.0
-    if mx == 0 or my == 0 or not (np.isfinite(mx) and np.isfinite(my)):
+    # magnitudes from the parts' bits and an exact scaling, the same on numpy and cupy (whose
+    # float32 kernels would flush subnormals: emublas._float32)
+    mx, _, fx = f32.magnitude_range(x)
+    my, smallest, fy = f32.magnitude_range(y)
+    if mx == 0 or my == 0 or not (fx and fy):
         return x, y, 0
     t = int(np.frexp(mx)[1] - np.frexp(my)[1])
     if abs(t) < 8:
         return x, y, 0
     info = np.finfo(y.real.dtype)
-    smallest = float(ay[ay > 0].min())
     if np.frexp(my)[1] + t >= info.maxexp - 1 or np.frexp(smallest)[1] + t <= info.minexp:
         return x, y, 0
     if abs(t) > 1020:  # the gain 2^-t goes into alpha, which must keep its bits
         return x, y, 0
     # ldexp, not y·2.0**t: 2.0**t alone overflows float32 (and float64 past 1023) where y·2^t fits
-    if y.dtype.kind == "c":
-        scaled = xp.empty_like(y)
-        scaled.real = xp.ldexp(y.real, t)
-        scaled.imag = xp.ldexp(y.imag, t)
-    else:
-        scaled = xp.ldexp(y, t)
-    return x, scaled, t
+    return x, f32.ldexp(y, t), t
