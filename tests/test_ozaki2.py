@@ -12,6 +12,8 @@ import emublas
 from emublas.backends.ozaki2 import last_run
 from emublas.backends.ozaki2.moduli import REAL_MODULI, TWO_M_MODULI, crt_reference, real_set
 
+from helpers import randn
+
 pytestmark = pytest.mark.filterwarnings("ignore::emublas.OzakiAccuracyWarning")
 
 
@@ -167,6 +169,60 @@ def test_fallback_entries_are_the_in_order_dot_products(rng, generic, cplx):
     ref = exact_product(a, b)
     bound = k * 2.0**-53 * (np.abs(a) @ np.abs(b)) * abs(alpha) + np.abs(beta * c) * 2.0**-52
     assert np.all(np.abs(out - (alpha * ref + beta * c)) <= bound * 4)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128"])
+@pytest.mark.parametrize("trans", [(0, 0), (2, 2)])
+@pytest.mark.parametrize("few", [False, True])
+def test_fallback_rows_on_both_paths_are_the_dot_products(rng, dtype, trans, few):
+    """Rows rejected (their entries recomputed several at a time on AVX-512): the same bits
+    as the portable path, and each entry the in-order fma dot product of the (conjugated)
+    factors, with alpha and beta.  Three whole rows (more entries than columns: R copied
+    once for all rows), or 23 entries of one row (fewer: the rows it needs copied for it)."""
+    from emublas._kernels import cpu
+
+    m, k, n = 12, 21, 45  # 45 entries a row: vectors of 8, groups of 32 and a remainder
+    cplx = np.dtype(dtype).kind == "c"
+    ta, tb = trans if cplx else (min(trans[0], 1), min(trans[1], 1))
+    a, b = randn(rng, (m, k), dtype), randn(rng, (k, n), dtype)
+    rows, cols = ([5], np.arange(0, n, 2)) if few else ([2, 3, 7], np.arange(n))
+    a[rows, 0] = 2.0**60  # their other entries are truncated away and carry the sum
+    b[0, cols] = 2.0**-60  # elsewhere the huge entry carries it: certified
+    c = randn(rng, (m, n), dtype)
+    op = {0: lambda x: x, 1: lambda x: x.T.copy(), 2: lambda x: x.conj().T.copy()}
+    args = (0.75, op[ta](a), op[tb](b), 0.5)
+    _, lib = cpu.require()
+    outs = []
+    for generic in (1, 0):
+        old = lib.emublas_oz_force_generic(generic)
+        try:
+            with pytest.warns(emublas.OzakiFallbackWarning):
+                outs.append(emublas.gemm(*args, c=c.copy(), trans_a=ta, trans_b=tb, backend="ozaki2", moduli=16))
+        finally:
+            lib.emublas_oz_force_generic(old)
+        flagged = last_run()["uncertified"]  # cols' entries, and in a few draws some others
+        assert len(rows) * len(cols) <= flagged and (flagged < n) == few
+    np.testing.assert_array_equal(outs[1], outs[0])
+    for i in rows:
+        for j in cols:
+            sr = si = 0.0
+            for l in range(k):
+                x, y = complex(a[i, l]), complex(b[l, j])
+                sr = _fma(x.real, y.real, sr)
+                if cplx:
+                    sr = _fma(-x.imag, y.imag, sr)
+                    si = _fma(x.real, y.imag, si)
+                    si = _fma(x.imag, y.real, si)
+            v, cij = complex(sr, si), complex(c[i, j])
+            if cplx:
+                want = complex(
+                    (0.75 * v.real) + (0.5 * cij.real), (0.75 * v.imag) + (0.5 * cij.imag)
+                )  # fin_combine with real alpha, beta
+            else:
+                want = 0.75 * sr + 0.5 * cij.real
+            got = complex(outs[1][i, j])
+            want = complex(np.dtype(dtype).type(want))
+            assert got == want, (i, j, got, want)
 
 
 def test_auto_is_cheap_on_easy_data(rng):

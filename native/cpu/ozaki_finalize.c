@@ -482,11 +482,9 @@ static int cmp_pair(const void *a, const void *b)
     return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : (x[1] < y[1] ? -1 : x[1] > y[1]);
 }
 
-/* Row r of a factor (re, im strided) into buf (2k doubles: re, then im), as a cert_row. */
-static cert_row pack_row(const emublas_oz_cert *C, cert_row x, double *buf)
+/* Row x of a factor (re, im strided) copied into buf (2k doubles: re, then im). */
+static cert_row copy_row(const emublas_oz_cert *C, cert_row x, double *buf)
 {
-    if (!buf || (x.dtype == 1 && x.stride == 1))
-        return x;
     for (int64_t l = 0; l < C->k; l++)
         buf[l] = cert_load(x.dtype, x.re, l * x.stride);
     if (x.im)
@@ -495,40 +493,306 @@ static cert_row pack_row(const emublas_oz_cert *C, cert_row x, double *buf)
     return (cert_row){buf, x.im ? buf + C->k : NULL, 1, 1};
 }
 
+/* Row x as a contiguous float64 row: itself where it is one, else its copy in buf. */
+static cert_row pack_row(const emublas_oz_cert *C, cert_row x, double *buf)
+{
+    if (!buf || (x.dtype == 1 && x.stride == 1))
+        return x;
+    return copy_row(C, x, buf);
+}
+
+/* Entry (i, j) written from its recomputed value (vr, vi) in the units given by e. */
+static void fix_write(fin_job *J, int64_t i, int64_t j, double vr, double vi, int e)
+{
+    double cr = 0, ci = 0, re, im;
+    const int64_t off = i * J->rso + j * J->cso;
+    if (!J->beta0)
+        fin_load_c(J, off, &cr, &ci);
+    fin_combine(J, vr, vi, e, cr, ci, &re, &im);
+    fin_store(J, off, re, im);
+}
+
+#if EMUBLAS_X86
+/* Entries of one row recomputed together on AVX-512: eight per vector, up to four vectors
+ * (independent fma chains, so that the fma latency is hidden). */
+#define FIX_W 32
+
+/* The unscaled dot products of row x of L with rows js[0 .. w) of R, one lane per entry:
+ * lane t runs cert_dot's fma sequence for entry (i, js[t]) with si = sj = 0, so its value
+ * is cert_dot's bit for bit.  The rows of R are first copied into yb interleaved (element
+ * l of row t at l * FIX_W + t; 2 k FIX_W doubles, real parts then imaginary), unused lanes
+ * zero.  G: vectors in use, (w + 7) / 8. */
+OZ_TARGET OZ_INLINE void fix_dots_g(const emublas_oz_cert *C, cert_row x, const double *ybr, const double *ybi,
+                                    int G, double *vr, double *vi)
+{
+    __m512d sr[4] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd()};
+    __m512d si[4] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd()};
+    for (int64_t l = 0; l < C->k; l++) {
+        const __m512d a = _mm512_set1_pd(cert_load(x.dtype, x.re, l * x.stride));
+        const double *yr = ybr + l * FIX_W;
+        if (!x.im) {
+            for (int g = 0; g < G; g++)
+                sr[g] = _mm512_fmadd_pd(a, _mm512_loadu_pd(yr + 8 * g), sr[g]);
+            continue;
+        }
+        double xi = cert_load(x.dtype, x.im, l * x.stride);
+        if (C->conj_l)
+            xi = -xi;
+        const __m512d b = _mm512_set1_pd(xi), nb = _mm512_set1_pd(-xi);
+        const double *yi = ybi + l * FIX_W;
+        for (int g = 0; g < G; g++) {
+            const __m512d vyr = _mm512_loadu_pd(yr + 8 * g), vyi = _mm512_loadu_pd(yi + 8 * g);
+            sr[g] = _mm512_fmadd_pd(a, vyr, sr[g]);
+            sr[g] = _mm512_fmadd_pd(nb, vyi, sr[g]);
+            si[g] = _mm512_fmadd_pd(a, vyi, si[g]);
+            si[g] = _mm512_fmadd_pd(b, vyr, si[g]);
+        }
+    }
+    for (int g = 0; g < G; g++) {
+        _mm512_storeu_pd(vr + 8 * g, sr[g]);
+        _mm512_storeu_pd(vi + 8 * g, si[g]);
+    }
+}
+
+/* Rows js[0 .. w) of R into yb, interleaved (element l of row t at l * FIX_W + t; real
+ * parts, then the imaginary parts, conjugated where asked, k FIX_W further), unused lanes
+ * zero. */
+static void fix_pack(const emublas_oz_cert *C, const int64_t *js, int w, double *yb)
+{
+    const int64_t k = C->k;
+    double *ybr = yb, *ybi = yb + k * FIX_W;
+    for (int t = 0; t < FIX_W; t++) {
+        if (t >= w) {
+            for (int64_t l = 0; l < k; l++)
+                ybr[l * FIX_W + t] = ybi[l * FIX_W + t] = 0.0;
+            continue;
+        }
+        const cert_row y = row_of(C, C->Rr, C->Ri, js[t], C->rsr, C->csr);
+        for (int64_t l = 0; l < k; l++)
+            ybr[l * FIX_W + t] = cert_load(y.dtype, y.re, l * y.stride);
+        if (y.im)
+            for (int64_t l = 0; l < k; l++) {
+                const double v = cert_load(y.dtype, y.im, l * y.stride);
+                ybi[l * FIX_W + t] = C->conj_r ? -v : v;
+            }
+    }
+}
+
+/* The dot products of row x with the w rows packed in yb (fix_pack's layout). */
+OZ_TARGET static void fix_dots(const emublas_oz_cert *C, cert_row x, int w, const double *yb, double *vr,
+                               double *vi)
+{
+    const double *ybr = yb, *ybi = yb + C->k * FIX_W;
+    /* one instance per vector count, so that the accumulators stay in registers */
+    switch ((w + 7) / 8) {
+    case 1:
+        fix_dots_g(C, x, ybr, ybi, 1, vr, vi);
+        break;
+    case 2:
+        fix_dots_g(C, x, ybr, ybi, 2, vr, vi);
+        break;
+    case 3:
+        fix_dots_g(C, x, ybr, ybi, 3, vr, vi);
+        break;
+    default:
+        fix_dots_g(C, x, ybr, ybi, 4, vr, vi);
+    }
+}
+
+/* One entry of the fallback from its unscaled dot product (cr, ci): cert_redo's choice
+ * (rescaled from x and R's row where the plain product overflows), then written. */
+static void fix_finish(fin_job *J, int64_t i, int64_t j, cert_row x, double cr, double ci, double *rb)
+{
+    const emublas_oz_cert *C = J->cert;
+    int e = clamp_exp(-((int64_t)J->rsh[i] + (int64_t)J->csh[j]));
+    const int dead = C->row_err[i] == INFINITY || C->col_err[j] == INFINITY;
+    if (!dead && !(fabs(cr) <= DBL_MAX && fabs(ci) <= DBL_MAX))
+        cert_dot(C, x, pack_row(C, row_of(C, C->Rr, C->Ri, j, C->rsr, C->csr), rb), J->rsh[i], J->csh[j], &cr, &ci);
+    else
+        e = 0;
+    fix_write(J, i, j, cr, ci, e);
+}
+
+/* Entries ij[q0 .. q1) of row i (x its packed row), FIX_W at a time: R's rows packed into
+ * yb, the dot products on AVX-512. */
+static void fix_row_simd(fin_job *J, const int64_t *ij, int64_t q0, int64_t q1, cert_row x, double *yb, double *rb)
+{
+    int64_t js[FIX_W];
+    double vr[FIX_W], vi[FIX_W];
+    for (int64_t q = q0; q < q1; q += FIX_W) {
+        const int w = (int)(q1 - q < FIX_W ? q1 - q : FIX_W);
+        for (int t = 0; t < w; t++)
+            js[t] = ij[2 * (q + t) + 1];
+        fix_pack(J->cert, js, w, yb);
+        fix_dots(J->cert, x, w, yb, vr, vi);
+        for (int t = 0; t < w; t++)
+            fix_finish(J, ij[2 * q], js[t], x, vr[t], x.im ? vi[t] : 0.0, rb);
+    }
+}
+#endif
+
+/* One entry one by one: its rows as cert_redo reads them. */
+static void fix_one(fin_job *J, int64_t i, int64_t j, cert_row x, double *rb)
+{
+    const emublas_oz_cert *C = J->cert;
+    const cert_row y = pack_row(C, row_of(C, C->Rr, C->Ri, j, C->rsr, C->csr), rb);
+    int e = clamp_exp(-((int64_t)J->rsh[i] + (int64_t)J->csh[j]));
+    double vr, vi;
+    cert_redo(C, i, j, x, y, J->rsh[i], J->csh[j], &vr, &vi, &e);
+    fix_write(J, i, j, vr, vi, e);
+}
+
+/* [a, b) of n sorted entries for thread tid of nt, cut where key changes between entries. */
+static void fix_share(const int64_t *ij, int64_t n, int tid, int nt, int64_t (*key)(const int64_t *),
+                      int64_t *a, int64_t *b)
+{
+    int64_t lo = n * tid / nt, hi = n * (tid + 1) / nt;
+    while (lo > 0 && lo < n && key(ij + 2 * lo) == key(ij + 2 * lo - 2))
+        lo++;
+    while (hi > 0 && hi < n && key(ij + 2 * hi) == key(ij + 2 * hi - 2))
+        hi++;
+    *a = lo;
+    *b = hi;
+}
+
+static int64_t key_row(const int64_t *p) { return p[0]; }
+
+/* Entries sorted by row: each row of L copied once; on AVX-512 a row's entries several at a
+ * time, with the rows of R they need copied for them. */
 static void fix_task(void *ctx, int tid, int nt)
 {
     fix_job *F = ctx;
     fin_job *J = F->J;
     const emublas_oz_cert *C = J->cert;
-    /* this thread's share, cut at row boundaries */
-    int64_t a = F->n * tid / nt, b = F->n * (tid + 1) / nt;
-    while (a > 0 && a < F->n && F->ij[2 * a] == F->ij[2 * a - 2])
-        a++;
-    while (b > 0 && b < F->n && F->ij[2 * b] == F->ij[2 * b - 2])
-        b++;
+    int64_t a, b;
+    fix_share(F->ij, F->n, tid, nt, key_row, &a, &b);
     const size_t len = sizeof(double) * 2 * (size_t)(C->k > 0 ? C->k : 1);
     double *lb = malloc(len), *rb = malloc(len); /* NULL: the rows as they lie (slower, same bits) */
-    int64_t row = -1;
-    cert_row x = {0};
-    for (int64_t q = a; q < b; q++) {
-        const int64_t i = F->ij[2 * q], j = F->ij[2 * q + 1];
-        if (i != row) {
-            x = pack_row(C, row_of(C, C->Lr, C->Li, i, C->rsl, C->csl), lb);
-            row = i;
+#if EMUBLAS_X86
+    double *yb = J->simd ? malloc(len * FIX_W) : NULL; /* NULL: one by one */
+#endif
+    for (int64_t q = a; q < b;) {
+        const int64_t i = F->ij[2 * q];
+        int64_t q1 = q + 1;
+        while (q1 < b && F->ij[2 * q1] == i)
+            q1++;
+        const cert_row x = pack_row(C, row_of(C, C->Lr, C->Li, i, C->rsl, C->csl), lb);
+#if EMUBLAS_X86
+        if (yb && q1 - q >= 4) {
+            fix_row_simd(J, F->ij, q, q1, x, yb, rb);
+            q = q1;
+            continue;
         }
-        const cert_row y = pack_row(C, row_of(C, C->Rr, C->Ri, j, C->rsr, C->csr), rb);
-        int e = clamp_exp(-((int64_t)J->rsh[i] + (int64_t)J->csh[j]));
-        double vr, vi, cr = 0, ci = 0, re, im;
-        cert_redo(C, i, j, x, y, J->rsh[i], J->csh[j], &vr, &vi, &e);
-        const int64_t off = i * J->rso + j * J->cso;
-        if (!J->beta0)
-            fin_load_c(J, off, &cr, &ci);
-        fin_combine(J, vr, vi, e, cr, ci, &re, &im);
-        fin_store(J, off, re, im);
+#endif
+        for (; q < q1; q++)
+            fix_one(J, i, F->ij[2 * q + 1], x, rb);
     }
+#if EMUBLAS_X86
+    free(yb);
+#endif
     free(lb);
     free(rb);
 }
+
+#if EMUBLAS_X86
+/* Many entries (at least one per column on average): L's rows and R's rows copied once
+ * (lp: row i at i * 2k, real then imaginary parts; rp: fix_pack's layout per block of FIX_W
+ * columns, span doubles apart), the entries sorted by column block, then row, and each
+ * block's entries of a row, when several, computed from the copies for all FIX_W lanes:
+ * a thread works through one block's rows while the block's copy stays in cache. */
+typedef struct {
+    fin_job *J;
+    const int64_t *ij;
+    int64_t n;
+    double *lp, *rp;
+    int64_t span;
+} fix_blocks_job;
+
+static int64_t key_block(const int64_t *p) { return p[1] / FIX_W; }
+
+static int cmp_block(const void *a, const void *b)
+{
+    const int64_t *x = a, *y = b, gx = key_block(x), gy = key_block(y);
+    if (gx != gy)
+        return gx < gy ? -1 : 1;
+    return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : (x[1] < y[1] ? -1 : x[1] > y[1]);
+}
+
+static cert_row lp_row(const fix_blocks_job *F, int64_t i)
+{
+    const int64_t k = F->J->cert->k;
+    const double *r = F->lp + i * 2 * k;
+    return (cert_row){r, F->J->cert->Li ? r + k : NULL, 1, 1};
+}
+
+static void fix_pack_task(void *ctx, int tid, int nt)
+{
+    fix_blocks_job *F = ctx;
+    const emublas_oz_cert *C = F->J->cert;
+    const int64_t m = F->J->m, n = F->J->n, blocks = (n + FIX_W - 1) / FIX_W;
+    int64_t js[FIX_W];
+    for (int64_t g = blocks * tid / nt; g < blocks * (tid + 1) / nt; g++) {
+        const int w = (int)(n - g * FIX_W < FIX_W ? n - g * FIX_W : FIX_W);
+        for (int t = 0; t < w; t++)
+            js[t] = g * FIX_W + t;
+        fix_pack(C, js, w, F->rp + g * F->span);
+    }
+    for (int64_t i = m * tid / nt; i < m * (tid + 1) / nt; i++)
+        copy_row(C, row_of(C, C->Lr, C->Li, i, C->rsl, C->csl), F->lp + i * 2 * C->k);
+}
+
+static void fix_blocks_task(void *ctx, int tid, int nt)
+{
+    fix_blocks_job *F = ctx;
+    fin_job *J = F->J;
+    int64_t a, b;
+    fix_share(F->ij, F->n, tid, nt, key_block, &a, &b);
+    double *rb = malloc(sizeof(double) * 2 * (size_t)(J->cert->k > 0 ? J->cert->k : 1));
+    double vr[FIX_W], vi[FIX_W];
+    for (int64_t q = a; q < b;) {
+        const int64_t i = F->ij[2 * q], g = key_block(F->ij + 2 * q);
+        int64_t q1 = q + 1;
+        while (q1 < b && F->ij[2 * q1] == i && key_block(F->ij + 2 * q1) == g)
+            q1++;
+        const cert_row x = lp_row(F, i);
+        if (q1 - q >= 4) {
+            fix_dots(J->cert, x, FIX_W, F->rp + g * F->span, vr, vi);
+            for (; q < q1; q++) {
+                const int64_t j = F->ij[2 * q + 1];
+                fix_finish(J, i, j, x, vr[j - g * FIX_W], x.im ? vi[j - g * FIX_W] : 0.0, rb);
+            }
+        }
+        for (; q < q1; q++)
+            fix_one(J, i, F->ij[2 * q + 1], x, rb);
+    }
+    free(rb);
+}
+
+/* fix_blocks_task's run of the sorted-by-row entries ij (re-sorted here); 0 where the
+ * copies do not fit in 1 GiB each or cannot be allocated (the caller then runs fix_task). */
+static int fix_by_blocks(fin_job *J, int64_t *ij, int64_t total, int ft, int nthreads)
+{
+    const int64_t k = J->cert->k > 0 ? J->cert->k : 1, blocks = (J->n + FIX_W - 1) / FIX_W;
+    const double gib = (double)(1 << 30);
+    if (!J->simd || total < J->n || (double)blocks * 2.0 * (double)k * FIX_W * 8.0 > gib ||
+        (double)J->m * 2.0 * (double)k * 8.0 > gib)
+        return 0;
+    fix_blocks_job F = {J, ij, total, NULL, NULL, 2 * k * FIX_W};
+    F.rp = malloc(sizeof(double) * (size_t)(blocks * F.span));
+    F.lp = malloc(sizeof(double) * 2 * (size_t)(J->m * k));
+    if (!F.rp || !F.lp) {
+        free(F.rp);
+        free(F.lp);
+        return 0;
+    }
+    qsort(ij, (size_t)total, 2 * sizeof(int64_t), cmp_block);
+    emublas__parallel(fix_pack_task, &F, oz_threads(nthreads, (double)(blocks * F.span + J->m * 2 * k)));
+    emublas__parallel(fix_blocks_task, &F, ft);
+    free(F.rp);
+    free(F.lp);
+    return 1;
+}
+#endif
 
 /* The deferred entries of every thread's list, recomputed; the lists freed. */
 static void fix_pass(fin_job *J, int nt, int nthreads)
@@ -548,12 +812,17 @@ static void fix_pass(fin_job *J, int nt, int nthreads)
             memcpy(ij + 2 * at, J->fix[t].ij, sizeof(int64_t) * 2 * (size_t)J->fix[t].n);
             at += J->fix[t].n;
         }
-        qsort(ij, (size_t)total, 2 * sizeof(int64_t), cmp_pair);
-        fix_job F = {J, ij, total};
         int ft = oz_threads(nthreads, (double)total * (double)(J->cert->k > 0 ? J->cert->k : 1) * 4);
         if (ft > total)
             ft = (int)total;
-        emublas__parallel(fix_task, &F, ft);
+#if EMUBLAS_X86
+        if (!fix_by_blocks(J, ij, total, ft, nthreads))
+#endif
+        {
+            qsort(ij, (size_t)total, 2 * sizeof(int64_t), cmp_pair);
+            fix_job F = {J, ij, total};
+            emublas__parallel(fix_task, &F, ft);
+        }
     }
     free(ij);
     for (int t = 0; t < nt; t++)
