@@ -482,6 +482,33 @@ static int cmp_pair(const void *a, const void *b)
     return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : (x[1] < y[1] ? -1 : x[1] > y[1]);
 }
 
+/* The pairs ij reordered, stably, by p[0] (by_col 0) or by p[1] / div (by_col 1), keys
+ * below nkeys: a counting sort, linear in the entries (qsort's comparisons of a million
+ * entries cost a tenth of their recomputation).  0 where there is no memory for it (ij
+ * unchanged). */
+static int sort_pairs(int64_t *ij, int64_t total, int by_col, int64_t div, int64_t nkeys)
+{
+    int64_t *tmp = malloc(sizeof(int64_t) * 2 * (size_t)total), *at = calloc((size_t)nkeys + 1, sizeof(int64_t));
+    if (!tmp || !at) {
+        free(tmp);
+        free(at);
+        return 0;
+    }
+    for (int64_t q = 0; q < total; q++)
+        at[(by_col ? ij[2 * q + 1] / div : ij[2 * q]) + 1]++;
+    for (int64_t u = 0; u < nkeys; u++)
+        at[u + 1] += at[u];
+    for (int64_t q = 0; q < total; q++) {
+        const int64_t d = at[by_col ? ij[2 * q + 1] / div : ij[2 * q]]++;
+        tmp[2 * d] = ij[2 * q];
+        tmp[2 * d + 1] = ij[2 * q + 1];
+    }
+    memcpy(ij, tmp, sizeof(int64_t) * 2 * (size_t)total);
+    free(tmp);
+    free(at);
+    return 1;
+}
+
 /* Row x of a factor (re, im strided) copied into buf (2k doubles: re, then im). */
 static cert_row copy_row(const emublas_oz_cert *C, cert_row x, double *buf)
 {
@@ -698,7 +725,7 @@ static void fix_task(void *ctx, int tid, int nt)
 /* Many entries (at least one per column on average): L's rows and R's rows copied once
  * (lp: row i at i * 2k, real then imaginary parts; rp: fix_pack's layout per block of FIX_W
  * columns, span doubles apart), the entries sorted by column block, then row, and each
- * block's entries of a row, when several, computed from the copies for all FIX_W lanes:
+ * block's entries of a row computed from the copies, all FIX_W lanes at once:
  * a thread works through one block's rows while the block's copy stays in cache. */
 typedef struct {
     fin_job *J;
@@ -754,16 +781,14 @@ static void fix_blocks_task(void *ctx, int tid, int nt)
         int64_t q1 = q + 1;
         while (q1 < b && F->ij[2 * q1] == i && key_block(F->ij + 2 * q1) == g)
             q1++;
+        /* all FIX_W lanes even for one entry: four vector chains cost less than one scalar
+         * chain and the copy of R's row it needs */
         const cert_row x = lp_row(F, i);
-        if (q1 - q >= 4) {
-            fix_dots(J->cert, x, FIX_W, F->rp + g * F->span, vr, vi);
-            for (; q < q1; q++) {
-                const int64_t j = F->ij[2 * q + 1];
-                fix_finish(J, i, j, x, vr[j - g * FIX_W], x.im ? vi[j - g * FIX_W] : 0.0, rb);
-            }
+        fix_dots(J->cert, x, FIX_W, F->rp + g * F->span, vr, vi);
+        for (; q < q1; q++) {
+            const int64_t j = F->ij[2 * q + 1];
+            fix_finish(J, i, j, x, vr[j - g * FIX_W], x.im ? vi[j - g * FIX_W] : 0.0, rb);
         }
-        for (; q < q1; q++)
-            fix_one(J, i, F->ij[2 * q + 1], x, rb);
     }
     free(rb);
 }
@@ -785,7 +810,10 @@ static int fix_by_blocks(fin_job *J, int64_t *ij, int64_t total, int ft, int nth
         free(F.lp);
         return 0;
     }
-    qsort(ij, (size_t)total, 2 * sizeof(int64_t), cmp_block);
+    /* by column, row, then block, each stable: cmp_block's order */
+    if (!(sort_pairs(ij, total, 1, 1, J->n) && sort_pairs(ij, total, 0, 1, J->m) &&
+          sort_pairs(ij, total, 1, FIX_W, blocks)))
+        qsort(ij, (size_t)total, 2 * sizeof(int64_t), cmp_block);
     emublas__parallel(fix_pack_task, &F, oz_threads(nthreads, (double)(blocks * F.span + J->m * 2 * k)));
     emublas__parallel(fix_blocks_task, &F, ft);
     free(F.rp);
@@ -819,7 +847,9 @@ static void fix_pass(fin_job *J, int nt, int nthreads)
         if (!fix_by_blocks(J, ij, total, ft, nthreads))
 #endif
         {
-            qsort(ij, (size_t)total, 2 * sizeof(int64_t), cmp_pair);
+            /* by column, then row, each stable: cmp_pair's order */
+            if (!(sort_pairs(ij, total, 1, 1, J->n) && sort_pairs(ij, total, 0, 1, J->m)))
+                qsort(ij, (size_t)total, 2 * sizeof(int64_t), cmp_pair);
             fix_job F = {J, ij, total};
             emublas__parallel(fix_task, &F, ft);
         }
