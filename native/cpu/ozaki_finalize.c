@@ -134,13 +134,20 @@ static int cert_reject(emublas_oz_cert *C, int64_t i, int64_t j)
 /* The recomputed entry from rows x of L and y of R: the dot product as the data stand
  * (v itself, e = 0); where that overflows but the data are finite, again in the units of
  * C' (then alpha can still bring it back). */
+/* Whether entry (i, j), whose dot product of the data as they stand is (r, q), is taken
+ * again in the units of C': it overflowed, and its row and column are finite. */
+static int cert_rescale(const emublas_oz_cert *C, int64_t i, int64_t j, double r, double q)
+{
+    const int dead = C->row_err[i] == INFINITY || C->col_err[j] == INFINITY;
+    return !dead && !(fabs(r) <= DBL_MAX && fabs(q) <= DBL_MAX);
+}
+
 static void cert_redo(const emublas_oz_cert *C, int64_t i, int64_t j, cert_row x, cert_row y, int si, int sj,
                       double *cr, double *ci, int *e)
 {
-    const int dead = C->row_err[i] == INFINITY || C->col_err[j] == INFINITY;
     double r, q;
     cert_dot(C, x, y, 0, 0, &r, &q);
-    if (!dead && !(fabs(r) <= DBL_MAX && fabs(q) <= DBL_MAX)) {
+    if (cert_rescale(C, i, j, r, q)) {
         cert_dot(C, x, y, si, sj, cr, ci);
         return;
     }
@@ -632,8 +639,7 @@ static void fix_finish(fin_job *J, int64_t i, int64_t j, cert_row x, double cr, 
 {
     const emublas_oz_cert *C = J->cert;
     int e = clamp_exp(-((int64_t)J->rsh[i] + (int64_t)J->csh[j]));
-    const int dead = C->row_err[i] == INFINITY || C->col_err[j] == INFINITY;
-    if (!dead && !(fabs(cr) <= DBL_MAX && fabs(ci) <= DBL_MAX))
+    if (cert_rescale(C, i, j, cr, ci)) /* as cert_redo */
         cert_dot(C, x, pack_row(C, row_of(C, C->Rr, C->Ri, j, C->rsr, C->csr), rb), J->rsh[i], J->csh[j], &cr, &ci);
     else
         e = 0;
