@@ -82,19 +82,23 @@ def namespace(**arrays: Any):
             break
     else:
         return np  # the common numpy call, without building the error's tables
-    on_gpu = {name: x for name, x in arrays.items() if is_cupy(x)}
+    on_gpu: dict[str, int] = {}  # name: device id (the pointer's, without building a Device)
+    on_cpu = []
+    for name, x in arrays.items():
+        if is_cupy(x):
+            on_gpu[name] = x.data.device_id
+        elif isinstance(x, np.ndarray):
+            on_cpu.append(name)
     if not on_gpu:
         return np
-    on_cpu = [name for name, x in arrays.items() if isinstance(x, np.ndarray)]
     if on_cpu:
         raise TypeError(
             f"emublas: {', '.join(on_cpu)} {'is a numpy.ndarray' if len(on_cpu) == 1 else 'are numpy.ndarrays'}"
             f" but {', '.join(on_gpu)} {'is a cupy.ndarray' if len(on_gpu) == 1 else 'are cupy.ndarrays'};"
             " pass all arrays on the same device (cupy.asarray / cupy.asnumpy)"
         )
-    devices = {name: x.device.id for name, x in on_gpu.items()}
-    if len(set(devices.values())) > 1:
-        where = ", ".join(f"{n} on GPU {d}" for n, d in devices.items())
+    if len(set(on_gpu.values())) > 1:
+        where = ", ".join(f"{n} on GPU {d}" for n, d in on_gpu.items())
         raise ValueError(f"emublas: arrays live on different GPUs ({where})")
     import cupy
 

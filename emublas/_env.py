@@ -87,7 +87,7 @@ boolean.valid = "1/0, true/false, yes/no, on/off"  # type: ignore[attr-defined]
 # ``os.environ`` itself updates on every assignment, ``putenv`` included.
 _RAW = getattr(os.environ, "_data", None)
 _RAW_OK = isinstance(_RAW, dict) and os.name == "posix"
-_KEYS: dict[str, bytes] = {}
+_KEYS: dict[tuple[str, ...], tuple[bytes, ...]] = {}  # the names' keys in that mapping
 
 
 def env_texts(names: tuple[str, ...]) -> tuple[str | None, ...]:
@@ -105,14 +105,13 @@ def env_texts(names: tuple[str, ...]) -> tuple[str | None, ...]:
     """
     if not _RAW_OK:
         return tuple(os.environ.get(n) for n in names)
-    out = []
-    for n in names:
-        key = _KEYS.get(n)
-        if key is None:
-            key = _KEYS[n] = os.fsencode(n)
-        raw = _RAW.get(key)  # type: ignore[union-attr]
-        out.append(None if raw is None else os.fsdecode(raw))
-    return tuple(out)
+    keys = _KEYS.get(names)
+    if keys is None:
+        keys = _KEYS[names] = tuple(os.fsencode(n) for n in names)
+    raws = tuple(map(_RAW.get, keys))  # type: ignore[union-attr]
+    if raws.count(None) == len(raws):  # the usual call: nothing set
+        return raws
+    return tuple(None if raw is None else os.fsdecode(raw) for raw in raws)
 
 
 def env_value(var: str, parse: Callable[[Any], Any], default: Any) -> Any:

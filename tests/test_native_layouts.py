@@ -9,6 +9,7 @@ import itertools
 
 import numpy as np
 import pytest
+import scipy.linalg.blas as sblas
 
 import emublas
 
@@ -112,3 +113,64 @@ def test_rank_k_layouts(xp, rng, dtype, layout):
             ref = tri(_ref(a0, a0, ht, 2 - ht))
             assert np.abs(got - ref).max() <= 20 * k * np.finfo(dtype).eps * np.abs(ref).max()
             assert np.all(np.diagonal(got).imag == 0)
+
+
+@pytest.mark.parametrize("backend", ["native", "ozaki2"])
+def test_overwrite_c_overlapping_an_input(xp, rng, backend):
+    """c given in place while it overlaps an operand (the same array, a view of it, or a
+    reversed view): the product of the old values, on numpy and on cupy."""
+    base = randn(rng, (6, 6), np.float64)
+    big = np.asfortranarray(randn(rng, (6, 12), np.float64))
+    cases = {
+        "same": lambda y: (y, y, y),
+        "column view": lambda y: (y[:, 1:4], y[:3, :3], y[:, 3:]),  # c's first column is a's last
+        "reversed": lambda y: (y[::-1, :], y, y),
+    }
+    for label, make in cases.items():
+        y_host = np.array(base, order="F")
+        a_h, b_h, c_h = make(y_host)
+        expected = a_h @ b_h + 2.0 * c_h  # the old values
+        y = xp.asarray(y_host, order="F") if xp is not np else y_host
+        a, b, c = make(y)
+        if not c.flags.f_contiguous:
+            continue  # in place only for a Fortran c (else c is never modified)
+        out = emublas.dgemm(1.0, a, b, 2.0, c, overwrite_c=1, backend=backend)
+        assert out is c, label
+        got = out if xp is np else xp.asnumpy(out)
+        np.testing.assert_allclose(got, expected, rtol=1e-13, atol=1e-13, err_msg=label)
+    # disjoint pieces of one buffer do not overlap: c is updated in place without a temporary
+    yb = xp.asarray(big, order="F") if xp is not np else big.copy(order="F")
+    a, c = yb[:, :6], yb[:, 6:]
+    out = emublas.dgemm(1.0, a, a, 1.0, c, overwrite_c=1, backend=backend)
+    assert out is c
+    got = yb if xp is np else xp.asnumpy(yb)
+    np.testing.assert_allclose(got[:, 6:], big[:, :6] @ big[:, :6] + big[:, 6:], rtol=1e-13, atol=1e-13)
+    np.testing.assert_array_equal(got[:, :6], big[:, :6])  # a untouched
+
+
+@pytest.mark.parametrize("routine", ["sgemm", "zgemm", "cherk", "zher2k", "csyr2k", "dsyrk"])
+def test_native_scalars_of_mixed_dtypes(xp, rng, routine):
+    """alpha and beta of different precisions and kinds in successive calls (herk: real
+    scalars; her2k: complex alpha, real beta) reach cuBLAS unchanged on every call."""
+    prefix = routine[0]
+    dtype = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}[prefix]
+    fn = getattr(emublas, routine)
+    two = routine.endswith("2k")
+    for alpha, beta in ((0.5, 2.0), (-3.0, 0.25), (1.5, -1.0)):
+        if prefix in "cz" and not routine.endswith(("herk",)):
+            alpha = alpha + 0.75j
+        a = randn(rng, (5, 4), dtype)
+        b = randn(rng, (5, 4) if not routine.endswith("gemm") else (4, 3), dtype)
+        n = 5
+        c = randn(rng, (n, 3) if routine.endswith("gemm") else (n, n), dtype)
+        if routine.endswith("herk") or routine.endswith("her2k"):
+            c = (c + c.conj().T) / 2
+        args = (alpha, a, b) if (two or routine.endswith("gemm")) else (alpha, a)
+        expected = getattr(sblas, routine)(*args, beta, np.array(c, order="F"))
+        conv = (lambda x: xp.asarray(x)) if xp is not np else (lambda x: x)
+        got = fn(*[conv(x) if isinstance(x, np.ndarray) else x for x in args], beta, conv(c), backend="native")
+        got = got if xp is np else xp.asnumpy(got)
+        tol = 1e-5 if dtype in (np.float32, np.complex64) else 1e-12
+        if not routine.endswith("gemm"):
+            expected, got = np.triu(expected), np.triu(got)
+        np.testing.assert_allclose(got, expected, rtol=tol, atol=tol)

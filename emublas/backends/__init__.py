@@ -54,6 +54,9 @@ def get(name: str) -> Backend:
     ValueError
         If no backend has that name; the message lists the valid names.
     """
+    hit = _loaded.get(name)  # the usual call names a loaded backend exactly: no string work
+    if hit is not None:
+        return hit
     key = str(name).strip().lower() if isinstance(name, str) else name
     if key in _loaded:
         return _loaded[key]

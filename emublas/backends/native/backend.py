@@ -8,6 +8,7 @@ GPU are derived from cuBLAS gemm by the front.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -104,7 +105,8 @@ def _gpu_operand(x, trans: int, flip_ok: bool = True):
 
 
 class _CublasCall:
-    """cupy's cuBLAS handle on the current stream, host pointer mode, restored afterwards."""
+    """cupy's cuBLAS handle on the current stream in host pointer mode; a mode the handle had
+    before is restored afterwards (cupy's own is host mode, so the common call sets none)."""
 
     def __enter__(self):
         import cupy
@@ -114,11 +116,13 @@ class _CublasCall:
         self.handle = cupy.cuda.device.get_cublas_handle()
         cublas.setStream(self.handle, cupy.cuda.get_current_stream().ptr)
         self.mode = cublas.getPointerMode(self.handle)
-        cublas.setPointerMode(self.handle, cublas.CUBLAS_POINTER_MODE_HOST)
+        if self.mode != cublas.CUBLAS_POINTER_MODE_HOST:
+            cublas.setPointerMode(self.handle, cublas.CUBLAS_POINTER_MODE_HOST)
         return self
 
     def __exit__(self, *exc):
-        self.cublas.setPointerMode(self.handle, self.mode)
+        if self.mode != self.cublas.CUBLAS_POINTER_MODE_HOST:
+            self.cublas.setPointerMode(self.handle, self.mode)
         return False
 
 
@@ -128,9 +132,29 @@ def _cupy():
     return cupy
 
 
-def _host_scalar(value, dtype):
-    # cuBLAS reads host-mode scalars before the call returns, so a local array is enough.
-    return np.array(value, dtype=dtype)
+class _HostScalars(threading.local):
+    """alpha and beta in host memory for cuBLAS's host pointer mode, which reads them before
+    the call returns: one two-slot buffer per dtype and thread, its addresses taken once
+    (numpy's ``ctypes.data`` builds an object per access)."""
+
+    def __init__(self):
+        self.buffers: dict[np.dtype, tuple[np.ndarray, int, int]] = {}
+
+    def addresses(self, alpha, alpha_dtype, beta, beta_dtype) -> tuple[int, int]:
+        return self._put(0, alpha, alpha_dtype), self._put(1, beta, beta_dtype)
+
+    def _put(self, slot: int, value, dtype) -> int:
+        entry = self.buffers.get(dtype)
+        if entry is None:
+            buf = np.zeros(2, dtype=dtype)
+            address = buf.ctypes.data
+            entry = self.buffers[dtype] = (buf, address, address + buf.itemsize)
+        buf, first, second = entry
+        buf[slot] = value
+        return second if slot else first
+
+
+_SCALARS = _HostScalars()
 
 
 # ---------------------------------------------------------------------------
@@ -163,9 +187,12 @@ class NativeBackend(Backend):
             return (False, f"cupy/GPU not usable: {type(exc).__name__}: {exc}".splitlines()[0])
 
     def check(self, device: str) -> None:
-        if device == "cpu":
-            return  # scipy is a hard dependency
+        if device == "cpu" or self._gpu_checked:
+            return  # scipy is a hard dependency; a process's GPUs stay usable once they were
         super().check(device)
+        self._gpu_checked = True
+
+    _gpu_checked = False
 
     # -- gemm ------------------------------------------------------------------
     def gemm(self, alpha, a, b, beta, c, trans_a, trans_b, **opts) -> None:
@@ -216,7 +243,7 @@ class NativeBackend(Backend):
         ldc = layout[1]
         a, trans_a, lda = _gpu_operand(a, trans_a)
         b, trans_b, ldb = _gpu_operand(b, trans_b)
-        al, be = _host_scalar(alpha, c.dtype), _host_scalar(beta, c.dtype)
+        al, be = _SCALARS.addresses(alpha, c.dtype, beta, c.dtype)
         with _CublasCall() as cb:
             fn = getattr(cb.cublas, _PREFIX[c.dtype] + "gemm")
             fn(
@@ -226,12 +253,12 @@ class NativeBackend(Backend):
                 m,
                 n,
                 k,
-                al.ctypes.data,
+                al,
                 a.data.ptr,
                 lda,
                 b.data.ptr,
                 ldb,
-                be.ctypes.data,
+                be,
                 c.data.ptr,
                 ldc,
             )
@@ -256,12 +283,11 @@ class NativeBackend(Backend):
             a, trans, lda = _gpu_operand(a, trans, flip_ok=False)
             b, _, ldb = _gpu_operand(b, trans, flip_ok=False)
         real_dt = np.empty(0, c.dtype).real.dtype
-        al = _host_scalar(alpha, real_dt if kind == "herk" else c.dtype)
-        be = _host_scalar(beta, real_dt if herm else c.dtype)
+        al, be = _SCALARS.addresses(alpha, real_dt if kind == "herk" else c.dtype, beta, real_dt if herm else c.dtype)
         with _CublasCall() as cb:
             uplo = cb.cublas.CUBLAS_FILL_MODE_LOWER if lower else cb.cublas.CUBLAS_FILL_MODE_UPPER
-            head = (cb.handle, uplo, trans, n, k, al.ctypes.data, a.data.ptr, lda)
-            tail = (be.ctypes.data, c.data.ptr, max(1, n))
+            head = (cb.handle, uplo, trans, n, k, al, a.data.ptr, lda)
+            tail = (be, c.data.ptr, max(1, n))
             if kind == "syrk":
                 getattr(cb.cublas, prefix + "syrk")(*head, *tail)
             elif b is None:
