@@ -122,30 +122,32 @@ def prepare_out(c: Any, shape: tuple[int, int], dtype: np.dtype, xp, overwrite_c
         in_place = flags.f_contiguous and (xp is not np or flags.writeable)
     if not in_place:
         return xp.array(arr, dtype=dtype, order="F", copy=True), False
-    may_share = np.may_share_memory if xp is np else _cupy_may_share
-    return c, any(may_share(c, x) for x in inputs)
+    if xp is np:
+        return c, any(np.may_share_memory(c, x) for x in inputs)
+    return c, _cupy_overlaps(c, inputs)
 
 
-def _cupy_may_share(x, y) -> bool:
-    """Whether the byte ranges two cupy arrays span overlap (cupy.may_share_memory's bounds
-    test, without its Python-level overhead on every call)."""
-    if x.data.device_id != y.data.device_id:
-        return False
-    (lo_x, hi_x), (lo_y, hi_y) = _span(x), _span(y)
-    return lo_x < hi_y and lo_y < hi_x
+def _cupy_overlaps(c, inputs) -> bool:
+    """Whether the bytes cupy array ``c`` spans overlap any input's (cupy.may_share_memory's
+    bounds test, without its Python-level cost on every call)."""
+    lo, hi = _span(c)
+    dev = c.data.device_id
+    for x in inputs:
+        if x.data.device_id == dev:
+            xl, xh = _span(x)
+            if xl < hi and lo < xh:
+                return True
+    return False
 
 
 def _span(x) -> tuple[int, int]:
-    """[first byte, one past the last byte] an array's elements occupy; empty for no elements."""
-    if x.size == 0:
+    """[first byte, one past the last byte] a 2-D array's elements occupy; empty for none."""
+    (rows, cols), (s0, s1) = x.shape, x.strides
+    if rows == 0 or cols == 0:
         return 0, 0
-    lo = hi = x.data.ptr
-    for extent, stride in zip(x.shape, x.strides):
-        if stride < 0:
-            lo += (extent - 1) * stride
-        else:
-            hi += (extent - 1) * stride
-    return lo, hi + x.itemsize
+    p = x.data.ptr
+    d0, d1 = (rows - 1) * s0, (cols - 1) * s1
+    return p + min(d0, 0) + min(d1, 0), p + max(d0, 0) + max(d1, 0) + x.itemsize
 
 
 def trans_codes(prefix: str, kind: str, trans: Any, name: str = "trans") -> int:

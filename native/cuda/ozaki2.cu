@@ -568,40 +568,16 @@ struct oz_cert {
 
 __device__ __forceinline__ int floor_log2(double a) /* a > 0, finite */
 {
-    const int biased = (__double2hiint(a) >> 20) & 0x7ff; /* the exponent field: no call for a normal a */
-    if (biased != 0)
-        return biased - 1023;
     int e;
     frexp(a, &e);
     return e - 1;
 }
 
-/* x 2^e, rounded once, as ldexp gives it: one multiplication by the power of two where that is a
- * normal double (the product is then x 2^e correctly rounded), ldexp itself elsewhere. */
-__device__ __forceinline__ double scale2(double x, int e)
-{
-    if (e >= -1022 && e <= 1023)
-        return x * __hiloint2double((e + 1023) << 20, 0);
-    return ldexp(x, e);
-}
-
 /* inlined: a call would need the final pass's certificate in local memory, written by
  * every thread (two hundred bytes each, more than the output itself) */
-/* A column's share of the certificate, read once per lane for its entries of that column. */
-struct cert_col {
-    double err, wsum;
-    int budget;
-};
-
-__device__ __forceinline__ cert_col cert_col_of(const oz_cert &C, long long j)
+__device__ __forceinline__ bool cert_ok(const oz_cert &C, long long i, long long j, double cr, double ci)
 {
-    return cert_col{C.col_err[j], C.W ? C.col_wsum[j] : 0.0, C.W ? C.col_budget[j] : 0};
-}
-
-__device__ __forceinline__ bool cert_ok(const oz_cert &C, long long i, long long j, const cert_col &col, double cr,
-                                        double ci)
-{
-    const double re = C.row_err[i], ce = col.err;
+    const double re = C.row_err[i], ce = C.col_err[j];
     if (re == OZ_NEG_INF || ce == OZ_NEG_INF)
         return true;
     if (C.W && C.W[i + j * C.ldw] == 0)
@@ -615,9 +591,9 @@ __device__ __forceinline__ bool cert_ok(const oz_cert &C, long long i, long long
             B = g;
     }
     if (C.W) {
-        const double d = (double)C.W[i + j * C.ldw] - C.row_wsum[i] - col.wsum;
+        const double d = (double)C.W[i + j * C.ldw] - C.row_wsum[i] - C.col_wsum[j];
         if (d > 0)
-            B = fmax(B, ((double)C.row_budget[i] + (double)col.budget) + (double)(floor_log2(d) - 14));
+            B = fmax(B, ((double)C.row_budget[i] + (double)C.col_budget[j]) + (double)(floor_log2(d) - 14));
     }
     return E <= __dadd_rn(C.target, B);
 }
@@ -702,7 +678,7 @@ __device__ __forceinline__ void store_entry(double vr, double vi, int ee, double
         double c = 0.0;
         if (!beta0)
             c = dtype == 0 ? emublas_f2d(((const float *)out)[off]) : ((const double *)out)[off];
-        const double x = scale2(ar * vr, ee);
+        const double x = ldexp(ar * vr, ee);
         double re = beta0 ? x : x + br * c;
         if (dtype == 0)
             ((float *)out)[off] = emublas_d2f(re);
@@ -720,7 +696,7 @@ __device__ __forceinline__ void store_entry(double vr, double vi, int ee, double
             ci = ((const double *)out)[2 * off + 1];
         }
     }
-    double xr = scale2(ar * vr - ai * vi, ee), xi = scale2(ar * vi + ai * vr, ee);
+    double xr = ldexp(ar * vr - ai * vi, ee), xi = ldexp(ar * vi + ai * vr, ee);
     const bool one = br == 1.0 && bi == 0.0; /* beta = 1 adds c, as native BLAS: no inf*0 */
     double re = beta0 ? xr : xr + (one ? cr : br * cr - bi * ci);
     double im = beta0 ? xi : xi + (one ? ci : br * ci + bi * cr);
@@ -764,18 +740,17 @@ __device__ __forceinline__ void fallback_entry(const oz_cert &C, long long gi, l
 __device__ __forceinline__ void final_entry(const double *re, const double *im, const oz_crtk &K, int rsh,
                                             int csh, double ar, double ai, double br,
                                             double bi, int beta0, int dtype, void *out, long long off,
-                                            const oz_cert &C, const cert_col &col, bool certify, long long gi,
-                                            long long gj, long long li, long long lj)
+                                            const oz_cert &C, bool certify, long long gi, long long gj, long long li,
+                                            long long lj)
 {
     int ee = unscale_exp(rsh, csh);
     /* v = (vr + i vi) 2^ee; alpha multiplies the integer first, the power of two comes last */
     double vr = crt_value(re, K);
     double vi = dtype >= 2 ? crt_value(im, K) : 0.0;
     if (certify) {
-        const double inf = __longlong_as_double(0x7ff0000000000000LL);
-        const bool dead = C.row_err[gi] == inf || col.err == inf; /* is_dead with the column's value at hand */
+        const bool dead = is_dead(C, gi, gj);
         bool redo = dead;
-        if (!dead && !cert_ok(C, gi, gj, col, vr, vi)) {
+        if (!dead && !cert_ok(C, gi, gj, vr, vi)) {
             atomicAdd(C.uncertified, 1ULL);
             redo = C.fix;
         }
@@ -1058,16 +1033,14 @@ __device__ __forceinline__ void crt_final(
                 sum_planes<CPLX, ENT, false>(S, sw, spart, nterms, j, i0, left, re, im);
         }
     }
-    /* the column's values once for the lane's entries (the entries' stores could alias them) */
     const int cs_ = col_shift[gj];
-    const cert_col col = certify ? cert_col_of(C, gj) : cert_col{0.0, 0.0, 0};
 #pragma unroll
     for (int e = 0; e < ENT; e++) {
         const long long i = i0 + e, gi = r0 + i;
         if (e >= left || (uplo == 1 && gi > gj) || (uplo == 2 && gi < gj))
             continue;
         final_entry(re[e], im[CPLX ? e : 0], K, row_shift[gi], cs_, ar, ai, br, bi, beta0, dtype, out,
-                    gi * rso + gj * cso, C, col, certify, gi, gj, i, j);
+                    gi * rso + gj * cso, C, certify, gi, gj, i, j);
     }
 }
 
