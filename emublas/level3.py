@@ -10,10 +10,9 @@ backend, options and warnings apply to every product:
   the diagonal blocks of at most ``LEAF`` rows (per device) are made explicit (the full
   symmetric block, or the triangle with zeros and the unit diagonal), so no
   full-size copy of ``a`` is ever formed;
-* trsm is a left-looking block substitution: its diagonal blocks of at most ``LEAF``
-  rows are solved by the native trsm, each from its right-hand side less one gemm
-  with every block solved before it (so the right-hand side is rounded once, not
-  once per level as in a recursion).
+* trsm recurses the same way (the blocked substitution of a backward-stable
+  trsm): its off-diagonal updates are gemm, its diagonal blocks of at most
+  ``LEAF`` rows are solved by the native trsm.
 
 Like the routines of :mod:`emublas.blas`, the triangle a routine does not
 reference is never read (NaN there cannot reach the result), and neither is
@@ -171,44 +170,25 @@ def _trmm_emulated(mm: _Products, alpha, a, b, side: int, lower: int, trans: int
         rec(mm, alpha, a[second, second], b[:, second], side, lower, trans, diag)
 
 
-def _blocks(k: int, leaf: int) -> list[slice]:
-    """``k`` rows in equal consecutive blocks of at most ``leaf``."""
-    count = -(-k // leaf)
-    edges = [k * i // count for i in range(count + 1)]
-    return [slice(edges[i], edges[i + 1]) for i in range(count)]
-
-
 def _trsm_emulated(mm: _Products, prefix: str, alpha, a, b, side: int, lower: int, trans: int, diag: int) -> None:
-    """Solve op(A)*x = alpha*b (side 0) or x*op(A) = alpha*b (side 1) in place of b.
-
-    Left-looking block substitution: each block of the solution is solved natively from its
-    right-hand side less the contribution of every block solved before it, that
-    contribution taken as one product (``b_k := alpha b_k - op(A)[k, done] x[done]``).  Each
-    right-hand side is thus rounded once by the products, where a recursion rounds it once
-    per level of halving: the emulated product is exact before its rounding, so one update
-    of a block is as accurate as the block's whole sum."""
+    """Solve op(A)*x = alpha*b (side 0) or x*op(A) = alpha*b (side 1) in place of b."""
     k = a.shape[0]
-    parts = _blocks(k, _leaf(a))
-    op_lower = bool(lower) != (trans != 0)
-    # side 0: op(A) lower -> top to bottom; side 1: x op(A), op(A) upper -> left to right
-    forward = op_lower if side == 0 else not op_lower
-    order = parts if forward else parts[::-1]
-    done: slice | None = None  # the solved blocks: one contiguous range
-    for blk in order:
-        if done is None:
-            scale = alpha
-        else:
-            scale = 1.0
-            # op(A)[blk, done] (side 0) or op(A)[done, blk] (side 1), as a view of a and a trans code
-            rows, cols = (blk, done) if side == 0 else (done, blk)
-            off = (a[rows, cols], 0) if trans == 0 else (a[cols, rows], trans)
-            if side == 0:
-                mm(-1.0, off[0], off[1], b[done, :], 0, alpha, b[blk, :])
-            else:
-                mm(-1.0, b[:, done], 0, off[0], off[1], alpha, b[:, blk])
-        target = b[blk, :] if side == 0 else b[:, blk]
-        native_tri("trsm", prefix, scale, a[blk, blk], target, side, lower, trans, diag)
-        done = blk if done is None else slice(min(done.start, blk.start), max(done.stop, blk.stop))
+    if k <= _leaf(a):
+        native_tri("trsm", prefix, alpha, a, b, side, lower, trans, diag)
+        return
+    s1, s2, op_lower, off = _split(a, lower, trans)
+    rec = _trsm_emulated
+    # Solve the half that depends on nothing, subtract its contribution from the other, solve that.
+    if side == 0:
+        first, second = (s1, s2) if op_lower else (s2, s1)
+        rec(mm, prefix, alpha, a[first, first], b[first, :], side, lower, trans, diag)
+        mm(-1.0, off[0], off[1], b[first, :], 0, alpha, b[second, :])
+        rec(mm, prefix, 1.0, a[second, second], b[second, :], side, lower, trans, diag)
+    else:
+        first, second = (s2, s1) if op_lower else (s1, s2)
+        rec(mm, prefix, alpha, a[first, first], b[:, first], side, lower, trans, diag)
+        mm(-1.0, b[:, first], 0, off[0], off[1], alpha, b[:, second])
+        rec(mm, prefix, 1.0, a[second, second], b[:, second], side, lower, trans, diag)
 
 
 # ---------------------------------------------------------------------------
