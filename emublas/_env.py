@@ -111,7 +111,19 @@ def env_texts(names: tuple[str, ...]) -> tuple[str | None, ...]:
     raws = tuple(map(_RAW.get, keys))  # type: ignore[union-attr]
     if raws.count(None) == len(raws):  # the usual call: nothing set
         return raws
-    return tuple(None if raw is None else os.fsdecode(raw) for raw in raws)
+    return tuple(None if raw is None else _decoded(raw) for raw in raws)
+
+
+_DECODED: dict[bytes, str] = {}  # the values seen, decoded (bounded: a program sets few)
+
+
+def _decoded(raw: bytes) -> str:
+    text = _DECODED.get(raw)
+    if text is None:
+        text = os.fsdecode(raw)
+        if len(_DECODED) < 256:
+            _DECODED[raw] = text
+    return text
 
 
 def env_value(var: str, parse: Callable[[Any], Any], default: Any) -> Any:

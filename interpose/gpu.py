@@ -23,6 +23,7 @@ from .import_hook import AfterImport
 __all__ = ["not_swapped", "replacements", "disarm"]
 
 _FLOATS = "fdFD"
+_PREFIXES = {"f": "s", "d": "d", "F": "c", "D": "z"}
 _TRANS = {"N": 0, "n": 0, "T": 1, "t": 1, "H": 2, "h": 2, "C": 2, "c": 2, 0: 0, 1: 1, 2: 2}
 #: ndarray methods cupy does not let us replace (a C extension type), for stats()/docs
 not_swapped: list[str] = []
@@ -35,7 +36,9 @@ def _dispatch(name: str, dims, dtype, native: Callable, emulate: Callable):
     """Route one call: the original (``native()``) or emublas (``emulate()``), and record it."""
     t0 = time.perf_counter()
     backend, opts, usable = policy.selection("gpu")
-    why = policy.fallthrough_reason(backend, usable, dims)
+    prefix = _PREFIXES.get(getattr(dtype, "char", None)) if dims is not None else None
+    routine = "syrk" if name.endswith("syrk") else "gemm"  # every other routed call is a product
+    why = policy.fallthrough_reason(backend, usable, dims, routine, prefix, "gpu", opts)
     result = native() if why else emulate()  # errors inside emulation propagate
     policy.record(name, dims or (), dtype, not why, why, time.perf_counter() - t0, backend, opts)
     return result

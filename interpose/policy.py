@@ -142,7 +142,15 @@ def explicit_options(backend: str) -> dict:
     return dict(chosen.options) if chosen.backend == backend else {}
 
 
-def fallthrough_reason(backend: str, usable: bool, dims: tuple | None) -> str:
+def fallthrough_reason(
+    backend: str,
+    usable: bool,
+    dims: tuple | None,
+    routine: str | None = None,
+    prefix: str | None = None,
+    device: str = "cpu",
+    options: dict | None = None,
+) -> str:
     """Why a call goes to the original routine.
 
     Parameters
@@ -153,6 +161,14 @@ def fallthrough_reason(backend: str, usable: bool, dims: tuple | None) -> str:
         Whether it can run on the call's device.
     dims : tuple or None
         ``(m, n, k, ...)`` of the call, or None where the arguments are left to the original.
+    routine, prefix : str, optional
+        The call's routine kind (gemm, syrk, ..., trsm) and BLAS prefix: with them a call
+        ``auto`` would compute natively goes to the original directly (``"auto: native"``),
+        without the emublas front's own argument handling.
+    device : {"cpu", "gpu"}, optional
+        The call's device.
+    options : dict, optional
+        The selection's resolved options (``auto``'s, for its choice).
 
     Returns
     -------
@@ -167,6 +183,12 @@ def fallthrough_reason(backend: str, usable: bool, dims: tuple | None) -> str:
         return "arguments left to the original"
     if min(dims[:3]) < min_dim():
         return f"min dim < {min_dim()}"
+    if backend == "auto" and routine is not None and prefix is not None:
+        from emublas import backends
+
+        m, n, k = dims[:3]
+        if backends.get("auto").choice(routine, prefix, m, n, k, device, options or {}) == "native":
+            return "auto: native"
     return ""
 
 
@@ -301,7 +323,12 @@ def record(
         _counts[f"{routine}:{'emulated' if emulated else 'native'}"] += 1
     if verbose():
         opts = ",".join(f"{k}={v}" for k, v in used_options(backend, options).items())
-        target = f"{backend}({opts})" if emulated and opts else (backend if emulated else f"native [{why}]")
+        if emulated:
+            target = f"{backend}({opts})" if opts else backend
+        elif why == "auto: native":  # auto's choice, and the table it chose from
+            target = f"native [auto({opts})]"
+        else:
+            target = f"native [{why}]"
         dims = "x".join(str(d) for d in shape) if shape else "(shape not checked)"
         print(f"emublas: {routine} {dims} {np.dtype(dtype).name} -> {target} {seconds * 1e3:.3f} ms", file=sys.stderr)
 

@@ -32,19 +32,63 @@ SCIPY_NAMES = tuple(p + r for r in ("gemm", "syrk", "syr2k", "symm", "trmm", "tr
 _FBLAS_ATTRS = ("typecode", "dtype", "prefix", "module_name", "int_dtype")
 
 
-def _sig(fn):
-    params = [p for p in inspect.signature(fn).parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD]
-    return inspect.Signature(params)
+class _Binder:
+    """``inspect.Signature.bind`` plus ``apply_defaults`` for the fronts' signatures, without
+    their cost on every intercepted call: the arguments by name, defaults filled in (a
+    ``**options`` catch-all as a dict), or None where ``bind`` would raise ``TypeError``."""
+
+    def __init__(self, fn):
+        params = inspect.signature(fn).parameters.values()
+        self.positional = tuple(p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD)
+        self.named = frozenset(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+        self.varkw = next((p.name for p in params if p.kind is p.VAR_KEYWORD), None)
+        self.defaults = {p.name: p.default for p in params if p.default is not p.empty}
+        self.required = tuple(n for n in self.named if n not in self.defaults)
+
+    def __call__(self, args: tuple, kwargs: dict) -> dict | None:
+        if len(args) > len(self.positional):
+            return None
+        out = dict(zip(self.positional, args))
+        extra = {}
+        for key, value in kwargs.items():
+            if key in out:
+                return None  # given twice
+            if key in self.named:
+                out[key] = value
+            elif self.varkw is not None:
+                extra[key] = value
+            else:
+                return None
+        for key in self.required:
+            if key not in out:
+                return None
+        for key, value in self.defaults.items():
+            out.setdefault(key, value)
+        if self.varkw is not None:
+            out[self.varkw] = extra
+        return out
 
 
 def _make_signatures():
-    """The scipy routines' signatures, from emublas's own front (which has scipy's)."""
+    """The scipy routines' argument binders, from emublas's own front (which has scipy's signatures)."""
     from emublas import blas as front
 
-    return {
-        k: _sig(front.ROUTINES["d" + k] if k in ("gemm", "syrk", "syr2k") else front.ROUTINES["z" + k])
-        for k in ("gemm", "syrk", "syr2k", "herk", "her2k")
-    }
+    def routine(k):
+        return front.ROUTINES["d" + k] if k in ("gemm", "syrk", "syr2k") else front.ROUTINES["z" + k]
+
+    return {k: _Binder(_positional_only(routine(k))) for k in ("gemm", "syrk", "syr2k", "herk", "her2k")}
+
+
+def _positional_only(fn):
+    """``fn`` seen through its positional-or-keyword parameters only (scipy's signature: the
+    front's keyword-only ``backend`` and ``**options`` are not scipy's)."""
+    params = [p for p in inspect.signature(fn).parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD]
+
+    def view():
+        pass
+
+    view.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    return view
 
 
 _SIGNATURES = _make_signatures()
@@ -68,13 +112,9 @@ def call_dims(name: str, args: tuple, kwargs: dict):
 
     if name[1:] in ("symm", "hemm", "trmm", "trsm"):
         return level3_dims(name, args, kwargs)
-    sig = _SIGNATURES[name[1:]]
-    try:
-        bound = sig.bind(*args, **kwargs)
-    except TypeError:
+    p = _SIGNATURES[name[1:]](args, kwargs)
+    if p is None:
         return None
-    bound.apply_defaults()
-    p = bound.arguments
     dtype = front.DTYPES[name[0]]
     try:
         a = np.asarray(p["a"])
@@ -132,13 +172,14 @@ def replacement(name: str, original: Callable) -> Callable:
     from emublas import blas as front
 
     routine = front.ROUTINES[name]
+    kind = name[1:]
 
     @functools.wraps(original)
     def emulated(*args, **kwargs):
         t0 = time.perf_counter()
         dims = call_dims(name, args, kwargs)
         backend, opts, usable = policy.selection("cpu")
-        why = policy.fallthrough_reason(backend, usable, dims)
+        why = policy.fallthrough_reason(backend, usable, dims, kind, name[0], "cpu", opts)
         if why:
             try:
                 return original(*args, **kwargs)  # scipy's own errors and warnings, unchanged
@@ -206,6 +247,9 @@ def clear_blas_memo() -> None:
         memo.clear()
 
 
+_LEVEL3_BINDERS: dict[str, _Binder] = {}
+
+
 def level3_dims(name: str, args: tuple, kwargs: dict):
     """The sizes of a scipy ``{symm,hemm,trmm,trsm}`` call, for the interpose shim's size policy.
 
@@ -227,11 +271,12 @@ def level3_dims(name: str, args: tuple, kwargs: dict):
     from emublas import blas as front
     from emublas import level3
 
-    try:
-        bound = inspect.signature(level3.ROUTINES[name]).bind(*args, **kwargs)
-    except TypeError:
+    binder = _LEVEL3_BINDERS.get(name)
+    if binder is None:
+        binder = _LEVEL3_BINDERS[name] = _Binder(level3.ROUTINES[name])
+    p = binder(args, kwargs)
+    if p is None:
         return None
-    p = bound.arguments
     if p.get("backend") is not None or p.get("options"):
         return None
     try:

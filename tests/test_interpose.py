@@ -224,3 +224,55 @@ def test_shim_modules_import_no_private_names_of_each_other():
             if isinstance(node, ast.ImportFrom) and node.level:
                 private = [a.name for a in node.names if a.name.startswith("_")]
                 assert not private, (path.name, private)
+
+
+def test_auto_choosing_native_calls_the_original(active, rng, monkeypatch, capsys):
+    """Under auto, a call the cost model leaves to native goes to scipy's routine itself (counted
+    as native, its verbose line naming auto's choice and table); its result is scipy's."""
+    shim.install("auto")
+    monkeypatch.setenv("EMUBLAS_VERBOSE", "1")
+    a = rng.standard_normal((70, 66))
+    expected = sblas.dgemm.__wrapped__(1.0, a, a, trans_b=1)
+    chosen = emublas.backends.get("auto").choice("gemm", "d", 70, 70, 66, "cpu", emublas.config.resolve("auto")[1])
+    got = sblas.dgemm(1.0, a, a, trans_b=1)
+    err = capsys.readouterr().err.splitlines()
+    if chosen == "native":
+        np.testing.assert_array_equal(got, expected)
+        assert shim.stats() == {"dgemm:native": 1}
+        assert "-> native [auto(chose=native,table=" in err[0]
+    else:  # a calibrated table here may pick an emulating backend: then the call is emulated
+        assert shim.stats() == {"dgemm:emulated": 1}
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "prefix, kind, m, n, k", [("d", "gemm", 70, 50, 66), ("z", "herk", 90, 90, 64), ("s", "trsm", 65, 80, 65)]
+)
+def test_auto_choice_is_the_calls_own(prefix, kind, m, n, k):
+    """choice() without arrays names the backend route() picks for the same call shape."""
+    auto = emublas.backends.get("auto")
+    opts = emublas.config.resolve("auto")[1]
+    out = np.zeros((m, n), dtype=emublas.blas.DTYPES[prefix], order="F")
+    assert auto.choice(kind, prefix, m, n, k, "cpu", opts) == auto.route(kind, prefix, m, n, k, out, opts)[1]
+
+
+def test_call_dims_binds_as_scipy_does(rng):
+    """The shim's argument binding: scipy's signature, defaults filled, anything scipy would
+    reject (a repeated, unknown or missing argument, too many) left to scipy (None)."""
+    from emublas.interpose.scipy_blas import call_dims
+
+    a, b, c = rng.standard_normal((5, 4)), rng.standard_normal((4, 3)), np.zeros((5, 3))
+    f8 = np.dtype(np.float64)
+    assert call_dims("dgemm", (1.0, a, b), {}) == (5, 3, 4, f8)
+    assert call_dims("dgemm", (1.0, a.T, b), {"trans_a": 1}) == (5, 3, 4, f8)
+    assert call_dims("dgemm", (1.0,), {"a": a, "b": b, "beta": 2.0, "c": c}) == (5, 3, 4, f8)
+    assert call_dims("dgemm", (1.0, a, b, 0.0, c, 0, 0, 1), {}) == (5, 3, 4, f8)
+    assert call_dims("dsyrk", (1.0, a), {"trans": 1, "lower": 1}) == (4, 4, 5, f8)
+    assert call_dims("dgemm", (1.0, a, b), {"a": a}) is None  # given twice
+    assert call_dims("dgemm", (1.0, a, b), {"backend": "native"}) is None  # not scipy's keyword
+    assert call_dims("dgemm", (1.0, a), {}) is None  # b missing
+    assert call_dims("dgemm", (1.0, a, b, 0.0, c, 0, 0, 1, 9), {}) is None  # too many
+    t = np.tril(rng.standard_normal((5, 5))) + 5 * np.eye(5)
+    assert call_dims("dtrsm", (1.0, t, c), {"lower": 1}) == (5, 3, 5, f8)
+    assert call_dims("dtrsm", (1.0, t, c), {"backend": "ozaki2"}) is None
+    assert call_dims("dtrsm", (1.0, t), {}) is None

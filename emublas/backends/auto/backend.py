@@ -35,6 +35,8 @@ from . import model, tables
 __all__ = ["AutoBackend", "BACKEND", "last_run", "parse_bits"]
 
 _PREFIX = {("f", 4): "s", ("f", 8): "d", ("c", 8): "c", ("c", 16): "z"}
+_CHAR = {"s": "f", "d": "d", "c": "F", "z": "D"}  # numpy's dtype chars: the decision cache's key
+_PREFIX_OF_CHAR = {v: k for k, v in _CHAR.items()}
 _last = threading.local()
 #: Decisions kept per (routine, array type, dtype, m, n, k, accuracy, bits, table option);
 #: the oldest goes when full.  Each entry holds the table it was made with and is used only
@@ -280,6 +282,36 @@ class AutoBackend(Backend):
     def _choose(self, routine: str, c, m: int, n: int, k: int, opts: dict) -> tuple:
         """The cached decision of a call: ``(time, table, backend, options, record, warning,
         (backend, name, options))``, the last being what :meth:`route` returns."""
+        return self._cached(routine, c.dtype.char, type(c), m, n, k, opts, c)
+
+    def choice(self, routine: str, prefix: str, m: int, n: int, k: int, device: str, opts: dict) -> str:
+        """The backend a call of this shape goes to, as the call itself would decide it (the same
+        cache, the same record for :func:`last_run`), without its arrays.
+
+        The interpose shim asks first, so that a call auto leaves to native goes to the
+        program's own routine directly.
+
+        Parameters
+        ----------
+        routine : str
+            Routine kind without prefix (gemm, syrk, ..., trsm).
+        prefix : {"s", "d", "c", "z"}
+            The BLAS precision prefix.
+        m, n, k : int
+            The product's dimensions, as :meth:`route` takes them.
+        device : {"cpu", "gpu"}
+            Where the call runs.
+        opts : dict
+            The call's ``auto`` options, resolved.
+
+        Returns
+        -------
+        str
+            The chosen backend's name.
+        """
+        return self._cached(routine, _CHAR[prefix], device, m, n, k, opts, None)[2].name
+
+    def _cached(self, routine, char, kind, m, n, k, opts, c) -> tuple:
         seen = self._opts_key  # one read: another thread may replace it meanwhile
         if seen[0] is opts:  # holds opts alive, so its identity cannot be reused
             sub = seen[1]
@@ -287,12 +319,16 @@ class AutoBackend(Backend):
             sub = (opts.get("accuracy", "native"), opts.get("bits"), opts.get("table"))
             self._opts_key = (opts, sub)
         accuracy, bits, path = sub
-        key = (routine, c.dtype.char, m, n, k, sub, type(c))
+        key = (routine, char, m, n, k, sub, kind)
         hit = self._decisions.get(key)
         now = time.monotonic()
         # a decision younger than RECHECK_S was made with the table in use now: no table lookup
         if hit is None or now - hit[0] >= tables.RECHECK_S:
-            device = "gpu" if is_cupy(c) else "cpu"
+            if c is None:
+                device, prefix = kind, _PREFIX_OF_CHAR[char]
+            else:
+                device = "gpu" if is_cupy(c) else "cpu"
+                prefix = _PREFIX[(c.dtype.kind, c.dtype.itemsize)]
             # the front's option resolution has already read EMUBLAS_COST_TABLE into opts (the
             # ``table`` option's variable), so table_for need not read it again; it re-resolves
             # the files at most every RECHECK_S (the one cache of tables)
@@ -300,7 +336,9 @@ class AutoBackend(Backend):
             if hit is not None and hit[1] is table:
                 hit = (now, *hit[1:])
             else:
-                be, options, record, warning = self._decide_call(table, routine, device, c, m, n, k, accuracy, bits)
+                be, options, record, warning = self._decide_call(
+                    table, routine, device, prefix, m, n, k, accuracy, bits
+                )
                 hit = (now, table, be, options, record, warning, (be, be.name, options))
                 while self._decisions and len(self._decisions) >= CACHE_SIZE:
                     self._decisions.pop(next(iter(self._decisions)), None)
@@ -308,12 +346,11 @@ class AutoBackend(Backend):
         # the record is the call's facts; last_run() turns them into the decision when asked
         _last.call = hit[4]
         if hit[5]:
-            warnings.warn(hit[5], UserWarning, stacklevel=4)
+            warnings.warn(hit[5], UserWarning, stacklevel=5)
         return hit
 
-    def _decide_call(self, table, routine, device, c, m, n, k, accuracy, bits):
+    def _decide_call(self, table, routine, device, prefix, m, n, k, accuracy, bits):
         """(backend, options, last-run record, warning or "") of one call shape: the slow path."""
-        prefix = _PREFIX[(c.dtype.kind, c.dtype.itemsize)]
         usable = self.usable(device)
         record = (table, routine, prefix, m, n, k, accuracy, bits, usable)
         if bits is None and min(m, n, k) < table.min_dim_for(model.MODEL_ROUTINE[routine], prefix):
