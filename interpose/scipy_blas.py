@@ -35,10 +35,14 @@ _FBLAS_ATTRS = ("typecode", "dtype", "prefix", "module_name", "int_dtype")
 class _Binder:
     """``inspect.Signature.bind`` plus ``apply_defaults`` for the fronts' signatures, without
     their cost on every intercepted call: the arguments by name, defaults filled in (a
-    ``**options`` catch-all as a dict), or None where ``bind`` would raise ``TypeError``."""
+    ``**options`` catch-all as a dict), or None where ``bind`` would raise ``TypeError``.
+    ``scipy_only``: the positional-or-keyword parameters alone (scipy's signature, without the
+    front's keyword-only ``backend`` and ``**options``)."""
 
-    def __init__(self, fn):
-        params = inspect.signature(fn).parameters.values()
+    def __init__(self, fn, scipy_only: bool = False):
+        params = [
+            p for p in inspect.signature(fn).parameters.values() if not scipy_only or p.kind is p.POSITIONAL_OR_KEYWORD
+        ]
         self.positional = tuple(p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD)
         self.named = frozenset(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
         self.varkw = next((p.name for p in params if p.kind is p.VAR_KEYWORD), None)
@@ -76,19 +80,7 @@ def _make_signatures():
     def routine(k):
         return front.ROUTINES["d" + k] if k in ("gemm", "syrk", "syr2k") else front.ROUTINES["z" + k]
 
-    return {k: _Binder(_positional_only(routine(k))) for k in ("gemm", "syrk", "syr2k", "herk", "her2k")}
-
-
-def _positional_only(fn):
-    """``fn`` seen through its positional-or-keyword parameters only (scipy's signature: the
-    front's keyword-only ``backend`` and ``**options`` are not scipy's)."""
-    params = [p for p in inspect.signature(fn).parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD]
-
-    def view():
-        pass
-
-    view.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    return view
+    return {k: _Binder(routine(k), scipy_only=True) for k in ("gemm", "syrk", "syr2k", "herk", "her2k")}
 
 
 _SIGNATURES = _make_signatures()
