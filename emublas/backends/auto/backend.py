@@ -34,11 +34,10 @@ from . import model, tables
 
 __all__ = ["AutoBackend", "BACKEND", "last_run", "parse_bits"]
 
-_PREFIX = {("f", 4): "s", ("f", 8): "d", ("c", 8): "c", ("c", 16): "z"}
 _CHAR = {"s": "f", "d": "d", "c": "F", "z": "D"}  # numpy's dtype chars: the decision cache's key
 _PREFIX_OF_CHAR = {v: k for k, v in _CHAR.items()}
 _last = threading.local()
-#: Decisions kept per (routine, array type, dtype, m, n, k, accuracy, bits, table option);
+#: Decisions kept per (routine, device, dtype, m, n, k, accuracy, bits, table option);
 #: the oldest goes when full.  Each entry holds the table it was made with and is used only
 #: while that is still the table in force.
 CACHE_SIZE = 4096
@@ -282,7 +281,7 @@ class AutoBackend(Backend):
     def _choose(self, routine: str, c, m: int, n: int, k: int, opts: dict) -> tuple:
         """The cached decision of a call: ``(time, table, backend, options, record, warning,
         (backend, name, options))``, the last being what :meth:`route` returns."""
-        return self._cached(routine, c.dtype.char, type(c), m, n, k, opts, c)
+        return self._cached(routine, c.dtype.char, "gpu" if is_cupy(c) else "cpu", m, n, k, opts)
 
     def choice(self, routine: str, prefix: str, m: int, n: int, k: int, device: str, opts: dict) -> str:
         """The backend a call of this shape goes to, as the call itself would decide it (the same
@@ -309,9 +308,9 @@ class AutoBackend(Backend):
         str
             The chosen backend's name.
         """
-        return self._cached(routine, _CHAR[prefix], device, m, n, k, opts, None)[2].name
+        return self._cached(routine, _CHAR[prefix], device, m, n, k, opts)[2].name
 
-    def _cached(self, routine, char, kind, m, n, k, opts, c) -> tuple:
+    def _cached(self, routine, char, device, m, n, k, opts) -> tuple:
         seen = self._opts_key  # one read: another thread may replace it meanwhile
         if seen[0] is opts:  # holds opts alive, so its identity cannot be reused
             sub = seen[1]
@@ -319,16 +318,12 @@ class AutoBackend(Backend):
             sub = (opts.get("accuracy", "native"), opts.get("bits"), opts.get("table"))
             self._opts_key = (opts, sub)
         accuracy, bits, path = sub
-        key = (routine, char, m, n, k, sub, kind)
+        key = (routine, char, m, n, k, sub, device)
         hit = self._decisions.get(key)
         now = time.monotonic()
         # a decision younger than RECHECK_S was made with the table in use now: no table lookup
         if hit is None or now - hit[0] >= tables.RECHECK_S:
-            if c is None:
-                device, prefix = kind, _PREFIX_OF_CHAR[char]
-            else:
-                device = "gpu" if is_cupy(c) else "cpu"
-                prefix = _PREFIX[(c.dtype.kind, c.dtype.itemsize)]
+            prefix = _PREFIX_OF_CHAR[char]
             # the front's option resolution has already read EMUBLAS_COST_TABLE into opts (the
             # ``table`` option's variable), so table_for need not read it again; it re-resolves
             # the files at most every RECHECK_S (the one cache of tables)
