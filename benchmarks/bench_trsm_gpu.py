@@ -57,6 +57,9 @@ import emublas
 
 DTYPES = {"d": np.float64, "z": np.complex128}
 BACKENDS = ("native", "ozaki2")
+#: ``--with-recursion``: emublas's own recursion (ozaki2's blocks and leaves) with native gemm
+#: updates, through strassen at zero levels, which is exactly the native gemm.
+RECURSION = "recursion"
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -73,6 +76,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--alpha", type=float, default=1.0)
     ap.add_argument("--scale", type=float, default=1.0, help="off-diagonal entries uniform in (-1, 1) * scale / n")
     ap.add_argument("--moduli", type=int, default=None, help="ozaki2 moduli count (default: ozaki2's)")
+    ap.add_argument(
+        "--with-recursion",
+        action="store_true",
+        help="also time emublas's blocked recursion over native gemm (strassen, levels=0): where the"
+        " recursion itself, not ozaki2's products, sets the error",
+    )
     ap.add_argument("--columns", type=int, default=4, help="solution vectors checked against the reference")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
@@ -219,30 +228,36 @@ def measure(dev: Device, prefix: str, n: int, args) -> dict:
     fn = getattr(emublas, prefix + "trsm")
     a, tri, b = operands(dev, prefix, n, args)
     kw = {"side": args.side, "lower": args.lower, "trans_a": args.trans_a, "diag": args.diag}
-    opts = {"native": {}, "ozaki2": {} if args.moduli is None else {"moduli": args.moduli}}
+    opts = {
+        "native": {},
+        "ozaki2": {} if args.moduli is None else {"moduli": args.moduli},
+        RECURSION: {"levels": 0},
+    }
+    names = BACKENDS + ((RECURSION,) if args.with_recursion else ())
+    routed = {RECURSION: "strassen"}
     caught: dict[str, list[str]] = {}
     xs = {}
     t0 = time.perf_counter()
-    for be in BACKENDS:  # the warm-up call; its result is the one checked
+    for be in names:  # the warm-up call; its result is the one checked
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
-            xs[be] = fn(args.alpha, a, b, backend=be, **kw, **opts[be])
+            xs[be] = fn(args.alpha, a, b, backend=routed.get(be, be), **kw, **opts[be])
             dev.sync()
         caught[be] = sorted({f"{x.category.__name__}: {str(x.message)[:160]}" for x in w})
-    times: dict[str, list[float]] = {be: [] for be in BACKENDS}
+    times: dict[str, list[float]] = {be: [] for be in names}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the warm-up's warnings are recorded above
         for _ in range(args.reps):
-            for be in BACKENDS:
+            for be in names:
                 dev.sync()
                 t = time.perf_counter()
-                out = fn(args.alpha, a, b, backend=be, **kw, **opts[be])
+                out = fn(args.alpha, a, b, backend=routed.get(be, be), **kw, **opts[be])
                 dev.sync()
                 times[be].append(time.perf_counter() - t)
                 del out
     gpu_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    back = {be: backward_error(dev, tri, xs[be], b, args) for be in BACKENDS}
+    back = {be: backward_error(dev, tri, xs[be], b, args) for be in names}
     # forward error on sampled solution vectors, against the long-double-refined reference
     pick = np.unique(np.linspace(0, n - 1, min(args.columns, n)).astype(int))
     tri_h = dev.host(tri)
@@ -253,7 +268,7 @@ def measure(dev: Device, prefix: str, n: int, args) -> dict:
     ref = reference(m, low, np.ascontiguousarray(rhs), args.alpha)
     fwd, back_ld, back_cw = {}, {}, {}
     idx = dev.xp.asarray(pick)  # cupy indexes with its own arrays
-    for be in BACKENDS:
+    for be in names:
         x_h = dev.host(xs[be][:, idx] if args.side == 0 else xs[be][idx, :].T)
         fwd[be] = forward_error(x_h, ref)
         back_ld[be], back_cw[be] = sampled_backward(m, low, np.ascontiguousarray(rhs), args.alpha, x_h)
@@ -295,7 +310,14 @@ def measure(dev: Device, prefix: str, n: int, args) -> dict:
         f"  sampled (long double) native {back_ld['native']:.2e} ozaki2 {back_ld['ozaki2']:.2e}"
         f"  componentwise native {back_cw['native']:.2e} ozaki2 {back_cw['ozaki2']:.2e}"
         f"  forward native {fwd['native']:.2e} ozaki2 {fwd['ozaki2']:.2e}"
-        + ("".join(f"\n    {be} warned: {w}" for be in BACKENDS for w in caught[be])),
+        + (
+            f"\n    recursion over native gemm {med[RECURSION] * 1e3:9.2f} ms"
+            f"  backward {back[RECURSION]:.2e}  sampled {back_ld[RECURSION]:.2e}"
+            f"  componentwise {back_cw[RECURSION]:.2e}  forward {fwd[RECURSION]:.2e}"
+            if RECURSION in names
+            else ""
+        )
+        + ("".join(f"\n    {be} warned: {w}" for be in names for w in caught[be])),
         flush=True,
     )
     return row
