@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import gpu, scipy_blas, swapping
+from . import gpu, policy, scipy_blas, swapping
 from .policy import (
     DEFAULT_MIN_DIM,
     ENV_MIN_DIM,
@@ -107,6 +107,7 @@ def install(backend: str | None = None, **options: Any) -> None:
         scipy_blas.clear_blas_memo()
         for module, attr, new in gpu.replacements():
             swapping.swap(module, attr, new)
+    policy.prepare("cpu")  # outside the lock: imports and file reads
 
 
 def uninstall() -> None:

@@ -123,6 +123,29 @@ def selection(device: str = "cpu") -> tuple[str, dict, bool]:
     return backend.name, opts, backend.device_readiness(device)[0]
 
 
+def prepare(device: str = "cpu") -> None:
+    """Do once, at install, what the first intercepted call on ``device`` would otherwise pay.
+
+    The selected backend's imports, its readiness and, for ``auto``, its cost table and the
+    emulating backends it may choose from: several milliseconds that would land inside the
+    program's first BLAS call.  Errors are left for that call to raise, with its context
+    (an unknown ``EMUBLAS_BACKEND`` must not stop the program from starting).
+
+    Parameters
+    ----------
+    device : {"cpu", "gpu"}, optional
+        The device whose readiness is settled (``"gpu"`` imports cupy).
+    """
+    try:
+        name, _, usable = selection(device)
+        if name == "auto" and usable:
+            from emublas import backends
+
+            backends.get("auto").usable(device)
+    except Exception:  # noqa: BLE001 - reported by the call that needs the selection
+        pass
+
+
 def explicit_options(backend: str) -> dict:
     """The options given with the process-wide selection, if ``backend`` is the one selected.
 

@@ -65,12 +65,26 @@ def _why_not() -> str | None:
             return f"{name} is not importable by {sys.executable}: an offline --no-build-isolation install needs it"
     from importlib.metadata import version  # (importing setuptools here would clash with distutils)
 
-    if int(version("setuptools").split(".")[0]) < 64:
-        return f"setuptools {version('setuptools')} < 64 has no PEP 660 editable wheels"
+    have = int(version("setuptools").split(".")[0])
+    if have < SETUPTOOLS_NEEDED:
+        return (
+            f"setuptools {version('setuptools')} < {SETUPTOOLS_NEEDED}, the build requirement of"
+            " pyproject.toml (an SPDX license string), and offline the build cannot fetch a newer one"
+        )
     return None
 
 
-pytestmark = pytest.mark.skipif(_why_not() is not None, reason=str(_why_not()))
+#: pyproject.toml's ``[build-system] requires`` floor for setuptools (kept equal by
+#: :func:`test_setuptools_floor_matches_pyproject`).
+SETUPTOOLS_NEEDED = 77
+
+
+def test_setuptools_floor_matches_pyproject():
+    text = (ROOT / "pyproject.toml").read_text()
+    assert f'"setuptools>={SETUPTOOLS_NEEDED}"' in text
+
+
+offline_build = pytest.mark.skipif(_why_not() is not None, reason=str(_why_not()))
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -173,12 +187,14 @@ def _check_hook(python: Path, purelib: Path, cwd: Path, emublas_under: Path) -> 
     assert not leaked, f"imported at start-up with EMUBLAS_INTERPOSE=1: {leaked}"
 
 
+@offline_build
 def test_pth_hook_regular_install(source, tmp_path):
     python = _venv(tmp_path / "venv")
     purelib = _install(python, source, editable=False, cwd=tmp_path)
     _check_hook(python, purelib, tmp_path, emublas_under=purelib)
 
 
+@offline_build
 def test_pth_hook_editable_install(source, tmp_path):
     python = _venv(tmp_path / "venv")
     purelib = _install(python, source, editable=True, cwd=tmp_path)
