@@ -54,6 +54,7 @@ import numpy as np
 import scipy.linalg
 
 import emublas
+import emublas.level3
 
 DTYPES = {"d": np.float64, "z": np.complex128}
 BACKENDS = ("native", "ozaki2")
@@ -81,6 +82,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         action="store_true",
         help="also time emublas's blocked recursion over native gemm (strassen, levels=0): where the"
         " recursion itself, not ozaki2's products, sets the error",
+    )
+    ap.add_argument(
+        "--leaf",
+        type=int,
+        default=None,
+        help="emublas.level3.LEAF for the device: the largest diagonal block solved natively (default: emublas's)",
     )
     ap.add_argument("--columns", type=int, default=4, help="solution vectors checked against the reference")
     ap.add_argument("--seed", type=int, default=0)
@@ -335,11 +342,14 @@ def predicted_s(prev: dict | None, n: int) -> float | None:
 def main(argv=None) -> int:
     args = parse_args(argv)
     dev = Device(args.device)
+    if args.leaf is not None:
+        emublas.level3.LEAF[args.device] = args.leaf
     start = time.perf_counter()
     rows: list[dict] = []
     skipped: list[dict] = []
     print(
-        f"device {args.device}; side={args.side} lower={args.lower} trans_a={args.trans_a} diag={args.diag}"
+        f"device {args.device}; leaf {emublas.level3.LEAF[args.device]}; side={args.side} lower={args.lower}"
+        f" trans_a={args.trans_a} diag={args.diag}"
         f" alpha={args.alpha}; long double: {np.finfo(np.longdouble).nmant + 1} significand bits",
         flush=True,
     )
