@@ -42,6 +42,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
     ap.add_argument("--dtypes", nargs="+", choices=["d", "z"], default=["z", "d"])
+    ap.add_argument(
+        "--ops",
+        nargs="+",
+        choices=["dgemm", "zgemm", "zherk"],
+        default=None,
+        help="routines (default: the --dtypes' gemm); zherk(1, a) is the n x n rank-n update",
+    )
     ap.add_argument("--moduli", type=int, default=16)
     ap.add_argument("--products", nargs="+", choices=["gemmex", "lt", "auto"], default=[kernels_gpu.PRODUCTS])
     ap.add_argument("--graphs", nargs="+", choices=["auto", "off"], default=["auto"])
@@ -60,8 +67,10 @@ def main() -> None:
 
     rng = cupy.random.default_rng(0)
     rows = []
+    ops = args.ops or [code + "gemm" for code in args.dtypes]
     for n in args.sizes:
-        for code in args.dtypes:
+        for op in ops:
+            code = op[0]
 
             def draw():
                 x = rng.random((n, n)) - 0.5
@@ -71,7 +80,10 @@ def main() -> None:
             if code == "z":
                 a, b = a + 1j * draw(), b + 1j * draw()
             a, b = cupy.asfortranarray(a), cupy.asfortranarray(b)
-            f = getattr(emublas, code + "gemm")
+            f = getattr(emublas, op)
+            if op.endswith("herk"):  # one operand: herk(alpha, a)
+                b = None
+                f = partial(lambda fn, alpha, a, b, **kw: fn(alpha, a, **kw), f)
             _, native = _per_call(partial(f, 1.0, a, b, backend="native"))
             for final, path in [(fi, pa) for fi in args.final for pa in args.products]:
                 gpu_engine.FUSED_FINAL = final == "fused"
@@ -89,7 +101,7 @@ def main() -> None:
                         calls.PROFILE_GPU = False
                     rows.append(
                         {
-                            "op": code + "gemm",
+                            "op": op,
                             "n": n,
                             "moduli": args.moduli,
                             "phi": args.phi,
