@@ -42,6 +42,8 @@ HOT = (
     "oz_crt_fused_cplx",
     "oz_crt_fused1_real",
     "oz_crt_fused1_cplx",
+    "oz_crt_fused_tr_real",
+    "oz_crt_fused_tr_cplx",
 )
 
 _ENTRY = re.compile(r"Compiling entry function '(\w+)'")

@@ -167,7 +167,38 @@ def test_fused_final_pass_needs_room_for_every_product(emublas, cp, rng, monkeyp
     np.testing.assert_array_equal(cp.asnumpy(got), emublas.dgemm(1.0, a, b, backend="ozaki2", moduli=16))
     monkeypatch.undo()
     emublas.dsyrk(1.0, a_d, backend="ozaki2", graphs="off", moduli=16)
-    assert routines.last_run()["gpu_plan"]["fused_final"] is False
+    assert routines.last_run()["gpu_plan"]["fused_final"] is True  # oz_crt_fused_tr
+
+
+@pytest.mark.parametrize("routine", ["syrk", "herk", "syr2k", "her2k"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("phi", [0.5, 6.0])
+def test_fused_rank_k_pass_matches_the_term_planes(emublas, cp, rng, monkeypatch, routine, dtype, phi):
+    """Rank-k terms read a product transposed; the fused pass (oz_crt_fused_tr) gives the
+    term planes' result bit for bit, both triangles, with an odd order and phi = 6's
+    recomputed entries."""
+    from emublas.backends.ozaki2 import gpu_engine, routines
+
+    if routine.startswith("her") and np.dtype(dtype).kind != "c":
+        pytest.skip("herk/her2k are complex")
+    n, k = 133, 70
+    a = cp.asarray(_wide(rng, (n, k), dtype, phi))
+    b = cp.asarray(_wide(rng, (n, k), dtype, phi))
+    c = cp.asarray(randn(rng, (n, n), dtype))
+    fn = getattr(emublas, routine)
+    args = (0.75, a, b) if routine.endswith("2k") else (0.75, a)
+    beta = 0.5 if routine.startswith("her") or np.dtype(dtype).kind != "c" else 0.5 - 0.25j
+    for lower in (0, 1):
+        a0, b0 = a.copy(), b.copy()
+        fused = fn(*args, beta, c.copy(), lower=lower, backend="ozaki2", graphs="off")
+        assert routines.last_run()["gpu_plan"]["fused_final"] is True
+        with monkeypatch.context() as mp:
+            mp.setattr(gpu_engine, "FUSED_FINAL", False)  # the term planes' plan
+            planes = fn(*args, beta, c.copy(), lower=lower, backend="ozaki2", graphs="off")
+            assert routines.last_run()["gpu_plan"]["fused_final"] is False
+        cp.testing.assert_array_equal(fused, planes)
+        cp.testing.assert_array_equal(a, a0)
+        cp.testing.assert_array_equal(b, b0)
 
 
 def test_workspace_too_small_raises(emublas, cp, rng, monkeypatch):

@@ -20,10 +20,11 @@ def test_the_fused_pass_is_chosen_when_every_product_fits():
     assert not fused and nb == n and batch == 16  # the term planes of 16 moduli need far less
 
 
-def test_the_fused_pass_is_never_chosen_for_transposed_terms_or_without_products():
+def test_the_fused_pass_takes_transposed_terms_whole_and_needs_products():
     n = 1024
     huge = 2**40
-    assert _plan(n, n, n, huge, transposed=True)[2] is False
+    # rank-k terms read a product transposed: fused, the whole square output in one block
+    assert _plan(n, n, n, huge, transposed=True) == (n, 16, True)
     assert _plan(n, n, n, huge, resident=0)[2] is False
 
 
@@ -42,6 +43,23 @@ def _root(m):
 def _job(name, moduli, k=100):
     roots = [_root(m) if name != "real" else None for m in moduli]
     return pipeline.job(recipes.for_moduli(name, roots), moduli, roots, k)
+
+
+@pytest.mark.parametrize("name", ["syrk", "herk", "csyr2k"])
+def test_the_fused_term_table_marks_transposed_reads(name):
+    """The rank-k recipes read their second product transposed: the table says so in bit 30
+    of the second product's index, and the product itself is still the job's."""
+    moduli = (257, 241, 233, 229)  # each with a square root of −1 (the split and 2M kinds)
+    roots = [_root(m) for m in moduli]
+    jb = pipeline.job(recipes.for_moduli(name, roots), moduli, roots, 100)
+    assert jb.transposed
+    spec, _ = gpu_stages.fused_table(jb)
+    flag = gpu_stages.TRANSPOSED
+    for l in range(jb.nmod):
+        for t, (_, p1, t1, _w1, p2, t2, _w2) in enumerate(jb.terms[l]):
+            s1, s2 = (int(v) for v in spec[jb.slot[l] + t, :2])
+            assert not t1 and s1 == l * jb.nprod + p1
+            assert (s2 & flag != 0) == bool(t2) and (s2 & ~flag) == l * jb.nprod + p2
 
 
 @pytest.mark.parametrize("name", ["real", "2m"])

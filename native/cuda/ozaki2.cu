@@ -12,6 +12,7 @@
  *                  symmetric representative -> unscale -> alpha/beta -> C
  *   oz_crt_fused   the same straight from the int32 products of all moduli
  *                  (oz_terms' reduction done in the sum's loop: no term planes)
+ *   oz_crt_fused_tr  the same for the rank-k terms that read a product transposed
  *
  * The arithmetic is the CPU kernels' (native/cpu/ozaki.c), operation for
  * operation: residues are exact, the CRT sums are exact (in any order), and the
@@ -1093,6 +1094,114 @@ OZ_CRT_FUSED(oz_crt_fused_real, false, 4, true)
 OZ_CRT_FUSED(oz_crt_fused_cplx, true, 2, true)
 OZ_CRT_FUSED(oz_crt_fused1_real, false, 4, false)
 OZ_CRT_FUSED(oz_crt_fused1_cplx, true, 2, false)
+
+/* The fused final pass for the rank-k recipes, whose terms read X1 = P[i, j] and X2 =
+ * P[j, i] (the whole square output in one block: r0 == j0 == 0, rows == cols).  One
+ * 32 x 32 output tile per block of 256 threads, as oz_terms lays them out: lane tx on
+ * row i0 + tx, its entries in columns jt0 + ty + 8q (q < 4).  X1 comes straight from
+ * the column-major product (coalesced along i), X2 through a shared tile read along the
+ * product's own columns; the tile is reloaded only when the transposed product changes
+ * from one term to the next (the terms of a modulus share it).  Each term is reduced,
+ * (w1 X1 + w2 X2) mod m, and summed in slot order exactly as oz_terms and the term
+ * planes' pass do, so the result is theirs bit for bit.  spec[t] = {product 1, product 2
+ * | 2^30 when read transposed (-1: none), w1 + 2^16 w2, modulus}.  Grid (ceil(rows/32),
+ * ceil(cols/32)); tiles outside the uplo triangle return at once. */
+template <bool CPLX>
+__device__ __forceinline__ void crt_fused_transposed(long long rows, long long cols, long long r0, long long j0,
+                                                     const term_src &S, int nterms, const signed char *part,
+                                                     const double *bw, const oz_crtk &K, const int *row_shift,
+                                                     const int *col_shift, double ar, double ai, double br, double bi,
+                                                     int beta0, int dtype, void *out, long long rso, long long cso,
+                                                     int uplo, const oz_cert &C, bool certify)
+{
+    __shared__ double3 sw[OZ_MAX_TERMS];
+    __shared__ signed char spart[OZ_MAX_TERMS];
+    __shared__ term_smem<true> sm;
+    __shared__ int trn[TILE][TILE + 1]; /* trn[a][b] = X2 of tile entry (i0 + a, jt0 + b) */
+    const long long i0 = (long long)blockIdx.x * TILE, jt0 = (long long)blockIdx.y * TILE;
+    if ((uplo == 1 && r0 + i0 > j0 + jt0 + TILE - 1) || (uplo == 2 && r0 + i0 + TILE - 1 < j0 + jt0))
+        return; /* block-uniform: before any barrier */
+    for (int u = threadIdx.x; u < nterms; u += blockDim.x) {
+        sw[u] = make_double3(bw[3 * u], bw[3 * u + 1], bw[3 * u + 2]);
+        spart[u] = part[u];
+    }
+    sm.load(S, nterms);
+    __syncthreads();
+    const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
+    const long long i = i0 + tx;
+    double re[4][3], im[CPLX ? 4 : 1][3];
+#pragma unroll
+    for (int q = 0; q < 4; q++)
+        re[q][0] = re[q][1] = re[q][2] = 0.0;
+#pragma unroll
+    for (int q = 0; q < (CPLX ? 4 : 1); q++)
+        im[q][0] = im[q][1] = im[q][2] = 0.0;
+    int loaded = -1; /* the product in trn */
+    for (int t = 0; t < nterms; t++) {
+        const int4 sp = sm.spec[t]; /* block-uniform */
+        const bool two = sp.y >= 0, tr2 = two && (sp.y & 0x40000000);
+        const int p2 = two ? sp.y & 0x3fffffff : -1;
+        if (tr2 && p2 != loaded) {
+            __syncthreads(); /* every lane is done with the previous tile */
+            const int *P2 = S.prods + (long long)p2 * S.prod_stride;
+            for (int yy = ty; yy < TILE; yy += 8) {
+                const long long pi = i0 + yy, pj = jt0 + tx; /* X2 of (pi, pj) is P[pj, pi] */
+                trn[yy][tx] = (pi < rows && pj < cols) ? P2[pi * S.ldp + pj] : 0;
+            }
+            loaded = p2;
+            __syncthreads();
+        }
+        const ozmod M = sm.mod[sp.w];
+        const double w1 = (double)(short)(sp.z & 0xffff), w2 = (double)(sp.z >> 16);
+        const int *P1 = S.prods + (long long)sp.x * S.prod_stride;
+        const int *P2d = two && !tr2 ? S.prods + (long long)p2 * S.prod_stride : nullptr;
+        const double3 w = sw[t];
+        const bool imag = CPLX && spart[t];
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const int b = ty + 8 * q;
+            const long long j = jt0 + b;
+            const bool in = i < rows && j < cols;
+            const double x1 = in ? (double)P1[j * S.ldp + i] : 0.0;
+            double x2 = 0.0;
+            if (two)
+                x2 = tr2 ? (double)trn[tx][b] : (in ? (double)P2d[j * S.ldp + i] : 0.0);
+            const double v = red_small(fma(w1, x1, w2 * x2), M); /* exact: |v| < 2^49 */
+            if (imag)
+                acc3(v, w, im[q]);
+            else
+                acc3(v, w, re[q]);
+        }
+    }
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        const long long j = jt0 + ty + 8 * q, gi = r0 + i, gj = j0 + j;
+        if (i >= rows || j >= cols || (uplo == 1 && gi > gj) || (uplo == 2 && gi < gj))
+            continue;
+        final_entry(re[q], im[CPLX ? q : 0], K, row_shift[gi], col_shift[gj], ar, ai, br, bi, beta0, dtype, out,
+                    gi * rso + gj * cso, C, certify, gi, gj, i, j);
+    }
+}
+
+/* The entry points: OZ_CRT_FUSED's arguments (lwpc unused: the grid is one tile a block). */
+#define OZ_CRT_FUSED_TR(NAME, CPLX)                                                                             \
+    extern "C" __global__ void __launch_bounds__(256, 3)                                                        \
+        NAME(long long rows, long long cols, long long r0, long long j0, const int *prods,                      \
+             long long prod_stride, long long ldp, const int4 *spec, const double *mods, int nmod,               \
+             OZ_CRT_TAIL_PARAMS)                                                                                 \
+    {                                                                                                            \
+        const term_src S = {nullptr, 0, 0, prods, prod_stride, ldp, spec, mods, nmod};                          \
+        const oz_cert C = {row_err, col_err, crt_err, target, W, ldw, row_wsum, col_wsum, row_budget,           \
+                           col_budget, fix, fdtype, Lr, Li, Rr, Ri, rsl, csl, rsr, csr, k, conj_l, conj_r,      \
+                           uncertified, mask, tiles, ldm, ntr};                                                  \
+        const oz_crtk K = {P1, P2, P3, Pinv, u1, iu1, u2, iu2};                                                \
+        (void)lwpc;                                                                                              \
+        crt_fused_transposed<CPLX>(rows, cols, r0, j0, S, nterms, part, bw, K, row_shift, col_shift, ar, ai,    \
+                                   br, bi, beta0, dtype, out, rso, cso, uplo, C, certify != 0);                  \
+    }
+
+OZ_CRT_FUSED_TR(oz_crt_fused_tr_real, false)
+OZ_CRT_FUSED_TR(oz_crt_fused_tr_cplx, true)
 
 /* The entries oz_crt_final flagged, recomputed as float64 dot products of the data.  One
  * 64 x 64 block (2 x 2 of the final pass's 32 x 32 flag tiles; a block with none flagged

@@ -321,7 +321,8 @@ def run(
         jb.transposed,
         same,
         budget,
-        fused_products(jb) if FUSED_FINAL and not (jb.transposed or moduli_split) else 0,
+        # transposed terms need the whole square output on one device (oz_crt_fused_tr)
+        fused_products(jb) if FUSED_FINAL and not moduli_split and not (jb.transposed and ndev > 1) else 0,
     )
     if ndev > 1:
         nb = min(nb, -(-n // ndev))

@@ -31,6 +31,7 @@ __all__ = [
     "Events",
     "job_constants",
     "fused_table",
+    "TRANSPOSED",
     "fused_constants",
     "spec",
     "final",
@@ -151,19 +152,25 @@ def job_constants(jb: pipeline.Job):
     return got
 
 
+#: Added to a fused term's second product where the term reads it transposed (bit 30).
+TRANSPOSED = 1 << 30
+
+
 def fused_table(jb: pipeline.Job) -> tuple[np.ndarray, np.ndarray]:
     """The fused final pass's term table and moduli (host arrays).
 
     Parameters
     ----------
     jb : pipeline.Job
-        The schedule (no term may read a product transposed).
+        The schedule (a term may read its second product transposed: the rank-k
+        recipes, for ``oz_crt_fused_tr``).
 
     Returns
     -------
     tuple of numpy.ndarray
         ``(spec, mods)``: int32 ``(nterms, 4)``, per term slot in the job's slot
-        order ``(product 1, product 2 or -1, w1 + 2**16·w2, modulus)`` with
+        order ``(product 1, product 2 or -1, w1 + 2**16·w2, modulus)``, product 2
+        with :data:`TRANSPOSED` added where the term reads it transposed, with
         products numbered ``(l·nchunks + c)·nprod + p`` as :meth:`GpuStages.products`
         stores them resident (``|w| < 2**15``: the kernel splits the third field
         as two int16); float64 ``(nmod, 3)``, per modulus ``(m, 1/m, bias)`` as
@@ -173,8 +180,10 @@ def fused_table(jb: pipeline.Job) -> tuple[np.ndarray, np.ndarray]:
     for l in range(jb.nmod):
         for c in range(jb.nchunks):
             base = (l * jb.nchunks + c) * jb.nprod
-            for _, p1, _t1, w1, p2, _t2, w2 in jb.terms[l]:
-                second = -1 if p2 is None else base + p2
+            for _, p1, t1, w1, p2, t2, w2 in jb.terms[l]:
+                if t1:
+                    raise ValueError("the fused final pass reads only a term's second product transposed")
+                second = -1 if p2 is None else (base + p2) | (TRANSPOSED if t2 else 0)
                 rows.append((base + p1, second, (w1 & 0xFFFF) | (w2 << 16), l))
     mods = [(float(m), 1.0 / m, 0.5 / m if m % 2 == 0 else 0.0) for m in jb.moduli]
     return np.array(rows, np.int32).reshape(-1, 4), np.array(mods, np.float64).reshape(-1, 3)
@@ -191,8 +200,9 @@ def fused_constants(jb: pipeline.Job):
     Returns
     -------
     tuple
-        ``(spec, mods)`` of :func:`fused_table` as cupy arrays, and whether every
-        term reads a single product (the kernel then keeps no second values).
+        ``(spec, mods)`` of :func:`fused_table` as cupy arrays, whether every
+        term reads a single product (the kernel then keeps no second values) and
+        whether some term reads one transposed (``oz_crt_fused_tr``).
     """
     import cupy
 
@@ -200,7 +210,8 @@ def fused_constants(jb: pipeline.Job):
     got = jb.memo.get(key)
     if got is None:
         spec, mods = fused_table(jb)
-        got = jb.memo[key] = (cupy.asarray(spec), cupy.asarray(mods), bool((spec[:, 1] < 0).all()))
+        single = bool((spec[:, 1] < 0).all())
+        got = jb.memo[key] = (cupy.asarray(spec), cupy.asarray(mods), single, bool(jb.transposed))
     return got
 
 

@@ -50,11 +50,13 @@ def workspace_plan(m, n, kk, nterms, nprod, pl, nmod, transposed, same, budget, 
     over columns recomputes the left factor's residues per block).
 
     ``resident`` is :func:`fused_products` of the job, or 0 where the fused pass does not
-    apply (terms that read a product transposed).  It is chosen when the whole output
-    and every modulus in one residue pass fit: it saves writing and reading the int8
-    term planes, and several residue passes would cost more than that saves.
+    apply (the moduli shared out over devices; transposed terms over several devices).
+    It is chosen when the whole output and every modulus in one residue pass fit: it
+    saves writing and reading the int8 term planes, and several residue passes would
+    cost more than that saves.  Rank-k terms that read a product transposed then find
+    it in the same resident block (the whole square output), so they fuse too.
     """
-    if resident and not transposed:
+    if resident:
         rp, bp, kp = kg.pad(m), kg.pad(n), kg.pad(kk)
         if resident * rp * bp * 4 + nmod * _planes_per_modulus(rp, bp, kp, pl, False, same) <= budget:
             return n, nmod, True

@@ -284,11 +284,12 @@ def crt_final(
     cert : dict, optional
         The certificate's device arrays, or None: no certificate, no fix pass.
     fused : tuple, optional
-        ``(spec_d, mods_d, single)`` of :func:`.gpu_stages.fused_constants`:
-        ``term_planes`` are the products and the fused pass (``oz_crt_fused``, or
-        ``oz_crt_fused1`` when ``single``: no term reads a second product) reduces
-        each term as :func:`terms` would have, so the result is the term planes' bit
-        for bit.
+        ``(spec_d, mods_d, single, transposed)`` of :func:`.gpu_stages.fused_constants`:
+        ``term_planes`` are the products and the fused pass (``oz_crt_fused``;
+        ``oz_crt_fused1`` when ``single``: no term reads a second product;
+        ``oz_crt_fused_tr`` when ``transposed``: the rank-k terms, the whole square
+        output in one block) reduces each term as :func:`terms` would have, so the
+        result is the term planes' bit for bit.
 
     Notes
     -----
@@ -304,10 +305,11 @@ def crt_final(
         raise ValueError("term planes need a leading dimension divisible by 4")
     source: tuple = (term_planes, _i64(plane_stride), _i64(ldt))
     kernel = "oz_crt_final"
+    transposed = False
     if fused is not None:
-        spec_d, mods_d, single = fused
+        spec_d, mods_d, single, transposed = fused
         source = (*source, spec_d, mods_d, _i32(mods_d.shape[0]))
-        kernel = "oz_crt_fused1" if single else "oz_crt_fused"
+        kernel = "oz_crt_fused_tr" if transposed else "oz_crt_fused1" if single else "oz_crt_fused"
     if nterms > MAX_TERMS:
         raise ValueError(f"ozaki2 on the GPU: {nterms} CRT terms exceed {MAX_TERMS} (k too long)")
     code = {"f": 0, "d": 1, "F": 2, "D": 3}[out.dtype.char]
@@ -322,6 +324,10 @@ def crt_final(
     while wpc < 8 and wpc * per_warp < rows:
         wpc *= 2
     grid = (-(-cols // (8 // wpc)), -(-rows // (wpc * per_warp)))
+    if transposed:  # one 32 x 32 output tile per block, as oz_terms
+        if r0 or j0 or rows != cols:
+            raise ValueError("the transposed fused pass needs the whole square output in one block")
+        grid = (-(-rows // 32), -(-cols // 32))
     # the output's arguments, shared by the final pass and the fix passes
     dest = (
         row_shift_d,
