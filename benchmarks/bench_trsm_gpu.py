@@ -87,7 +87,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--leaf",
         type=int,
         default=None,
-        help="emublas.level3.LEAF for the device: the largest diagonal block solved natively (default: emublas's)",
+        help="emublas.level3.TRSM_LEAF for the device: the largest diagonal block solved natively (default: emublas's)",
     )
     ap.add_argument("--columns", type=int, default=4, help="solution vectors checked against the reference")
     ap.add_argument("--seed", type=int, default=0)
@@ -343,12 +343,12 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     dev = Device(args.device)
     if args.leaf is not None:
-        emublas.level3.LEAF[args.device] = args.leaf
+        emublas.level3.TRSM_LEAF[args.device] = args.leaf
     start = time.perf_counter()
     rows: list[dict] = []
     skipped: list[dict] = []
     print(
-        f"device {args.device}; leaf {emublas.level3.LEAF[args.device]}; side={args.side} lower={args.lower}"
+        f"device {args.device}; leaf {emublas.level3.TRSM_LEAF[args.device]}; side={args.side} lower={args.lower}"
         f" trans_a={args.trans_a} diag={args.diag}"
         f" alpha={args.alpha}; long double: {np.finfo(np.longdouble).nmant + 1} significand bits",
         flush=True,

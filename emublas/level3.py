@@ -12,7 +12,7 @@ backend, options and warnings apply to every product:
   full-size copy of ``a`` is ever formed;
 * trsm recurses the same way (the blocked substitution of a backward-stable
   trsm): its off-diagonal updates are gemm, its diagonal blocks of at most
-  ``LEAF`` rows are solved by the native trsm.
+  ``TRSM_LEAF`` rows are solved by the native trsm.
 
 Like the routines of :mod:`emublas.blas`, the triangle a routine does not
 reference is never read (NaN there cannot reach the result), and neither is
@@ -41,7 +41,7 @@ from ._front import (
 from .blas import _gemm
 from .level3_native import native_symm, native_tri, store
 
-__all__ = ["symm", "hemm", "trmm", "trsm", "ROUTINES", "LEAF"]
+__all__ = ["symm", "hemm", "trmm", "trsm", "ROUTINES", "LEAF", "TRSM_LEAF"]
 
 #: Largest diagonal block an emulating backend handles as one piece (made explicit for
 #: symm/hemm/trmm, solved natively for trsm), per device.  On the GPU an emulated product
@@ -50,9 +50,18 @@ __all__ = ["symm", "hemm", "trmm", "trsm", "ROUTINES", "LEAF"]
 #: with 128, against 0.39 s for cuBLAS).
 LEAF = {"cpu": 128, "gpu": 1024}
 
+#: Largest diagonal block trsm solves natively, per device.  On the GPU the native solve
+#: of a block is less accurate below some thousands of rows than cuBLAS's own solve of the
+#: whole matrix (H200, cuBLAS 13.1, ztrsm n = 16384: with 1024- or 2048-row blocks the
+#: recursion over cuBLAS's own gemm has 1.5x the normwise and 1.3x the componentwise
+#: backward error of one cuBLAS ztrsm; with 4096 or 8192 rows it has exactly cuBLAS's),
+#: and the larger blocks cost nothing there (the updates are fewer and larger).
+TRSM_LEAF = {"cpu": 128, "gpu": 4096}
 
-def _leaf(a) -> int:
-    return LEAF["gpu" if is_cupy(a) else "cpu"]
+
+def _leaf(a, table=None) -> int:
+    """The leaf size for ``a``'s device from ``table`` (default :data:`LEAF`, read at the call)."""
+    return (LEAF if table is None else table)["gpu" if is_cupy(a) else "cpu"]
 
 
 # ---------------------------------------------------------------------------
@@ -173,7 +182,7 @@ def _trmm_emulated(mm: _Products, alpha, a, b, side: int, lower: int, trans: int
 def _trsm_emulated(mm: _Products, prefix: str, alpha, a, b, side: int, lower: int, trans: int, diag: int) -> None:
     """Solve op(A)*x = alpha*b (side 0) or x*op(A) = alpha*b (side 1) in place of b."""
     k = a.shape[0]
-    if k <= _leaf(a):
+    if k <= _leaf(a, TRSM_LEAF):
         native_tri("trsm", prefix, alpha, a, b, side, lower, trans, diag)
         return
     s1, s2, op_lower, off = _split(a, lower, trans)

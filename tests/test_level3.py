@@ -5,7 +5,7 @@ on numpy copies of the inputs, for every prefix, side, lower, trans_a, diag and
 the shapes 1, 3, 17, 64, 130; the triangle a routine does not reference (and a
 unit diagonal, and the imaginary part of hemm's diagonal) holds NaN, so reading
 it would show.  On the emulating backends the recursion's leaf is made small
-(``LEAF`` 16 on both devices) so that 17, 64 and 130 recurse several levels with odd splits;
+(``LEAF`` and ``TRSM_LEAF`` 16 on both devices) so that 17, 64 and 130 recurse several levels with odd splits;
 one test runs the default leaf on a larger matrix.
 """
 
@@ -31,6 +31,7 @@ def backend(request, monkeypatch):
     monkeypatch.setenv("EMUBLAS_BOOLPACK_BITS", str(BOOLPACK_BITS))
     if request.param != "native":
         monkeypatch.setattr(emublas.level3, "LEAF", {"cpu": 16, "gpu": 16})
+        monkeypatch.setattr(emublas.level3, "TRSM_LEAF", {"cpu": 16, "gpu": 16})
     skip_unless_ready(request, request.param)
     return request.param
 
