@@ -1100,12 +1100,49 @@ OZ_CRT_FUSED(oz_crt_fused1_cplx, true, 2, false)
  * 32 x 32 output tile per block of 256 threads, as oz_terms lays them out: lane tx on
  * row i0 + tx, its entries in columns jt0 + ty + 8q (q < 4).  X1 comes straight from
  * the column-major product (coalesced along i), X2 through a shared tile read along the
- * product's own columns; the tile is reloaded only when the transposed product changes
- * from one term to the next (the terms of a modulus share it).  Each term is reduced,
- * (w1 X1 + w2 X2) mod m, and summed in slot order exactly as oz_terms and the term
- * planes' pass do, so the result is theirs bit for bit.  spec[t] = {product 1, product 2
- * | 2^30 when read transposed (-1: none), w1 + 2^16 w2, modulus}.  Grid (ceil(rows/32),
- * ceil(cols/32)); tiles outside the uplo triangle return at once. */
+ * product's own columns.  Consecutive terms that read the same products (a modulus's
+ * real and imaginary terms) form a group: its values are loaded once, and the next
+ * group's loads are issued before this one's terms are summed, so that the loop does
+ * not wait on memory term by term.  Each term is reduced, (w1 X1 + w2 X2) mod m, and
+ * summed in slot order exactly as oz_terms and the term planes' pass do, so the result
+ * is theirs bit for bit.  spec[t] = {product 1, product 2 | 2^30 when read transposed
+ * (-1: none), w1 + 2^16 w2, modulus}.  Grid (ceil(rows/32), ceil(cols/32)); tiles
+ * outside the uplo triangle return at once. */
+struct tr_loads {
+    int x1[4], x2[4]; /* X1 of the lane's entries; X2 read directly, or the tile values it stores */
+};
+
+/* The group of terms from t on: its end and its sources (block-uniform). */
+__device__ __forceinline__ int group_end(const term_smem<true> &sm, int t, int nterms)
+{
+    const int4 a = sm.spec[t];
+    int e = t + 1;
+    while (e < nterms && sm.spec[e].x == a.x && sm.spec[e].y == a.y)
+        e++;
+    return e;
+}
+
+__device__ __forceinline__ void load_group(const term_src &S, const int4 sp, long long i0, long long jt0,
+                                           long long rows, long long cols, int tx, int ty, tr_loads &L)
+{
+    const bool two = sp.y >= 0, tr2 = two && (sp.y & 0x40000000);
+    const int *P1 = S.prods + (long long)sp.x * S.prod_stride;
+    const int *P2 = two ? S.prods + (long long)(sp.y & 0x3fffffff) * S.prod_stride : nullptr;
+    const long long i = i0 + tx;
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        const long long j = jt0 + ty + 8 * q;
+        const bool in = i < rows && j < cols;
+        L.x1[q] = in ? P1[j * S.ldp + i] : 0;
+        if (tr2) { /* the tile's row ty + 8q: X2 of (i0 + ty + 8q, jt0 + tx) is P[jt0 + tx, i0 + ty + 8q] */
+            const long long pi = i0 + ty + 8 * q, pj = jt0 + tx;
+            L.x2[q] = (pi < rows && pj < cols) ? P2[pi * S.ldp + pj] : 0;
+        } else {
+            L.x2[q] = two && in ? P2[j * S.ldp + i] : 0;
+        }
+    }
+}
+
 template <bool CPLX>
 __device__ __forceinline__ void crt_fused_transposed(long long rows, long long cols, long long r0, long long j0,
                                                      const term_src &S, int nterms, const signed char *part,
@@ -1136,41 +1173,47 @@ __device__ __forceinline__ void crt_fused_transposed(long long rows, long long c
 #pragma unroll
     for (int q = 0; q < (CPLX ? 4 : 1); q++)
         im[q][0] = im[q][1] = im[q][2] = 0.0;
-    int loaded = -1; /* the product in trn */
-    for (int t = 0; t < nterms; t++) {
-        const int4 sp = sm.spec[t]; /* block-uniform */
+    tr_loads next;
+    if (nterms > 0)
+        load_group(S, sm.spec[0], i0, jt0, rows, cols, tx, ty, next);
+    for (int t = 0; t < nterms;) {
+        const int e = group_end(sm, t, nterms);
+        const int4 sp = sm.spec[t];
         const bool two = sp.y >= 0, tr2 = two && (sp.y & 0x40000000);
-        const int p2 = two ? sp.y & 0x3fffffff : -1;
-        if (tr2 && p2 != loaded) {
-            __syncthreads(); /* every lane is done with the previous tile */
-            const int *P2 = S.prods + (long long)p2 * S.prod_stride;
-            for (int yy = ty; yy < TILE; yy += 8) {
-                const long long pi = i0 + yy, pj = jt0 + tx; /* X2 of (pi, pj) is P[pj, pi] */
-                trn[yy][tx] = (pi < rows && pj < cols) ? P2[pi * S.ldp + pj] : 0;
-            }
-            loaded = p2;
-            __syncthreads();
-        }
-        const ozmod M = sm.mod[sp.w];
-        const double w1 = (double)(short)(sp.z & 0xffff), w2 = (double)(sp.z >> 16);
-        const int *P1 = S.prods + (long long)sp.x * S.prod_stride;
-        const int *P2d = two && !tr2 ? S.prods + (long long)p2 * S.prod_stride : nullptr;
-        const double3 w = sw[t];
-        const bool imag = CPLX && spart[t];
+        double x1[4], x2[4];
 #pragma unroll
-        for (int q = 0; q < 4; q++) {
-            const int b = ty + 8 * q;
-            const long long j = jt0 + b;
-            const bool in = i < rows && j < cols;
-            const double x1 = in ? (double)P1[j * S.ldp + i] : 0.0;
-            double x2 = 0.0;
-            if (two)
-                x2 = tr2 ? (double)trn[tx][b] : (in ? (double)P2d[j * S.ldp + i] : 0.0);
-            const double v = red_small(fma(w1, x1, w2 * x2), M); /* exact: |v| < 2^49 */
-            if (imag)
-                acc3(v, w, im[q]);
-            else
-                acc3(v, w, re[q]);
+        for (int q = 0; q < 4; q++)
+            x1[q] = (double)next.x1[q];
+        if (tr2) {
+            __syncthreads(); /* every lane has read the previous group's tile */
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                trn[ty + 8 * q][tx] = next.x2[q];
+            __syncthreads();
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                x2[q] = (double)trn[tx][ty + 8 * q];
+        } else {
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                x2[q] = (double)next.x2[q];
+        }
+        if (e < nterms) /* the next group's loads fly while this one is summed */
+            load_group(S, sm.spec[e], i0, jt0, rows, cols, tx, ty, next);
+        for (; t < e; t++) {
+            const int4 st = sm.spec[t];
+            const ozmod M = sm.mod[st.w];
+            const double w1 = (double)(short)(st.z & 0xffff), w2 = (double)(st.z >> 16);
+            const double3 w = sw[t];
+            const bool imag = CPLX && spart[t];
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const double v = red_small(fma(w1, x1[q], w2 * (two ? x2[q] : 0.0)), M); /* exact: |v| < 2^49 */
+                if (imag)
+                    acc3(v, w, im[q]);
+                else
+                    acc3(v, w, re[q]);
+            }
         }
     }
 #pragma unroll
@@ -1185,7 +1228,7 @@ __device__ __forceinline__ void crt_fused_transposed(long long rows, long long c
 
 /* The entry points: OZ_CRT_FUSED's arguments (lwpc unused: the grid is one tile a block). */
 #define OZ_CRT_FUSED_TR(NAME, CPLX)                                                                             \
-    extern "C" __global__ void __launch_bounds__(256, 3)                                                        \
+    extern "C" __global__ void __launch_bounds__(256, 2)                                                        \
         NAME(long long rows, long long cols, long long r0, long long j0, const int *prods,                      \
              long long prod_stride, long long ldp, const int4 *spec, const double *mods, int nmod,               \
              OZ_CRT_TAIL_PARAMS)                                                                                 \
