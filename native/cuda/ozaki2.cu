@@ -1057,11 +1057,15 @@ __device__ __forceinline__ void crt_final(
         int conj_r, unsigned long long *uncertified, unsigned char *mask, int *tiles, long long ldm,            \
         long long ntr, int lwpc
 
-#define OZ_CRT_TAIL_CALL(CPLX, ENT, FUSED, TWO)                                                                      \
+/* The certificate and the CRT constants from those arguments. */
+#define OZ_CRT_TAIL_STRUCTS                                                                                      \
     const oz_cert C = {row_err, col_err, crt_err, target, W, ldw, row_wsum, col_wsum, row_budget,               \
                        col_budget, fix, fdtype, Lr, Li, Rr, Ri, rsl, csl, rsr, csr, k, conj_l, conj_r,          \
                        uncertified, mask, tiles, ldm, ntr};                                                      \
-    const oz_crtk K = {P1, P2, P3, Pinv, u1, iu1, u2, iu2};                                                    \
+    const oz_crtk K = {P1, P2, P3, Pinv, u1, iu1, u2, iu2}
+
+#define OZ_CRT_TAIL_CALL(CPLX, ENT, FUSED, TWO)                                                                      \
+    OZ_CRT_TAIL_STRUCTS;                                                                                         \
     crt_final<CPLX, ENT, FUSED, TWO>(rows, cols, r0, j0, S, nterms, part, bw, K, row_shift,                      \
                                 col_shift, ar, ai, br, bi, beta0, dtype, out, rso, cso, uplo,                    \
                                 C, certify != 0, lwpc)
@@ -1078,11 +1082,15 @@ __device__ __forceinline__ void crt_final(
 /* The final pass straight from the int32 products (no term planes): as oz_crt_final, with
  * term t read through spec[t] (see term_src) from products[spec.x], products[spec.y];
  * the *1 forms for tables whose terms read one product each (spec.y < 0 throughout). */
-#define OZ_CRT_FUSED(NAME, CPLX, ENT, TWO)                                                                          \
-    extern "C" __global__ void __launch_bounds__(256, 3)                                                        \
+/* A fused entry point's head: its name, blocks per SM, the products and the term table. */
+#define OZ_CRT_FUSED_HEAD(NAME, MINB)                                                                            \
+    extern "C" __global__ void __launch_bounds__(256, MINB)                                                     \
         NAME(long long rows, long long cols, long long r0, long long j0, const int *prods,                      \
              long long prod_stride, long long ldp, const int4 *spec, const double *mods, int nmod,               \
-             OZ_CRT_TAIL_PARAMS)                                                                                 \
+             OZ_CRT_TAIL_PARAMS)
+
+#define OZ_CRT_FUSED(NAME, CPLX, ENT, TWO)                                                                          \
+    OZ_CRT_FUSED_HEAD(NAME, 3)                                                                                   \
     {                                                                                                            \
         const term_src S = {nullptr, 0, 0, prods, prod_stride, ldp, spec, mods, nmod};                          \
         OZ_CRT_TAIL_CALL(CPLX, ENT, true, TWO);                                                                       \
@@ -1252,16 +1260,10 @@ __device__ __forceinline__ void crt_fused_transposed(long long rows, long long c
 
 /* The entry points: OZ_CRT_FUSED's arguments (lwpc unused: the grid is one tile a block). */
 #define OZ_CRT_FUSED_TR(NAME, CPLX)                                                                             \
-    extern "C" __global__ void __launch_bounds__(256, 2)                                                        \
-        NAME(long long rows, long long cols, long long r0, long long j0, const int *prods,                      \
-             long long prod_stride, long long ldp, const int4 *spec, const double *mods, int nmod,               \
-             OZ_CRT_TAIL_PARAMS)                                                                                 \
+    OZ_CRT_FUSED_HEAD(NAME, 2)                                                                                   \
     {                                                                                                            \
         const term_src S = {nullptr, 0, 0, prods, prod_stride, ldp, spec, mods, nmod};                          \
-        const oz_cert C = {row_err, col_err, crt_err, target, W, ldw, row_wsum, col_wsum, row_budget,           \
-                           col_budget, fix, fdtype, Lr, Li, Rr, Ri, rsl, csl, rsr, csr, k, conj_l, conj_r,      \
-                           uncertified, mask, tiles, ldm, ntr};                                                  \
-        const oz_crtk K = {P1, P2, P3, Pinv, u1, iu1, u2, iu2};                                                \
+        OZ_CRT_TAIL_STRUCTS;                                                                                     \
         (void)lwpc;                                                                                              \
         crt_fused_transposed<CPLX>(rows, cols, r0, j0, S, nterms, part, bw, K, row_shift, col_shift, ar, ai,    \
                                    br, bi, beta0, dtype, out, rso, cso, uplo, C, certify != 0);                  \
