@@ -1109,9 +1109,9 @@ OZ_CRT_FUSED(oz_crt_fused1_cplx, true, 2, false)
  * row i0 + tx, its entries in columns jt0 + ty + 8q (q < 4).  X1 comes straight from
  * the column-major product (coalesced along i), X2 through a shared tile read along the
  * product's own columns.  Consecutive terms that read the same products (a modulus's
- * real and imaginary terms) form a group: its values are loaded once, and the loads of
- * the next two groups are in flight while this one's terms are summed, so that the loop
- * does not wait on memory group by group.  Each term is reduced, (w1 X1 + w2 X2) mod m, and
+ * real and imaginary terms) form a group: its values are loaded once, and the next
+ * group's loads are issued before this one's terms are summed, so that the loop does
+ * not wait on memory term by term.  Each term is reduced, (w1 X1 + w2 X2) mod m, and
  * summed in slot order exactly as oz_terms and the term planes' pass do, so the result
  * is theirs bit for bit.  spec[t] = {product 1, product 2 | 2^30 when read transposed
  * (-1: none), w1 + 2^16 w2, modulus}.  Grid (ceil(rows/32), ceil(cols/32)); tiles
@@ -1151,55 +1151,6 @@ __device__ __forceinline__ void load_group(const term_src &S, const int4 sp, lon
     }
 }
 
-/* Sum the group of terms [t, e) whose values L holds, then refill L with the group that
- * starts at `refill` (if any): L's values are copied out first, so the refill's loads
- * fly while the terms are summed. */
-template <bool CPLX>
-__device__ __forceinline__ void sum_group(const term_src &S, const term_smem<true> &sm, const double3 *sw,
-                                          const signed char *spart, int (*trn)[TILE + 1], tr_loads &L, int t,
-                                          int e, int refill, int nterms, long long i0, long long jt0,
-                                          long long rows, long long cols, int tx, int ty, double (*re)[3],
-                                          double (*im)[3])
-{
-    const int4 sp = sm.spec[t];
-    const bool two = sp.y >= 0, tr2 = two && (sp.y & 0x40000000);
-    int x1[4], x2[4];
-#pragma unroll
-    for (int q = 0; q < 4; q++)
-        x1[q] = L.x1[q];
-    if (tr2) {
-        __syncthreads(); /* every lane has read the previous group's tile */
-#pragma unroll
-        for (int q = 0; q < 4; q++)
-            trn[ty + 8 * q][tx] = L.x2[q];
-        __syncthreads();
-#pragma unroll
-        for (int q = 0; q < 4; q++)
-            x2[q] = trn[tx][ty + 8 * q];
-    } else {
-#pragma unroll
-        for (int q = 0; q < 4; q++)
-            x2[q] = L.x2[q];
-    }
-    if (refill < nterms)
-        load_group(S, sm.spec[refill], i0, jt0, rows, cols, tx, ty, L);
-    for (; t < e; t++) {
-        const int4 st = sm.spec[t];
-        const ozmod M = sm.mod[st.w];
-        const double w1 = (double)(short)(st.z & 0xffff), w2 = (double)(st.z >> 16);
-        const double3 w = sw[t];
-        const bool imag = CPLX && spart[t];
-#pragma unroll
-        for (int q = 0; q < 4; q++) {
-            const double v = red_small(fma(w1, (double)x1[q], w2 * (two ? (double)x2[q] : 0.0)), M); /* exact */
-            if (imag)
-                acc3(v, w, im[q]);
-            else
-                acc3(v, w, re[q]);
-        }
-    }
-}
-
 template <bool CPLX>
 __device__ __forceinline__ void crt_fused_transposed(long long rows, long long cols, long long r0, long long j0,
                                                      const term_src &S, int nterms, const signed char *part,
@@ -1230,23 +1181,48 @@ __device__ __forceinline__ void crt_fused_transposed(long long rows, long long c
 #pragma unroll
     for (int q = 0; q < (CPLX ? 4 : 1); q++)
         im[q][0] = im[q][1] = im[q][2] = 0.0;
-    /* Two load buffers in turn: while buffer L's group is summed, the other buffer's
-     * loads (the next group) are in flight, and L is refilled with the group after that. */
-    tr_loads A, B;
-    int sa = 0, sb = nterms > 0 ? group_end(sm, 0, nterms) : 0; /* first terms of A's and B's groups */
-    if (sa < nterms)
-        load_group(S, sm.spec[sa], i0, jt0, rows, cols, tx, ty, A);
-    if (sb < nterms)
-        load_group(S, sm.spec[sb], i0, jt0, rows, cols, tx, ty, B);
-    while (sa < nterms) {
-        int next = sb < nterms ? group_end(sm, sb, nterms) : nterms; /* the group after B's */
-        sum_group<CPLX>(S, sm, sw, spart, trn, A, sa, sb, next, nterms, i0, jt0, rows, cols, tx, ty, re, im);
-        sa = next; /* A now holds (or will hold) the group after B's */
-        if (sb >= nterms)
-            break;
-        next = sa < nterms ? group_end(sm, sa, nterms) : nterms;
-        sum_group<CPLX>(S, sm, sw, spart, trn, B, sb, sa, next, nterms, i0, jt0, rows, cols, tx, ty, re, im);
-        sb = next;
+    tr_loads next;
+    if (nterms > 0)
+        load_group(S, sm.spec[0], i0, jt0, rows, cols, tx, ty, next);
+    for (int t = 0; t < nterms;) {
+        const int e = group_end(sm, t, nterms);
+        const int4 sp = sm.spec[t];
+        const bool two = sp.y >= 0, tr2 = two && (sp.y & 0x40000000);
+        double x1[4], x2[4];
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+            x1[q] = (double)next.x1[q];
+        if (tr2) {
+            __syncthreads(); /* every lane has read the previous group's tile */
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                trn[ty + 8 * q][tx] = next.x2[q];
+            __syncthreads();
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                x2[q] = (double)trn[tx][ty + 8 * q];
+        } else {
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                x2[q] = (double)next.x2[q];
+        }
+        if (e < nterms) /* the next group's loads fly while this one is summed */
+            load_group(S, sm.spec[e], i0, jt0, rows, cols, tx, ty, next);
+        for (; t < e; t++) {
+            const int4 st = sm.spec[t];
+            const ozmod M = sm.mod[st.w];
+            const double w1 = (double)(short)(st.z & 0xffff), w2 = (double)(st.z >> 16);
+            const double3 w = sw[t];
+            const bool imag = CPLX && spart[t];
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const double v = red_small(fma(w1, x1[q], w2 * (two ? x2[q] : 0.0)), M); /* exact: |v| < 2^49 */
+                if (imag)
+                    acc3(v, w, im[q]);
+                else
+                    acc3(v, w, re[q]);
+            }
+        }
     }
 #pragma unroll
     for (int q = 0; q < 4; q++) {
