@@ -276,3 +276,48 @@ def test_call_dims_binds_as_scipy_does(rng):
     assert call_dims("dtrsm", (1.0, t, c), {"lower": 1}) == (5, 3, 5, f8)
     assert call_dims("dtrsm", (1.0, t, c), {"backend": "ozaki2"}) is None
     assert call_dims("dtrsm", (1.0, t), {}) is None
+
+
+def _run_under_shim(tmp_path, program: str, backend: str):
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "prog.py"
+    script.write_text(program)
+    env = {k: v for k, v in os.environ.items() if k not in ("EMUBLAS_VERBOSE", "EMUBLAS_INTERPOSE")}
+    env["EMUBLAS_BACKEND"] = backend
+    return subprocess.run(
+        [sys.executable, "-m", "emublas.interpose", str(script)], capture_output=True, text=True, env=env
+    )
+
+
+def test_first_intercepted_call_imports_nothing_under_auto(tmp_path):
+    """install() has already loaded what auto's first decision needs (its backend, cost table
+    and candidates' readiness), so the program's first BLAS call imports no module."""
+    run = _run_under_shim(
+        tmp_path,
+        "import sys, numpy as np, scipy.linalg.blas as b\n"
+        "a = np.ones((80, 80))\n"
+        "before = set(sys.modules)\n"
+        "c = b.dgemm(1.0, a, a)\n"
+        "print(sorted(set(sys.modules) - before), float(c[0, 0]))\n",
+        "auto",
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[] 80.0"
+
+
+def test_bad_backend_variable_fails_the_first_call_not_install(monkeypatch, rng):
+    """install() from code (the runner checks the variable itself, up front) does not raise
+    for a bad EMUBLAS_BACKEND: the first intercepted call does, naming the variable."""
+    monkeypatch.setenv("EMUBLAS_BACKEND", "nope")
+    monkeypatch.setenv("EMUBLAS_MIN_DIM", "0")
+    emublas.set_backend(None)
+    shim.install()
+    try:
+        a = rng.standard_normal((8, 8))
+        with pytest.raises(ValueError, match="EMUBLAS_BACKEND.*valid backends"):
+            sblas.dgemm(1.0, a, a)
+    finally:
+        shim.uninstall()
