@@ -58,7 +58,10 @@ import numpy as np
 import emublas
 from emublas import errors
 
-KINDS = ("gemm", "syrk", "herk", "syr2k", "her2k")
+KINDS = ("gemm", "syrk", "herk", "syr2k", "her2k", "symm", "hemm", "trmm")
+#: Routines whose entry (i, j) is one product X·Y of an explicit operator and b (checked like gemm).
+OPERATOR_KINDS = ("symm", "hemm", "trmm")
+RANK_K_KINDS = ("syrk", "herk", "syr2k", "her2k")
 PREFIXES = "sdcz"
 BACKENDS = ("native", "ozaki2", "strassen", "boolpack")
 FAMILIES = (
@@ -139,11 +142,18 @@ class Case:
     trans: tuple[int, ...]
     lower: int = 0
     family: str = ""
+    side: int = 0
+    diag: int = 0
+    #: symm/hemm/trmm: the operator the routine applies (the full symmetric or Hermitian
+    #: matrix, or op of the triangle with its diagonal), which ``a`` stores in one triangle
+    #: with NaN in what the routine must not read
+    operator: np.ndarray | None = None
 
     def describe(self) -> str:
+        extra = f" side={self.side} diag={self.diag}" if self.kind in OPERATOR_KINDS else ""
         return (
             f"{self.prefix}{self.kind} backend={self.backend} {self.options} family={self.family}"
-            f" a{self.a.shape} trans={self.trans} lower={self.lower} alpha={self.alpha!r}"
+            f" a{self.a.shape} trans={self.trans} lower={self.lower}{extra} alpha={self.alpha!r}"
             f" beta={self.beta!r}"
         )
 
@@ -268,6 +278,8 @@ def make_case(
 ) -> Case:
     """A random case of ``kind``/``prefix`` for ``backend`` (family drawn unless given)."""
     family = family or FAMILIES[int(rng.integers(len(FAMILIES)))]
+    if kind in OPERATOR_KINDS:
+        return _operator_case(rng, kind, prefix, backend, family, options)
     cplx = prefix in "cz"
     n = int(rng.integers(1, 10))
     k = int(rng.integers(1, 13))
@@ -339,6 +351,94 @@ def make_case(
     )
 
 
+def _scalars(rng, cplx: bool, complex_beta: bool):
+    scal = [1.0, -1.0, 0.5, float(rng.standard_normal()), 2.0 ** int(rng.integers(-30, 30))]
+    alpha = scal[int(rng.integers(len(scal)))]
+    if cplx and rng.random() < 0.5:
+        alpha = complex(alpha, float(rng.standard_normal()))
+    beta = [0.0, 1.0, -0.5, float(rng.standard_normal())][int(rng.integers(4))]
+    if complex_beta and rng.random() < 0.3:
+        beta = complex(beta, float(rng.standard_normal()))
+    return alpha, beta
+
+
+def _operator_case(rng, kind: str, prefix: str, backend: str, family: str, options: dict | None) -> Case:
+    """symm/hemm/trmm: ``C = alpha·A·b + beta·c`` (side 0) or ``alpha·b·A`` (side 1) with A
+    from one triangle of a square ``a``; the family shapes the product's two factors.  What
+    the routine must not read holds NaN: the other triangle, trmm's unit diagonal, hemm's
+    imaginary diagonal."""
+    cplx = prefix in "cz"
+    dt = _DTYPE[prefix]
+    m, n = int(rng.integers(1, 10)), int(rng.integers(1, 10))
+    side, lower = int(rng.integers(0, 2)), int(rng.integers(0, 2))
+    kk = n if side else m
+    trans_a = int(rng.integers(0, 3 if cplx else 2)) if kind == "trmm" else 0
+    diag = int(rng.integers(0, 2)) if kind == "trmm" else 0
+    emin, emax, _ = _exp_range(prefix)
+    ea, eb = exponents(rng, family, prefix, kk)
+    span = int(rng.integers(1, max(2, min(emax - 10, 400 if emax > 200 else 60))))
+    if rng.random() < 0.5:
+        span = -span
+    phi = float(rng.uniform(0, 20 if emax > 200 else 6))
+    where = int(rng.integers(0, 1 << 30))
+    shapes = ((m, n), (n, n)) if side else ((m, m), (m, n))
+    x, y = _matrices(
+        rng,
+        family,
+        *shapes,
+        prefix,
+        ea,
+        eb,
+        phi,
+        abs(span) if family in ("interleave", "cancel", "dominant_col") else span,
+        where,
+    )
+    raw, b = (y, x) if side else (x, y)  # the square factor and b
+    keep = np.tril(np.ones((kk, kk), bool)) if lower else np.triu(np.ones((kk, kk), bool))
+    strict = keep & ~np.eye(kk, dtype=bool)
+    tri = np.where(keep, raw, 0).astype(dt)
+    herm = kind == "hemm" and cplx
+    if kind == "trmm":
+        if diag:
+            tri[np.arange(kk), np.arange(kk)] = 1
+        operator = tri if trans_a == 0 else (tri.T if trans_a == 1 else tri.conj().T)
+    else:
+        low = np.where(strict, raw, 0).astype(dt)
+        mirror = low.conj().T if herm else low.T
+        d = np.diag(raw).real.astype(dt) if herm else np.diag(raw)
+        operator = low + mirror + np.diag(d).astype(dt)
+    nan = np.asarray(np.nan, dt)
+    a = np.where(keep, raw, nan).astype(dt)
+    if diag:
+        a[np.arange(kk), np.arange(kk)] = nan
+    if herm:
+        a[np.arange(kk), np.arange(kk)] = np.diag(raw).real + complex(0.0, np.nan)  # (1j * nan is nan + nanj)
+    alpha, beta = _scalars(rng, cplx, complex_beta=kind != "trmm")
+    if kind == "trmm":
+        beta = 0.0
+    ec = int(rng.integers(emin + 60, emax - 8)) if rng.random() < 0.3 else ea + eb
+    with np.errstate(over="ignore", under="ignore"):
+        c = (_base(rng, (m, n), cplx) * _scale_exp(min(max(ec, emin + 60), emax - 8))).astype(dt)
+    c = np.asfortranarray(np.where(np.isfinite(c), c, 0).astype(dt))
+    return Case(
+        kind,
+        prefix,
+        backend,
+        dict(options or default_options(rng, backend, prefix)),
+        np.asfortranarray(a),
+        np.asfortranarray(b),
+        c,
+        alpha,
+        beta,
+        (trans_a,),
+        lower,
+        family,
+        side,
+        diag,
+        np.asarray(operator),
+    )
+
+
 def default_options(rng, backend: str, prefix: str) -> dict:
     """Backend options drawn per case."""
     if backend == "ozaki2":
@@ -359,7 +459,7 @@ def run(case: Case, device: str = "cpu"):
     """Call the routine (on cupy copies of the operands with ``device="gpu"``); returns
     (result on the host, warned) or raises what the call raised."""
     kind, p = case.kind, case.prefix
-    name = p + kind if (kind not in ("herk", "her2k") or p in "cz") else kind
+    name = p + kind if (kind not in ("herk", "her2k", "hemm") or p in "cz") else kind
     fn = getattr(emublas, name)
     kw = dict(backend=case.backend, **case.options)
     a, b, c = case.a, case.b, case.c
@@ -371,6 +471,10 @@ def run(case: Case, device: str = "cpu"):
         warnings.simplefilter("always")
         if kind == "gemm":
             out = fn(case.alpha, a, b, case.beta, c, case.trans[0], case.trans[1], **kw)
+        elif kind in ("symm", "hemm"):
+            out = fn(case.alpha, a, b, case.beta, c, side=case.side, lower=case.lower, **kw)
+        elif kind == "trmm":
+            out = fn(case.alpha, a, b, side=case.side, lower=case.lower, trans_a=case.trans[0], diag=case.diag, **kw)
         elif kind in ("syrk", "herk"):
             out = fn(case.alpha, a, case.beta, c, trans=case.trans[0], lower=case.lower, **kw)
         else:
@@ -392,6 +496,8 @@ def _op_parts(case: Case):
 
     if k2 == "gemm":
         return op(case.a, t[0]), op(case.b, t[1])
+    if k2 in OPERATOR_KINDS:
+        return (case.b, case.operator) if case.side else (case.operator, case.b)
     return op(case.a, t[0]), None if case.b is None else op(case.b, t[0])
 
 
@@ -400,7 +506,7 @@ def _groups(case: Case, x, y, i: int, j: int):
     herm = case.kind in ("herk", "her2k") and case.prefix in "cz"
     conj = np.conj if herm else (lambda z: z)
     al = case.alpha
-    if case.kind == "gemm":
+    if case.kind == "gemm" or case.kind in OPERATOR_KINDS:
         return [(al, x[i, :], y[:, j])]
     if case.kind in ("syrk", "herk"):
         return [(al, x[i, :], conj(x[j, :]))]
@@ -478,22 +584,24 @@ def check(case: Case, out: np.ndarray, warned: bool, max_bad: int = 5) -> Outcom
         k = x.shape[1]
         k0 = -(-k // 2**L)
         growth = (k0 * k0 + 6 * k0) * 18**L
-        pairs = [(x, y if y is not None else x)] if case.kind in ("gemm", "syrk", "herk") else [(x, y), (y, x)]
+        one = case.kind in ("gemm", "syrk", "herk", *OPERATOR_KINDS)
+        pairs = [(x, y if y is not None else x)] if one else [(x, y), (y, x)]
         sm = sum(_fl(_maxabs(p)) * _fl(_maxabs(q)) for p, q in pairs) * (2 if cplx else 1)
         strassen_extra = C_FACTOR * growth * u * alpha_abs * sm
     bits = int(case.options.get("bits", 16)) if case.backend == "boolpack" else None
     if bits is not None:
         yT = y if y is not None else x
         eps_x = _quant_eps(x, bits)
-        eps_rows_y = _quant_eps(yT, bits) if case.kind != "gemm" else None
-        eps_cols_y = _quant_eps(yT.T, bits) if case.kind == "gemm" else None
+        by_cols = case.kind == "gemm" or case.kind in OPERATOR_KINDS
+        eps_rows_y = _quant_eps(yT, bits) if not by_cols else None
+        eps_cols_y = _quant_eps(yT.T, bits) if by_cols else None
 
     be = complex(case.beta)
     for j in range(n_cols):
-        if case.kind == "gemm":
-            rows = range(n_rows)
-        else:
+        if case.kind in RANK_K_KINDS:
             rows = range(j, n_rows) if case.lower else range(0, j + 1)
+        else:
+            rows = range(n_rows)
         for i in rows:
             re = im = Fraction(0)
             sre = sim = Fraction(0)
@@ -514,7 +622,7 @@ def check(case: Case, out: np.ndarray, warned: bool, max_bad: int = 5) -> Outcom
                 nterms += 2 * len(uvec) if cplx else len(uvec)
                 if bits is not None:
                     # rows of x and of y (or columns of op(b)) own each vector's quantization step
-                    if case.kind == "gemm":
+                    if by_cols:
                         eu, ev = eps_x[i], eps_cols_y[j]
                     elif case.kind in ("syrk", "herk"):
                         eu, ev = eps_x[i], eps_x[j]
@@ -572,7 +680,7 @@ def check(case: Case, out: np.ndarray, warned: bool, max_bad: int = 5) -> Outcom
                     else:
                         res.bad.append(None)
     # the triangle a rank-k routine does not reference keeps c's values
-    if case.kind != "gemm":
+    if case.kind in RANK_K_KINDS:
         other = np.triu(np.ones(out.shape, bool), 1) if case.lower else np.tril(np.ones(out.shape, bool), -1)
         if not np.array_equal(out[other], case.c[other]):
             res.bad.append(("untouched triangle changed",))
@@ -581,8 +689,13 @@ def check(case: Case, out: np.ndarray, warned: bool, max_bad: int = 5) -> Outcom
 
 def run_and_check(case: Case, device: str = "cpu") -> Outcome:
     """Run a case and check it; an exception on finite input is a crash (counted as silent)."""
+    before = [None if x is None else x.copy() for x in (case.a, case.b, case.c)]
     try:
         out, warned = run(case, device)
     except Exception as exc:  # noqa: BLE001 - any exception on finite input is a finding
         return Outcome(crash=f"{type(exc).__name__}: {exc}")
-    return check(case, out, warned)
+    res = check(case, out, warned)
+    for name, x, x0 in zip("abc", (case.a, case.b, case.c), before):
+        if x is not None and not np.array_equal(x, x0, equal_nan=True):
+            res.bad.append((f"input {name} modified",))
+    return res
