@@ -5,7 +5,8 @@ Used by ``tests/test_hunt.py`` (hypothesis draws the case parameters) and
 (dimensions up to a dozen, so the exact reference stays cheap) whose matrices
 come from one structured family at exponents drawn across the dtype's whole
 range.  Every entry the routine writes is compared with the exact value of
-``alpha·op(a)·op(b) + beta·c`` (integers times powers of two, no rounding) and
+``alpha·op(a)·op(b) + beta·c`` (symm/hemm/trmm: ``alpha·A·b + beta·c`` or ``alpha·b·A`` with
+A the operator the stored triangle defines; integers times powers of two, no rounding) and
 passes when
 
 * the error is within the entry's target (below), or
@@ -40,6 +41,11 @@ and ``n`` the number of terms:
   boolpack raises no warning for this by design: the bound is its contract.
 * ozaki2: native's bound (its accuracy contract: native accuracy, or a warning).
 
+What symm/hemm/trmm must not read (the other triangle, trmm's unit diagonal, hemm's
+imaginary diagonal) holds NaN, and on the emulating backends a case may shrink
+``emublas.level3.LEAF`` so that their recursion over halves of ``a`` runs.  Every case
+also checks that the call left its inputs untouched.
+
 Entries whose exact value overflows the output dtype must be ±Inf of the
 right sign; where ``S`` itself overflows, native BLAS may give Inf or NaN too,
 so a non-finite entry is accepted there.
@@ -56,7 +62,7 @@ from typing import Any
 import numpy as np
 
 import emublas
-from emublas import errors
+from emublas import errors, level3
 
 KINDS = ("gemm", "syrk", "herk", "syr2k", "her2k", "symm", "hemm", "trmm")
 #: Routines whose entry (i, j) is one product X·Y of an explicit operator and b (checked like gemm).
@@ -148,9 +154,12 @@ class Case:
     #: matrix, or op of the triangle with its diagonal), which ``a`` stores in one triangle
     #: with NaN in what the routine must not read
     operator: np.ndarray | None = None
+    #: symm/hemm/trmm on an emulating backend: ``emublas.level3.LEAF`` for the call (None:
+    #: emublas's), small so that the recursion over halves of ``a`` runs at these sizes
+    leaf: int | None = None
 
     def describe(self) -> str:
-        extra = f" side={self.side} diag={self.diag}" if self.kind in OPERATOR_KINDS else ""
+        extra = f" side={self.side} diag={self.diag} leaf={self.leaf}" if self.kind in OPERATOR_KINDS else ""
         return (
             f"{self.prefix}{self.kind} backend={self.backend} {self.options} family={self.family}"
             f" a{self.a.shape} trans={self.trans} lower={self.lower}{extra} alpha={self.alpha!r}"
@@ -436,6 +445,7 @@ def _operator_case(rng, kind: str, prefix: str, backend: str, family: str, optio
         side,
         diag,
         np.asarray(operator),
+        [None, 1, 2, 3][int(rng.integers(4))],
     )
 
 
@@ -467,6 +477,17 @@ def run(case: Case, device: str = "cpu"):
         import cupy
 
         a, b, c = (None if x is None else cupy.asarray(x) for x in (a, b, c))
+    saved = level3.LEAF
+    if case.leaf is not None:
+        level3.LEAF = {"cpu": case.leaf, "gpu": case.leaf}
+    try:
+        return _call(case, fn, kw, a, b, c, device)
+    finally:
+        level3.LEAF = saved
+
+
+def _call(case: Case, fn, kw: dict, a, b, c, device: str):
+    kind = case.kind
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if kind == "gemm":
@@ -480,6 +501,8 @@ def run(case: Case, device: str = "cpu"):
         else:
             out = fn(case.alpha, a, b, case.beta, c, trans=case.trans[0], lower=case.lower, **kw)
         if device == "gpu":
+            import cupy
+
             emublas.synchronize()  # the device's accuracy verdicts arrive here at the latest
             out = cupy.asnumpy(out)
     warned = any(issubclass(w.category, _WARNINGS) for w in caught)
