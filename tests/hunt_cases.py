@@ -64,7 +64,7 @@ import numpy as np
 import emublas
 from emublas import errors, level3
 
-KINDS = ("gemm", "syrk", "herk", "syr2k", "her2k", "symm", "hemm", "trmm")
+KINDS = ("gemm", "syrk", "herk", "syr2k", "her2k", "symm", "hemm", "trmm", "trsm")
 #: Routines whose entry (i, j) is one product X·Y of an explicit operator and b (checked like gemm).
 OPERATOR_KINDS = ("symm", "hemm", "trmm")
 RANK_K_KINDS = ("syrk", "herk", "syr2k", "her2k")
@@ -159,7 +159,8 @@ class Case:
     leaf: int | None = None
 
     def describe(self) -> str:
-        extra = f" side={self.side} diag={self.diag} leaf={self.leaf}" if self.kind in OPERATOR_KINDS else ""
+        level3 = self.kind in OPERATOR_KINDS or self.kind == "trsm"
+        extra = f" side={self.side} diag={self.diag} leaf={self.leaf}" if level3 else ""
         return (
             f"{self.prefix}{self.kind} backend={self.backend} {self.options} family={self.family}"
             f" a{self.a.shape} trans={self.trans} lower={self.lower}{extra} alpha={self.alpha!r}"
@@ -289,6 +290,8 @@ def make_case(
     family = family or FAMILIES[int(rng.integers(len(FAMILIES)))]
     if kind in OPERATOR_KINDS:
         return _operator_case(rng, kind, prefix, backend, family, options)
+    if kind == "trsm":
+        return _trsm_case(rng, prefix, backend, family, options)
     cplx = prefix in "cz"
     n = int(rng.integers(1, 10))
     k = int(rng.integers(1, 13))
@@ -449,6 +452,126 @@ def _operator_case(rng, kind: str, prefix: str, backend: str, family: str, optio
     )
 
 
+def _solution_in_range(operator, b, alpha, op_lower: bool, side: int, emax: int):
+    """b shifted by a power of two until the solution X and |op(A)||X| (from a float64 solve)
+    stay below 2^(emax - 10): the hunt is about the solver's arithmetic, and a native BLAS
+    overflows in its partial sums well before X itself does."""
+    from scipy.linalg import solve_triangular
+
+    m64 = np.asarray(operator, np.complex128 if operator.dtype.kind == "c" else np.float64)
+    limit = math.ldexp(1.0, emax - 10)
+    for _ in range(8):
+        b64 = np.asarray(b, m64.dtype) * alpha
+        with np.errstate(all="ignore"):
+            if side:
+                x = solve_triangular(m64.T, b64.T, lower=not op_lower).T
+                reach = np.abs(x) @ np.abs(m64)
+            else:
+                x = solve_triangular(m64, b64, lower=op_lower)
+                reach = np.abs(m64) @ np.abs(x)
+            big = max(float(np.abs(x).max(initial=0.0)), float(reach.max(initial=0.0)))
+        if math.isfinite(big) and big <= limit:
+            return b
+        shift = 200 if not math.isfinite(big) else int(np.frexp(big)[1]) - (emax - 10) + 1
+        with np.errstate(under="ignore"):
+            b = _ldexp(b, -min(shift, 200)).astype(b.dtype)
+    return b
+
+
+def _trsm_case(rng, prefix: str, backend: str, family: str, options: dict | None) -> Case:
+    """trsm: op(A)·X = alpha·b (side 0) or X·op(A) = alpha·b (side 1).  The family shapes b
+    and the off-diagonal entries of op(A); its diagonal dominates both its row and its column
+    (twice their sums, a random sign or phase), so that X stays within range and the check
+    is about the solver, not the conditioning; complex diagonals stay where their squared
+    modulus is finite and normal (complex division forms it).  NaN where the routine must
+    not read: the other triangle and a unit diagonal."""
+    cplx = prefix in "cz"
+    dt = _DTYPE[prefix]
+    m, n = int(rng.integers(1, 10)), int(rng.integers(1, 10))
+    side, lower = int(rng.integers(0, 2)), int(rng.integers(0, 2))
+    trans_a, diag = int(rng.integers(0, 3 if cplx else 2)), int(rng.integers(0, 2))
+    kk = n if side else m
+    emin, emax, _ = _exp_range(prefix)
+    ea, eb = exponents(rng, family, prefix, kk)
+    span = int(rng.integers(1, max(2, min(emax - 10, 400 if emax > 200 else 60))))
+    if rng.random() < 0.5:
+        span = -span
+    phi = float(rng.uniform(0, 20 if emax > 200 else 6))
+    where = int(rng.integers(0, 1 << 30))
+    shapes = ((m, n), (n, n)) if side else ((m, m), (m, n))
+    x, y = _matrices(
+        rng,
+        family,
+        *shapes,
+        prefix,
+        ea,
+        eb,
+        phi,
+        abs(span) if family in ("interleave", "cancel", "dominant_col") else span,
+        where,
+    )
+    raw, b = (y, x) if side else (x, y)
+    op_lower = bool(lower) != (trans_a != 0)
+    keep = np.tril(np.ones((kk, kk), bool)) if op_lower else np.triu(np.ones((kk, kk), bool))
+    strict = keep & ~np.eye(kk, dtype=bool)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        off = np.where(strict, raw, 0).astype(dt)
+        if diag:  # unit diagonal: the off-diagonal entries scaled below 1/(2k)
+            big = float(np.abs(off).max()) if off.size else 0.0
+            if big > 0:
+                off = _ldexp(off, -int(np.frexp(big)[1]) - int(kk).bit_length() - 1).astype(dt)
+            d = np.ones(kk, dt)
+        else:
+            mags = np.abs(off).astype(np.float64)
+            dom = 2.0 * (mags.sum(axis=1) + mags.sum(axis=0))
+            floor = math.ldexp(1.0, max(min(ea, emax - 8), emin + 60))
+            dom = np.where((dom > 0) & np.isfinite(dom), dom, floor) * (1.0 + rng.random(kk))
+            dom = np.minimum(dom, float(np.finfo(dt).max) / 4)  # finite in the dtype
+            sign = rng.choice([1.0, -1.0], kk) if not cplx else np.exp(1j * rng.uniform(0, 2 * np.pi, kk))
+            d = (dom * sign).astype(dt)
+            # never below 2^(8 - emax): a BLAS multiplies by the diagonal's reciprocal
+            tiny = math.ldexp(1.0, 8 - emax)
+            d = np.where(np.abs(d) < tiny, np.asarray(tiny, dt) * np.where(np.abs(d) > 0, d / np.abs(d), 1), d)
+            d = d.astype(dt)
+        if cplx and not diag:
+            # complex division forms |d|^2: keep it within range (the BLAS's own limit),
+            # shifting the whole operator by a power of two, then lifting the smallest
+            hi, lo = emax // 2 - 8, emin // 2 + 8
+            top = int(np.frexp(float(np.abs(d).max()))[1])
+            if top > hi:
+                off, d = _ldexp(off, hi - top).astype(dt), _ldexp(d, hi - top).astype(dt)
+            small = np.abs(d) < math.ldexp(1.0, lo)
+            d = np.where(small, math.ldexp(1.0, lo) * np.exp(1j * np.angle(d)), d).astype(dt)
+        operator = (off + np.diag(d)).astype(dt)
+    operator = np.where(np.isfinite(operator), operator, 0).astype(dt)
+    alpha, _ = _scalars(rng, cplx, complex_beta=False)
+    b = _solution_in_range(operator, b, alpha, op_lower, side, emax)
+    stored = operator if trans_a == 0 else (operator.T if trans_a == 1 else operator.conj().T)
+    own = np.tril(np.ones((kk, kk), bool)) if lower else np.triu(np.ones((kk, kk), bool))
+    nan = np.asarray(np.nan, dt)
+    a = np.where(own, stored, nan).astype(dt)
+    if diag:
+        a[np.arange(kk), np.arange(kk)] = nan
+    return Case(
+        "trsm",
+        prefix,
+        backend,
+        dict(options or default_options(rng, backend, prefix)),
+        np.asfortranarray(a),
+        np.asfortranarray(b),
+        np.zeros((m, n), dt, order="F"),
+        alpha,
+        0.0,
+        (trans_a,),
+        lower,
+        family,
+        side,
+        diag,
+        np.asarray(operator),
+        [None, 1, 2, 3][int(rng.integers(4))],
+    )
+
+
 def default_options(rng, backend: str, prefix: str) -> dict:
     """Backend options drawn per case."""
     if backend == "ozaki2":
@@ -477,13 +600,13 @@ def run(case: Case, device: str = "cpu"):
         import cupy
 
         a, b, c = (None if x is None else cupy.asarray(x) for x in (a, b, c))
-    saved = level3.LEAF
+    saved = level3.LEAF, level3.TRSM_LEAF
     if case.leaf is not None:
-        level3.LEAF = {"cpu": case.leaf, "gpu": case.leaf}
+        level3.LEAF = level3.TRSM_LEAF = {"cpu": case.leaf, "gpu": case.leaf}
     try:
         return _call(case, fn, kw, a, b, c, device)
     finally:
-        level3.LEAF = saved
+        level3.LEAF, level3.TRSM_LEAF = saved
 
 
 def _call(case: Case, fn, kw: dict, a, b, c, device: str):
@@ -494,7 +617,7 @@ def _call(case: Case, fn, kw: dict, a, b, c, device: str):
             out = fn(case.alpha, a, b, case.beta, c, case.trans[0], case.trans[1], **kw)
         elif kind in ("symm", "hemm"):
             out = fn(case.alpha, a, b, case.beta, c, side=case.side, lower=case.lower, **kw)
-        elif kind == "trmm":
+        elif kind in ("trmm", "trsm"):
             out = fn(case.alpha, a, b, side=case.side, lower=case.lower, trans_a=case.trans[0], diag=case.diag, **kw)
         elif kind in ("syrk", "herk"):
             out = fn(case.alpha, a, case.beta, c, trans=case.trans[0], lower=case.lower, **kw)
@@ -581,8 +704,11 @@ def _cdot(u: _Prepared, v: _Prepared) -> tuple[Fraction, Fraction, Fraction, Fra
     return rr - ii, ri + ir, arr, ari
 
 
-def check(case: Case, out: np.ndarray, warned: bool, max_bad: int = 5) -> Outcome:
-    """Compare every written entry of ``out`` with the exact value; see the module docstring."""
+def check(case: Case, out: np.ndarray, warned: bool, max_bad: int = 5, extra=None) -> Outcome:
+    """Compare every written entry of ``out`` with the exact value; see the module docstring.
+
+    ``extra[i][j]``, if given, is added to entry (i, j)'s target (:func:`check_solve`'s
+    underflow allowance)."""
     res = Outcome(warned=warned)
     x, y = _op_parts(case)
     n_rows, n_cols = out.shape
@@ -683,6 +809,8 @@ def check(case: Case, out: np.ndarray, warned: bool, max_bad: int = 5) -> Outcom
                 res.entries += 1
                 # underflow in the sums before alpha scales with alpha
                 target = C_FACTOR * (nterms + 3) * (u * s_abs + eta * (1 + alpha_abs)) + strassen_extra + q_extra
+                if extra is not None:
+                    target += extra[i][j]
                 if not math.isfinite(g):
                     if abs(exact) + target > fmax and g == (math.inf if exact > 0 else -math.inf):
                         continue  # the exact value (within the target) overflows: ±Inf is right
@@ -710,6 +838,57 @@ def check(case: Case, out: np.ndarray, warned: bool, max_bad: int = 5) -> Outcom
     return res
 
 
+def _exact_solve(case: Case) -> list[list[Fraction]] | None:
+    """The exact solution of a real trsm case (None for complex ones), entry by entry."""
+    if case.prefix in "cz":
+        return None
+    M = [[_fl(v) for v in row] for row in np.asarray(case.operator, np.float64)]
+    B = [[Fraction(case.alpha) * _fl(v) for v in row] for row in np.asarray(case.b, np.float64)]
+    k = len(M)
+    if case.side:  # X·M = B: the columns of Xᵀ solve Mᵀ·Xᵀ = Bᵀ
+        M = [list(col) for col in zip(*M)]
+        B = [list(col) for col in zip(*B)]
+    lower = all(M[i][j] == 0 for i in range(k) for j in range(i + 1, k))
+    order = range(k) if lower else range(k - 1, -1, -1)
+    X = [[Fraction(0)] * len(B[0]) for _ in range(k)]
+    for c in range(len(B[0])):
+        for i in order:
+            s = B[i][c] - sum(M[i][j] * X[j][c] for j in range(k) if j != i and M[i][j])
+            X[i][c] = s / M[i][i]
+    return [list(col) for col in zip(*X)] if case.side else X
+
+
+def check_solve(case: Case, out: np.ndarray, warned: bool, max_bad: int = 5) -> Outcome:
+    """trsm: the residual ``alpha·b − op(A)·X`` (``alpha·b − X·op(A)``) of the computed X, exactly,
+    against the bound of a backward-stable solve, ``C·(k + 3)·u·(|op(A)||X| + |alpha·b|)`` per
+    entry (the product check's target with X in the product), plus ``C·(k + 3)·η`` times the
+    sum of op(A)'s row (or column) for X's entries lost to underflow.  Where X has Inf or NaN, the
+    exact solution must overflow there (real cases; in a complex one it is a finding)."""
+    if not np.all(np.isfinite(out)):
+        exact = _exact_solve(case)
+        fmax = Fraction(float(np.finfo(_DTYPE[case.prefix]).max))
+        res = Outcome(warned=warned)
+        for i, j in zip(*np.nonzero(~np.isfinite(out))):
+            res.entries += 1
+            if exact is None or abs(exact[i][j]) <= fmax:
+                res.bad.append((int(i), int(j), 0, math.inf, 0.0))
+        return res
+    op_a = np.asarray(case.operator)
+    x, y = (out, op_a) if case.side else (op_a, out)
+    residual = Case(
+        "gemm", case.prefix, case.backend, case.options, x, y, case.b, -1.0, case.alpha, (0, 0), family=case.family
+    )
+    # X's entries may underflow (by up to the smallest subnormal each): the residual then
+    # misses up to that times the sum of op(A)'s row (side 0) or column (side 1)
+    emin, _, _ = _exp_range(case.prefix)
+    eta = Fraction(1, 1 << -emin)
+    k = op_a.shape[0]
+    sums = [sum(_fl(abs(np.real(t))) + _fl(abs(np.imag(t))) for t in line) for line in (op_a.T if case.side else op_a)]
+    m, n = out.shape
+    extra = [[C_FACTOR * (k + 3) * eta * sums[j if case.side else i] for j in range(n)] for i in range(m)]
+    return check(residual, np.zeros_like(out), warned, max_bad, extra)
+
+
 def run_and_check(case: Case, device: str = "cpu") -> Outcome:
     """Run a case and check it; an exception on finite input is a crash (counted as silent)."""
     before = [None if x is None else x.copy() for x in (case.a, case.b, case.c)]
@@ -717,7 +896,7 @@ def run_and_check(case: Case, device: str = "cpu") -> Outcome:
         out, warned = run(case, device)
     except Exception as exc:  # noqa: BLE001 - any exception on finite input is a finding
         return Outcome(crash=f"{type(exc).__name__}: {exc}")
-    res = check(case, out, warned)
+    res = check_solve(case, out, warned) if case.kind == "trsm" else check(case, out, warned)
     for name, x, x0 in zip("abc", (case.a, case.b, case.c), before):
         if x is not None and not np.array_equal(x, x0, equal_nan=True):
             res.bad.append((f"input {name} modified",))
