@@ -704,11 +704,17 @@ def _cdot(u: _Prepared, v: _Prepared) -> tuple[Fraction, Fraction, Fraction, Fra
     return rr - ii, ri + ir, arr, ari
 
 
-def check(case: Case, out: np.ndarray, warned: bool, max_bad: int = 5, extra=None) -> Outcome:
-    """Compare every written entry of ``out`` with the exact value; see the module docstring.
+def check(case: Case, out: np.ndarray, warned: bool, max_bad: int = 5) -> Outcome:
+    """Compare every written entry of ``out`` with the exact value (trsm: its solution's exact
+    residual, :func:`check_solve`); see the module docstring."""
+    if case.kind == "trsm":
+        return check_solve(case, out, warned, max_bad)
+    return _check_product(case, out, warned, max_bad)
 
-    ``extra[i][j]``, if given, is added to entry (i, j)'s target (:func:`check_solve`'s
-    underflow allowance)."""
+
+def _check_product(case: Case, out: np.ndarray, warned: bool, max_bad: int = 5, extra=None) -> Outcome:
+    """:func:`check` of a product; ``extra[i][j]``, if given, is added to entry (i, j)'s
+    target (:func:`check_solve`'s underflow allowance)."""
     res = Outcome(warned=warned)
     x, y = _op_parts(case)
     n_rows, n_cols = out.shape
@@ -886,7 +892,7 @@ def check_solve(case: Case, out: np.ndarray, warned: bool, max_bad: int = 5) -> 
     sums = [sum(_fl(abs(np.real(t))) + _fl(abs(np.imag(t))) for t in line) for line in (op_a.T if case.side else op_a)]
     m, n = out.shape
     extra = [[C_FACTOR * (k + 3) * eta * sums[j if case.side else i] for j in range(n)] for i in range(m)]
-    return check(residual, np.zeros_like(out), warned, max_bad, extra)
+    return _check_product(residual, np.zeros_like(out), warned, max_bad, extra)
 
 
 def run_and_check(case: Case, device: str = "cpu") -> Outcome:
@@ -896,7 +902,7 @@ def run_and_check(case: Case, device: str = "cpu") -> Outcome:
         out, warned = run(case, device)
     except Exception as exc:  # noqa: BLE001 - any exception on finite input is a finding
         return Outcome(crash=f"{type(exc).__name__}: {exc}")
-    res = check_solve(case, out, warned) if case.kind == "trsm" else check(case, out, warned)
+    res = check(case, out, warned)
     for name, x, x0 in zip("abc", (case.a, case.b, case.c), before):
         if x is not None and not np.array_equal(x, x0, equal_nan=True):
             res.bad.append((f"input {name} modified",))

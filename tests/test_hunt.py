@@ -116,7 +116,8 @@ def test_checker_flags_a_wrong_entry_and_passes_native(kind, prefix):
     exact = wrong[i, j]
     wrong[i, j] = exact * (1 + 1e-3) + (1e-30 if exact == 0 else 0)
     found = H.check(case, wrong, False)
-    assert found.silent >= 1 and found.bad[0][:2] == (i, j)
+    # trsm's check is its residual, which a wrong entry of X moves along a row or column
+    assert found.silent >= 1 and (kind == "trsm" or found.bad[0][:2] == (i, j))
     assert H.check(case, wrong, True).silent == 0  # a warning covers the call
 
 
