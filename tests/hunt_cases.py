@@ -374,19 +374,12 @@ def _scalars(rng, cplx: bool, complex_beta: bool):
     return alpha, beta
 
 
-def _operator_case(rng, kind: str, prefix: str, backend: str, family: str, options: dict | None) -> Case:
-    """symm/hemm/trmm: ``C = alpha·A·b + beta·c`` (side 0) or ``alpha·b·A`` (side 1) with A
-    from one triangle of a square ``a``; the family shapes the product's two factors.  What
-    the routine must not read holds NaN: the other triangle, trmm's unit diagonal, hemm's
-    imaginary diagonal."""
-    cplx = prefix in "cz"
-    dt = _DTYPE[prefix]
-    m, n = int(rng.integers(1, 10)), int(rng.integers(1, 10))
-    side, lower = int(rng.integers(0, 2)), int(rng.integers(0, 2))
+def _square_and_b(rng, family: str, prefix: str, m: int, n: int, side: int):
+    """The level-3 routines' two factors from one family: the square one (m x m for side 0,
+    n x n for side 1), ``b`` (m x n), and the bulk exponents of the product's left and right
+    factors (the square one's first for side 0, b's for side 1)."""
+    _, emax, _ = _exp_range(prefix)
     kk = n if side else m
-    trans_a = int(rng.integers(0, 3 if cplx else 2)) if kind == "trmm" else 0
-    diag = int(rng.integers(0, 2)) if kind == "trmm" else 0
-    emin, emax, _ = _exp_range(prefix)
     ea, eb = exponents(rng, family, prefix, kk)
     span = int(rng.integers(1, max(2, min(emax - 10, 400 if emax > 200 else 60))))
     if rng.random() < 0.5:
@@ -405,7 +398,23 @@ def _operator_case(rng, kind: str, prefix: str, backend: str, family: str, optio
         abs(span) if family in ("interleave", "cancel", "dominant_col") else span,
         where,
     )
-    raw, b = (y, x) if side else (x, y)  # the square factor and b
+    return (y, x, ea, eb) if side else (x, y, ea, eb)
+
+
+def _operator_case(rng, kind: str, prefix: str, backend: str, family: str, options: dict | None) -> Case:
+    """symm/hemm/trmm: ``C = alpha·A·b + beta·c`` (side 0) or ``alpha·b·A`` (side 1) with A
+    from one triangle of a square ``a``; the family shapes the product's two factors.  What
+    the routine must not read holds NaN: the other triangle, trmm's unit diagonal, hemm's
+    imaginary diagonal."""
+    cplx = prefix in "cz"
+    dt = _DTYPE[prefix]
+    m, n = int(rng.integers(1, 10)), int(rng.integers(1, 10))
+    side, lower = int(rng.integers(0, 2)), int(rng.integers(0, 2))
+    kk = n if side else m
+    trans_a = int(rng.integers(0, 3 if cplx else 2)) if kind == "trmm" else 0
+    diag = int(rng.integers(0, 2)) if kind == "trmm" else 0
+    emin, emax, _ = _exp_range(prefix)
+    raw, b, ea, eb = _square_and_b(rng, family, prefix, m, n, side)
     keep = np.tril(np.ones((kk, kk), bool)) if lower else np.triu(np.ones((kk, kk), bool))
     strict = keep & ~np.eye(kk, dtype=bool)
     tri = np.where(keep, raw, 0).astype(dt)
@@ -492,25 +501,7 @@ def _trsm_case(rng, prefix: str, backend: str, family: str, options: dict | None
     trans_a, diag = int(rng.integers(0, 3 if cplx else 2)), int(rng.integers(0, 2))
     kk = n if side else m
     emin, emax, _ = _exp_range(prefix)
-    ea, eb = exponents(rng, family, prefix, kk)
-    span = int(rng.integers(1, max(2, min(emax - 10, 400 if emax > 200 else 60))))
-    if rng.random() < 0.5:
-        span = -span
-    phi = float(rng.uniform(0, 20 if emax > 200 else 6))
-    where = int(rng.integers(0, 1 << 30))
-    shapes = ((m, n), (n, n)) if side else ((m, m), (m, n))
-    x, y = _matrices(
-        rng,
-        family,
-        *shapes,
-        prefix,
-        ea,
-        eb,
-        phi,
-        abs(span) if family in ("interleave", "cancel", "dominant_col") else span,
-        where,
-    )
-    raw, b = (y, x) if side else (x, y)
+    raw, b, ea, eb = _square_and_b(rng, family, prefix, m, n, side)
     op_lower = bool(lower) != (trans_a != 0)
     keep = np.tril(np.ones((kk, kk), bool)) if op_lower else np.triu(np.ones((kk, kk), bool))
     strict = keep & ~np.eye(kk, dtype=bool)
