@@ -431,7 +431,7 @@ def driver(args) -> dict:
     global_deadline = t0 + args.budget_s if args.budget_s else None
     meta = {
         "command": " ".join(sys.argv),
-        "commit": git_commit(),
+        "commit": args.commit or git_commit(),
         "dry_run": dry,
         "quick": args.quick,
         "seed": args.seed,
@@ -766,6 +766,12 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="smoke grid: n = 1024, 2048, 2048x2048x512, 2 moduli counts")
     p.add_argument("--dry-run", action="store_true", help="numpy stand-ins at tiny sizes, no GPU")
     p.add_argument("--gemmul8-lib", default=".peers/gemmul8/libgemmul8.so")
+    p.add_argument(
+        "--commit",
+        default=None,
+        help="the commit measured, for the tables (default: git rev-parse HEAD beside the script, which names"
+        " the enclosing checkout's HEAD when the script runs from a git archive unpacked inside it)",
+    )
     p.add_argument("--shapes", type=parse_shapes, default=None, help="comma list of n or mxnxk")
     p.add_argument("--ops", type=lambda s: s.split(","), default=list(OPS))
     p.add_argument("--phis", type=lambda s: [float(x) for x in s.split(",")], default=[0.5, 4.0])
