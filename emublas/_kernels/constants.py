@@ -22,7 +22,9 @@ __all__ = [
     "read_header",
     "OZ_MAX_MODULI",
     "OZ_MAX_TERMS",
+    "OZ_FUSED_MAX_TERMS",
     "OZ_PAD",
+    "OZ_RES_TILES",
     "I8GEMM_K_EXACT",
     "OZ_K_CHUNK",
     "OZ_DEAD",
@@ -107,6 +109,10 @@ _VALUES = read_header()
 OZ_MAX_MODULI: int = _VALUES["EMUBLAS_OZ_MAX_MODULI"]
 #: CRT terms the GPU finalize holds in shared memory.
 OZ_MAX_TERMS: int = _VALUES["EMUBLAS_OZ_MAX_TERMS"]
+#: CRT terms the GPU's fused final pass (straight from the products) holds.
+OZ_FUSED_MAX_TERMS: int = _VALUES["EMUBLAS_OZ_FUSED_MAX_TERMS"]
+#: 32 x 32 tiles one block of the GPU residue kernels takes in turn.
+OZ_RES_TILES: int = _VALUES["EMUBLAS_OZ_RES_TILES"]
 #: Padding of the GPU residue planes (and the CUDA kernels' tile edge).
 OZ_PAD: int = _VALUES["EMUBLAS_OZ_PAD"]
 #: The int8 GEMM is exact in int32 for k below this.

@@ -16,7 +16,8 @@
 // a quad uses words 4*tig+2s and 4*tig+2s+1 in k-step s (s = 0, 1) as the
 // first and second k-halves of m16n8k256, one 128-bit shared load per row.
 
-// No #include: NVRTC (cupy.RawModule) builds this without a host standard library.
+// Only the project's own header (pasted in for NVRTC): no host standard library.
+#include "../include/emublas_constants.h"
 
 #define BKW 16      // words of k per pipeline stage (512 bits, two m16n8k256 steps)
 #define BM 128      // block tile rows (A)
@@ -48,29 +49,6 @@ extern "C" __global__ void bp_pack(const unsigned char *__restrict__ X, long lon
 
 // ---- binary tensor-core GEMM (sm_80 .. sm_90) -----------------------------------
 
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned int s = (unsigned int)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
-#endif
-}
-
-__device__ __forceinline__ void cp_async_commit()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-#endif
-}
-
 __device__ __forceinline__ void mma_b1(int *c, unsigned a0, unsigned a1, unsigned a2, unsigned a3,
                                        unsigned b0, unsigned b1)
 {
@@ -95,8 +73,8 @@ __device__ __forceinline__ void load_stage(unsigned int (*sA)[BKW], unsigned int
     for (int i = 0; i < 2; i++) {
         const int c = tid + 256 * i;
         const int row = c >> 2, part = (c & 3) * 4;
-        cp_async16(&sA[row][part], A + row * ldw + kword + part);
-        cp_async16(&sB[row][part], B + row * ldw + kword + part);
+        emublas_cp_async16(&sA[row][part], A + row * ldw + kword + part);
+        emublas_cp_async16(&sB[row][part], B + row * ldw + kword + part);
     }
 }
 
@@ -130,15 +108,15 @@ bp_gemm_mma(const unsigned int *__restrict__ A, const unsigned int *__restrict__
     for (int s = 0; s < STAGES - 1; s++) {
         if (s < ktiles)
             load_stage(sA[s], sB[s], Ab, Bb, ldw, (long long)s * BKW, tid);
-        cp_async_commit();
+        emublas_cp_async_commit();
     }
     for (long long kt = 0; kt < ktiles; kt++) {
-        cp_async_wait<STAGES - 2>();  // tile kt has landed (for this thread) ...
+        emublas_cp_async_wait<STAGES - 2>();  // tile kt has landed (for this thread) ...
         __syncthreads();              // ... for all threads; stage (kt-1) is free again
         const long long nk = kt + STAGES - 1;
         if (nk < ktiles)
             load_stage(sA[nk % STAGES], sB[nk % STAGES], Ab, Bb, ldw, nk * BKW, tid);
-        cp_async_commit();
+        emublas_cp_async_commit();
 
         const int st = (int)(kt % STAGES);
         uint4 af[4][2], bf[4];
@@ -160,7 +138,7 @@ bp_gemm_mma(const unsigned int *__restrict__ A, const unsigned int *__restrict__
                 mma_b1(acc[i][j], af[i][0].z, af[i][1].z, af[i][0].w, af[i][1].w, bf[j].z, bf[j].w);
             }
     }
-    cp_async_wait<0>();
+    emublas_cp_async_wait<0>();
 
     // Accumulator layout of m16n8: c0, c1 at (g, 2tig + 0/1), c2, c3 at (g + 8, 2tig + 0/1).
 #pragma unroll

@@ -56,7 +56,7 @@ __device__ __forceinline__ double red_small(double t, const ozmod &M)
 }
 
 /* Symmetric residue of an integer-valued double (rare path: |y| >= 2^90). */
-__device__ double red_huge(double y, const ozmod &M)
+__device__ __forceinline__ double red_huge(double y, const ozmod &M)
 {
     if (!isfinite(y))
         return 0.0;
@@ -66,8 +66,15 @@ __device__ double red_huge(double y, const ozmod &M)
     double a = rnd(mant * OZ_SPLIT_INV);
     double b = fma(-a, OZ_SPLIT, mant);
     double r0 = red_small(fma(a, M.c49, b), M);
-    long long p = pow2mod((long long)e - 53, (long long)M.m);
-    return red_small(r0 * (double)p, M);
+    /* 2^(e-53) mod m by squaring in float64 (every product below 2^15, exact): the 64-bit
+     * integer remainders of pow2mod would hold registers the common path needs */
+    double p = 1.0, w = red_small(2.0, M);
+    for (int k = e - 53; k > 0; k >>= 1) {
+        if (k & 1)
+            p = red_small(p * w, M);
+        w = red_small(w * w, M);
+    }
+    return red_small(r0 * p, M);
 }
 
 /* y = a*2^49 + b: the modulus-independent half of the reduction. */
@@ -101,142 +108,283 @@ __device__ __forceinline__ double trunc_scaled(double x, int shift)
     return trunc(ldexp(x, shift));
 }
 
-/* ---- tile loader: TILE rows x TILE cols of up to NS real sources ---------- */
+/* ---- residues ------------------------------------------------------------- */
 
 /* The shift of a row holding NaN or Inf (oz_plan): its residues are zero, and the
  * final pass takes its entries from a float64 dot product of the original data. */
 #define OZ_DEAD EMUBLAS_OZ_DEAD
+#define OZ_RES_TILES EMUBLAS_OZ_RES_TILES
 
+/* Asynchronous copy of a TILE x TILE tile of NS sources, as stored, into raw[s][line][el]:
+ * el runs along the source's contiguous direction (rows when by_rows), so a warp copies
+ * one contiguous run; entries outside rows x cols are zero-filled, nothing read. */
 template <typename T, int NS>
-__device__ void load_tile(double (*tile)[TILE][TILE + 1], const T *const *src, long long rows, long long cols,
-                          long long rs, long long cs, long long r0, long long c0, const int *shift, int conj_mask)
+__device__ __forceinline__ void fetch_tile(T (*raw)[TILE][TILE + 1], const T *const *src, long long rows,
+                                           long long cols, long long rs, long long cs, long long r0, long long c0,
+                                           bool by_rows)
 {
-    const int t = threadIdx.x;
-    const bool by_rows = (rs == 1) || (cs != 1 && rs < cs); /* contiguous along rows */
-    for (int step = 0; step < TILE * TILE / 256; step++) {
-        int lin = t + step * 256;
-        int r = by_rows ? lin % TILE : lin / TILE;
-        int c = by_rows ? lin / TILE : lin % TILE;
-        long long gr = r0 + r, gc = c0 + c;
-        bool in = gr < rows && gc < cols;
-        int sh = in ? shift[gr] : 0;
 #pragma unroll
-        for (int s = 0; s < NS; s++) {
-            double v = in && sh != OZ_DEAD ? emublas_f2d(src[s][gr * rs + gc * cs]) : 0.0;
-            v = trunc_scaled(v, sh);
-            tile[s][r][c] = ((conj_mask >> s) & 1) ? -v : v;
-        }
+    for (int step = 0; step < TILE * TILE / 256; step++) {
+        const int lin = threadIdx.x + step * 256, line = lin / TILE, el = lin % TILE;
+        const long long gr = r0 + (by_rows ? el : line), gc = c0 + (by_rows ? line : el);
+        const bool in = gr < rows && gc < cols;
+        const long long off = in ? gr * rs + gc * cs : 0;
+#pragma unroll
+        for (int s = 0; s < NS; s++)
+            emublas_cp_async<sizeof(T)>(&raw[s][line][el], src[s] + off, in);
     }
+}
+
+/* The four low bytes, by byte permutes (three instructions, not nine shifts and masks). */
+
+/* the low byte of an integer-valued |x| < 2^51 (two's complement), as the low word of x + MAGIC */
+__device__ __forceinline__ unsigned low_word(double x)
+{
+    return (unsigned)__double2loint(x + OZ_MAGIC);
+}
+
+/* four low bytes into one int (byte e from w[e]) */
+__device__ __forceinline__ int pack_words(const unsigned (&w)[4])
+{
+    return (int)__byte_perm(__byte_perm(w[0], w[1], 0x0040), __byte_perm(w[2], w[3], 0x0040), 0x5410);
 }
 
 /* The four low bytes, by byte permutes (three instructions, not nine shifts and masks). */
 __device__ __forceinline__ int pack4(double a, double b, double c, double d)
 {
-    const unsigned ab = __byte_perm(__double2loint(a + OZ_MAGIC), __double2loint(b + OZ_MAGIC), 0x0040);
-    const unsigned cd = __byte_perm(__double2loint(c + OZ_MAGIC), __double2loint(d + OZ_MAGIC), 0x0040);
-    return (int)__byte_perm(ab, cd, 0x5410);
+    const unsigned w[4] = {low_word(a), low_word(b), low_word(c), low_word(d)};
+    return pack_words(w);
 }
 
-/* Every modulus's planes of one thread's 4 x NS entries (the residues kernel's loop). */
-template <int KIND, int NS, bool HUGE>
-__device__ __forceinline__ void residue_planes(const double (&y)[NS][4], const split49 (&sp)[NS][4],
-                                               const ozmod *smod, const double *sroot, int nmod, signed char *o,
-                                               long long plane_stride)
+/* red_small for odd m in three operations: t/m rounded once, by fma(t, 1/m, MAGIC).  For
+ * |t| < 2^51, t/m lies at least 1/(2m) from a half-integer and the product's error is below
+ * that, so q is red_small's and so is the residue, bit for bit. */
+__device__ __forceinline__ double red_odd(double t, const ozmod &M)
+{
+    const double q = fma(t, M.inv, OZ_MAGIC) - OZ_MAGIC;
+    return fma(-q, M.m, t);
+}
+
+template <bool ODD> __device__ __forceinline__ double red_mod(double t, const ozmod &M)
+{
+    return ODD ? red_odd(t, M) : red_small(t, M);
+}
+
+/* Every modulus's planes of one thread's 4 x NS entries when some entry of its warp has
+ * |y| >= 2^90 (or is not finite): each source reduced on its own, then combined, one entry
+ * and one byte at a time (a rare path that holds as few registers as it can). */
+template <int KIND, int NS>
+__device__ __forceinline__ void residue_planes_huge(const double (&y)[NS][4], const ozmod *smod,
+                                                    const double3 *sroot, int nmod, signed char *o,
+                                                    long long plane_stride)
 {
     constexpr int PL = KIND == 0 ? 1 : KIND == 1 ? 2 : KIND == 2 ? 3 : 4;
-    for (int l = 0; l < nmod; l++) {
-        const ozmod M = smod[l];
-        const double sr = sroot[l];
-        double res[PL][4];
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            double r_0 = red_split<HUGE>(sp[0][e], y[0][e], M);
+    for (int e = 0; e < 4; e++) {
+        for (int l = 0; l < nmod; l++) {
+            const ozmod M = smod[l];
+            const double sr = sroot[l].x;
+            double r[NS], res[PL];
+#pragma unroll
+            for (int s_ = 0; s_ < NS; s_++)
+                r[s_] = red_split<true>(split_of(y[s_][e]), y[s_][e], M);
             if (KIND == 0) {
-                res[0][e] = r_0;
+                res[0] = r[0];
+            } else if (KIND == 1) {
+                res[0] = red_small(fma(sr, r[1 % NS], r[0]), M);
+                res[1 % PL] = red_small(fma(-sr, r[1 % NS], r[0]), M);
+            } else if (KIND == 2) {
+                res[0] = r[0];
+                res[1 % PL] = r[1 % NS];
+                res[2 % PL] = red_small(r[0] + r[1 % NS], M);
             } else {
-                double r_1 = red_split<HUGE>(sp[1][e], y[1][e], M);
-                if (KIND == 1) {
-                    res[0][e] = red_small(fma(sr, r_1, r_0), M);
-                    res[1 % PL][e] = red_small(fma(-sr, r_1, r_0), M);
-                } else if (KIND == 2) {
-                    res[0][e] = r_0;
-                    res[1 % PL][e] = r_1;
-                    res[2 % PL][e] = red_small(r_0 + r_1, M);
-                } else {
-                    double r_2 = red_split<HUGE>(sp[2 % NS][e], y[2 % NS][e], M);
-                    double r_3 = red_split<HUGE>(sp[3 % NS][e], y[3 % NS][e], M);
-                    double ap = red_small(fma(sr, r_1, r_0), M), am = red_small(fma(-sr, r_1, r_0), M);
-                    double bp = red_small(fma(sr, r_3, r_2), M), bm = red_small(fma(-sr, r_3, r_2), M);
-                    res[0][e] = red_small(fma(sr, bp, ap), M);
-                    res[1 % PL][e] = red_small(fma(-sr, bp, ap), M);
-                    res[2 % PL][e] = red_small(fma(sr, bm, am), M);
-                    res[3 % PL][e] = red_small(fma(-sr, bm, am), M);
-                }
+                double ap = red_small(fma(sr, r[1 % NS], r[0]), M), am = red_small(fma(-sr, r[1 % NS], r[0]), M);
+                double bp = red_small(fma(sr, r[3 % NS], r[2 % NS]), M);
+                double bm = red_small(fma(-sr, r[3 % NS], r[2 % NS]), M);
+                res[0] = red_small(fma(sr, bp, ap), M);
+                res[1 % PL] = red_small(fma(-sr, bp, ap), M);
+                res[2 % PL] = red_small(fma(sr, bm, am), M);
+                res[3 % PL] = red_small(fma(-sr, bm, am), M);
             }
-        }
 #pragma unroll
-        for (int p = 0; p < PL; p++)
-            *(int *)(o + (long long)(PL * l + p) * plane_stride) = pack4(res[p][0], res[p][1], res[p][2], res[p][3]);
+            for (int p = 0; p < PL; p++)
+                o[(long long)(PL * l + p) * plane_stride + e] = (signed char)low_word(res[p]);
+        }
     }
 }
 
+/* One modulus's planes when no entry of the warp is huge.  The 2M planes X+- = (Xr +- sr Xi)
+ * mod m come from one reduction each: Xr = a 2^49 + b and Xi = a' 2^49 + h 2^25 + l give
+ * Xr + sr Xi = a c49 + b + a' (sr c49) + h (sr c25) + l sr (c: powers of 2 mod m, every
+ * factor symmetric), each product and sum exact (|.| < 2^50), where reducing Xr and Xi
+ * first took two more reductions. */
+template <int KIND, int NS, bool ODD>
+__device__ __forceinline__ void residue_planes_of(const split49 (&sp)[NS][4], const double (&h)[4],
+                                                  const double (&lo)[4], const ozmod &M, const double3 &c,
+                                                  signed char *o, long long plane_stride)
+{
+    constexpr int PL = KIND == 0 ? 1 : KIND == 1 ? 2 : KIND == 2 ? 3 : 4;
+    const double sr = c.x;
+    unsigned w[PL][4]; /* each residue's byte as soon as it is known: one register, not two */
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        const double r = fma(sp[0][e].a, M.c49, sp[0][e].b); /* = Xr mod m, unreduced */
+        if constexpr (KIND == 0) {
+            w[0][e] = low_word(red_mod<ODD>(r, M));
+        } else if constexpr (KIND == 1) {
+            const double i = fma(sp[1][e].a, c.y, fma(h[e], c.z, lo[e] * sr));
+            w[0][e] = low_word(red_mod<ODD>(r + i, M));
+            w[1 % PL][e] = low_word(red_mod<ODD>(r - i, M));
+        } else {
+            const double r_0 = red_mod<ODD>(r, M);
+            const double r_1 = red_mod<ODD>(fma(sp[1][e].a, M.c49, sp[1][e].b), M);
+            if constexpr (KIND == 2) {
+                w[0][e] = low_word(r_0);
+                w[1 % PL][e] = low_word(r_1);
+                w[2 % PL][e] = low_word(red_small(r_0 + r_1, M));
+            } else {
+                const double r_2 = red_mod<ODD>(fma(sp[2 % NS][e].a, M.c49, sp[2 % NS][e].b), M);
+                const double r_3 = red_mod<ODD>(fma(sp[3 % NS][e].a, M.c49, sp[3 % NS][e].b), M);
+                double ap = red_small(fma(sr, r_1, r_0), M), am = red_small(fma(-sr, r_1, r_0), M);
+                double bp = red_small(fma(sr, r_3, r_2), M), bm = red_small(fma(-sr, r_3, r_2), M);
+                w[0][e] = low_word(red_small(fma(sr, bp, ap), M));
+                w[1 % PL][e] = low_word(red_small(fma(-sr, bp, ap), M));
+                w[2 % PL][e] = low_word(red_small(fma(sr, bm, am), M));
+                w[3 % PL][e] = low_word(red_small(fma(-sr, bm, am), M));
+            }
+        }
+    }
+#pragma unroll
+    for (int p = 0; p < PL; p++)
+        *(int *)(o + (long long)p * plane_stride) = pack_words(w[p]);
+}
+
+/* Every modulus's planes of one thread's 4 x NS entries when no entry of its warp is huge. */
+template <int KIND, int NS>
+__device__ __forceinline__ void fast_planes(const split49 (&sp)[NS][4], const ozmod *smod, const double3 *sroot,
+                                            int nmod, signed char *o, long long plane_stride)
+{
+    constexpr int PL = KIND == 0 ? 1 : KIND == 1 ? 2 : KIND == 2 ? 3 : 4;
+    double h[4], lo[4]; /* Xi's low part b = h 2^25 + lo, |h| <= 2^23, |lo| <= 2^24 (2M) */
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        h[e] = KIND == 1 ? rnd(sp[1 % NS][e].b * 0x1p-25) : 0.0;
+        lo[e] = KIND == 1 ? fma(-h[e], 0x1p25, sp[1 % NS][e].b) : 0.0;
+    }
+    for (int l = 0; l < nmod; l++) {
+        const ozmod M = smod[l];
+        signed char *ol = o + (long long)(PL * l) * plane_stride;
+        if (M.bias == 0.0) /* odd modulus (a uniform branch) */
+            residue_planes_of<KIND, NS, true>(sp, h, lo, M, sroot[l], ol, plane_stride);
+        else
+            residue_planes_of<KIND, NS, false>(sp, h, lo, M, sroot[l], ol, plane_stride);
+    }
+}
+
+/* a mod m as its symmetric representative, |.| <= m/2 */
+__device__ __forceinline__ double sym_mod(long long a, long long m)
+{
+    long long v = ((a % m) + m) % m;
+    return (double)(2 * v > m ? v - m : v);
+}
 
 /*
  * Residues.  KIND 0 real (1 source, 1 plane per modulus), 1 2M (re, im: X+ and
  * X-), 2 3M (re, im: re, im, re+im), 3 split2M (P re, P im, Q re, Q im: the
- * split of X+ and of X-, 4 planes).  Grid: (cols_pad/32, rows_pad/32), 256
- * threads.  Planes of modulus l start at out + (PL*l + p)*plane_stride.
+ * split of X+ and of X-, 4 planes).  Grid: (ceil(tiles_x / OZ_RES_TILES), rows_pad/32),
+ * 256 threads; a block takes OZ_RES_TILES consecutive 32 x 32 tiles of one tile row,
+ * the next tile's copy in flight while this one is reduced (two buffers; one when the
+ * tile of four float64 sources would not fit twice).  Planes of modulus l start at
+ * out + (PL*l + p)*plane_stride.
  */
 template <typename T, int KIND>
 __device__ void residues(long long rows, long long cols, const T *s0, const T *s1, const T *s2, const T *s3,
                          long long rs, long long cs, const int *shift, int conj, int nmod, const double *mods,
-                         const double *roots, signed char *out, long long plane_stride, long long ld)
+                         const double *roots, signed char *out, long long plane_stride, long long ld,
+                         long long tiles_x)
 {
     constexpr int NS = KIND == 0 ? 1 : KIND == 3 ? 4 : 2;
-    __shared__ double tile[NS][TILE][TILE + 1];
+    constexpr int PL = KIND == 0 ? 1 : KIND == 1 ? 2 : KIND == 2 ? 3 : 4;
+    constexpr int NB = NS * sizeof(T) <= 16 ? 2 : 1;
+    __shared__ T raw[NB][NS][TILE][TILE + 1];
     __shared__ ozmod smod[OZ_MAX_MOD];
-    __shared__ double sroot[OZ_MAX_MOD];
+    __shared__ double3 sroot[OZ_MAX_MOD]; /* sr, sr 2^49 mod m, sr 2^25 mod m (symmetric) */
     const T *src[4] = {s0, s1, s2, s3};
     for (int l = threadIdx.x; l < nmod; l += blockDim.x) {
         smod[l] = ozmod{mods[4 * l], mods[4 * l + 1], mods[4 * l + 2], mods[4 * l + 3]};
-        sroot[l] = roots ? roots[l] : 0.0;
+        const long long m = (long long)mods[4 * l], sr = roots ? (long long)roots[l] : 0;
+        sroot[l] = make_double3(sym_mod(sr, m), sym_mod(sr * (long long)mods[4 * l + 3], m),
+                                sym_mod(sr * pow2mod(25, m), m));
     }
-    const long long r0 = (long long)blockIdx.y * TILE, c0 = (long long)blockIdx.x * TILE;
-    int conj_mask = conj ? (KIND == 3 ? 0xA : 0x2) : 0;
-    load_tile<T, NS>(tile, src, rows, cols, rs, cs, r0, c0, shift, conj_mask);
-    __syncthreads();
-
-    const int r = threadIdx.x / 8, q = threadIdx.x % 8;
-    double y[NS][4];
-    split49 sp[NS][4];
+    const bool by_rows = (rs == 1) || (cs != 1 && rs < cs); /* contiguous along rows */
+    const long long r0 = (long long)blockIdx.y * TILE, tx0 = (long long)blockIdx.x * OZ_RES_TILES;
+    const int ntile = (int)(tiles_x - tx0 < OZ_RES_TILES ? tiles_x - tx0 : OZ_RES_TILES);
+    const int conj_mask = conj ? (KIND == 3 ? 0xA : 0x2) : 0;
+    const int r = threadIdx.x / 8, q = threadIdx.x % 8; /* this thread: row r, columns 4q .. 4q+3 */
+    const long long gr = r0 + r;
+    const int sh = gr < rows ? shift[gr] : OZ_DEAD;
+    fetch_tile<T, NS>(raw[0], src, rows, cols, rs, cs, r0, tx0 * TILE, by_rows);
+    emublas_cp_async_commit();
+    for (int u = 0; u < ntile; u++) {
+        const long long c0 = (tx0 + u) * TILE;
+        emublas_cp_async_wait<0>();
+        __syncthreads(); /* tile u has landed for every thread; tile u - 1 is read */
+        /* the thread's entries, scaled (and conjugated): read again on the rare huge path, so
+         * that they need no registers across the moduli */
+        auto entries = [&](double (&y)[NS][4]) {
 #pragma unroll
-    for (int s = 0; s < NS; s++)
+            for (int s_ = 0; s_ < NS; s_++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            y[s][e] = tile[s][r][4 * q + e];
-            sp[s][e] = split_of(y[s][e]);
+                for (int e = 0; e < 4; e++) {
+                    const int c = 4 * q + e;
+                    const T x = by_rows ? raw[u % NB][s_][c][r] : raw[u % NB][s_][r][c];
+                    const double v = trunc_scaled(sh != OZ_DEAD ? emublas_f2d(x) : 0.0, sh);
+                    y[s_][e] = ((conj_mask >> s_) & 1) ? -v : v;
+                }
+        };
+        split49 sp[NS][4];
+        bool huge = false;
+        {
+            double y[NS][4];
+            entries(y);
+#pragma unroll
+            for (int s_ = 0; s_ < NS; s_++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    sp[s_][e] = split_of(y[s_][e]);
+                    huge |= sp[s_][e].huge;
+                }
         }
-    bool huge = false;
-#pragma unroll
-    for (int s_ = 0; s_ < NS; s_++)
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            huge |= sp[s_][e].huge;
-    signed char *o = out + (r0 + r) * ld + c0 + 4 * q;
-    if (__any_sync(0xffffffffu, huge))
-        residue_planes<KIND, NS, true>(y, sp, smod, sroot, nmod, o, plane_stride);
-    else
-        residue_planes<KIND, NS, false>(y, sp, smod, sroot, nmod, o, plane_stride);
+        /* the next tile's copy, in flight while this one is reduced (with one buffer, after) */
+        if (NB == 2 && u + 1 < ntile)
+            fetch_tile<T, NS>(raw[(u + 1) % NB], src, rows, cols, rs, cs, r0, c0 + TILE, by_rows);
+        if (NB == 2)
+            emublas_cp_async_commit();
+        signed char *o = out + gr * ld + c0 + 4 * q;
+        if (__any_sync(0xffffffffu, huge)) {
+            double y[NS][4];
+            entries(y);
+            residue_planes_huge<KIND, NS>(y, smod, sroot, nmod, o, plane_stride);
+        } else {
+            fast_planes<KIND, NS>(sp, smod, sroot, nmod, o, plane_stride);
+        }
+        if (NB == 1) {
+            __syncthreads(); /* the one buffer is read before the next copy overwrites it */
+            if (u + 1 < ntile)
+                fetch_tile<T, NS>(raw[0], src, rows, cols, rs, cs, r0, c0 + TILE, by_rows);
+            emublas_cp_async_commit();
+        }
+    }
 }
 
 #define OZ_RES(NAME, T, KIND)                                                                                   \
-    extern "C" __global__ void __launch_bounds__(256) NAME(                                                     \
+    extern "C" __global__ void __launch_bounds__(256, KIND == 0 ? 3 : KIND == 3 ? 1 : 2) NAME(                                  \
         long long rows, long long cols, const T *s0, const T *s1, const T *s2, const T *s3, long long rs,       \
         long long cs, const int *shift, int conj, int nmod, const double *mods, const double *roots,            \
-        signed char *out, long long plane_stride, long long ld)                                                 \
+        signed char *out, long long plane_stride, long long ld, long long tiles_x)                              \
     {                                                                                                           \
         residues<T, KIND>(rows, cols, s0, s1, s2, s3, rs, cs, shift, conj, nmod, mods, roots, out,             \
-                          plane_stride, ld);                                                                    \
+                          plane_stride, ld, tiles_x);                                                           \
     }
 
 OZ_RES(oz_res_real_f32, float, 0)
@@ -784,12 +932,14 @@ struct term_src {
     int nmod;
 };
 
-/* the fused pass's term table in shared memory (a block-uniform read per term) */
-template <bool FUSED> struct term_smem {
+/* the fused pass's term table in shared memory (a block-uniform read per term), for up
+ * to MT terms */
+#define OZ_FUSED_MAX_TERMS EMUBLAS_OZ_FUSED_MAX_TERMS
+template <bool FUSED, int MT = OZ_MAX_TERMS> struct term_smem {
     __device__ void load(const term_src &, int) {}
 };
-template <> struct term_smem<true> {
-    int4 spec[OZ_MAX_TERMS];
+template <int MT> struct term_smem<true, MT> {
+    int4 spec[MT];
     ozmod mod[OZ_MAX_MOD];
     __device__ void load(const term_src &S, int nterms)
     {
@@ -815,7 +965,8 @@ struct fused_term {
     int mod;
 };
 
-__device__ __forceinline__ fused_term fused_term_of(const term_src &S, const term_smem<true> &sm, int t)
+template <int MT>
+__device__ __forceinline__ fused_term fused_term_of(const term_src &S, const term_smem<true, MT> &sm, int t)
 {
     const int4 sp = sm.spec[t];
     fused_term f;
@@ -885,8 +1036,8 @@ __device__ __forceinline__ void add_values(const double *v, const double3 &w, bo
 }
 
 /* Term t's values (w1 X1 + w2 X2) mod m for ENT entries, summed into the accumulators. */
-template <bool CPLX, int ENT, bool TWO>
-__device__ __forceinline__ void add_fused(const term_smem<true> &sm, const fused_term &f, const int *a, const int *b,
+template <bool CPLX, int ENT, bool TWO, int MT>
+__device__ __forceinline__ void add_fused(const term_smem<true, MT> &sm, const fused_term &f, const int *a, const int *b,
                                           const double3 &w, bool imag, double (*re)[3], double (*im)[3])
 {
     const ozmod M = sm.mod[f.mod];
@@ -912,8 +1063,8 @@ __device__ __forceinline__ void add_fused(const term_smem<true> &sm, const fused
  * loads are issued two terms before its values are used, where one term ahead left the
  * loop waiting on memory.  TWO = false: no term has a second product (the real recipe),
  * which frees the registers of the second values. */
-template <bool CPLX, int ENT, bool TWO, bool FULL>
-__device__ __forceinline__ void sum_fused(const term_src &S, const term_smem<true> &sm, const double3 *sw,
+template <bool CPLX, int ENT, bool TWO, bool FULL, int MT>
+__device__ __forceinline__ void sum_fused(const term_src &S, const term_smem<true, MT> &sm, const double3 *sw,
                                           const signed char *spart, int nterms, long long j, long long i0,
                                           int left, double (*re)[3], double (*im)[3])
 {
@@ -939,6 +1090,67 @@ __device__ __forceinline__ void sum_fused(const term_src &S, const term_smem<tru
             }
         }
     }
+}
+
+/* The fused pass's sum for a lane whose ENT rows all exist, its products streamed
+ * through a ring of STAGES terms in shared memory by asynchronous copies: each lane
+ * copies and reads back only its own values, so no barrier is needed, and STAGES terms
+ * stay in flight without the registers that held them in sum_fused (which kept two,
+ * too few bytes in flight to cover the latency of the device's memory). */
+template <int ENT, bool TWO> struct fused_ring {
+    static constexpr int NP = TWO ? 2 : 1;                    /* products a term reads */
+    static constexpr int STAGES = 24576 / (256 * NP * ENT * 4); /* 24 KiB a block */
+};
+
+template <int ENT> __device__ __forceinline__ void copy_ints(int *dst, const int *src)
+{
+    if constexpr (ENT == 4)
+        emublas_cp_async16(dst, src);
+    else
+        emublas_cp_async<4 * ENT>(dst, src);
+}
+
+template <bool CPLX, int ENT, bool TWO, int MT>
+__device__ __forceinline__ void sum_fused_async(const term_src &S, const term_smem<true, MT> &sm, const double3 *sw,
+                                                const signed char *spart, int nterms, long long j, long long i0,
+                                                double (*re)[3], double (*im)[3])
+{
+    using R = fused_ring<ENT, TWO>;
+    __shared__ __align__(16) int ring[R::STAGES][R::NP][256 * ENT];
+    const int *col = S.prods + j * S.ldp + i0;
+    const int me = threadIdx.x * ENT;
+    /* term t's values into ring slot `slot`; one group per term, empty past the last */
+    auto issue = [&](int t, int slot) {
+        if (t < nterms) {
+            const fused_term f = fused_term_of(S, sm, t);
+            copy_ints<ENT>(&ring[slot][0][me], col + f.off1);
+            if (TWO && f.off2 >= 0)
+                copy_ints<ENT>(&ring[slot][R::NP - 1][me], col + f.off2);
+        }
+        emublas_cp_async_commit();
+    };
+#pragma unroll
+    for (int u = 0; u < R::STAGES; u++)
+        issue(u, u);
+    int slot = 0;
+    for (int t = 0; t < nterms; t++) {
+        emublas_cp_async_wait<R::STAGES - 1>(); /* term t's group has landed */
+        const fused_term f = fused_term_of(S, sm, t);
+        int a[ENT], b[ENT];
+        load_ints<ENT>(&ring[slot][0][me], a);
+        if (TWO) {
+            if (f.off2 >= 0)
+                load_ints<ENT>(&ring[slot][R::NP - 1][me], b);
+            else
+#pragma unroll
+                for (int e = 0; e < ENT; e++)
+                    b[e] = 0;
+        }
+        add_fused<CPLX, ENT, TWO>(sm, f, a, b, sw[t], spart[t], re, im);
+        issue(t + R::STAGES, slot); /* after the values are used: the slot is free */
+        slot = slot + 1 == R::STAGES ? 0 : slot + 1;
+    }
+    emublas_cp_async_wait<0>();
 }
 
 /* ENT consecutive term bytes at p (aligned to ENT): one load. */
@@ -994,9 +1206,10 @@ __device__ __forceinline__ void crt_final(
     const signed char *part, const double *bw, const oz_crtk &K, const int *row_shift, const int *col_shift, double ar, double ai, double br, double bi, int beta0, int dtype,
     void *out, long long rso, long long cso, int uplo, const oz_cert &C, bool certify, int lwpc)
 {
-    __shared__ double3 sw[OZ_MAX_TERMS]; /* the weight's three pieces */
-    __shared__ signed char spart[OZ_MAX_TERMS];
-    __shared__ term_smem<FUSED> sm;
+    constexpr int MT = FUSED ? OZ_FUSED_MAX_TERMS : OZ_MAX_TERMS; /* the host keeps nterms <= MT */
+    __shared__ double3 sw[MT]; /* the weight's three pieces */
+    __shared__ signed char spart[MT];
+    __shared__ term_smem<FUSED, MT> sm;
     for (int u = threadIdx.x; u < nterms; u += blockDim.x) {
         sw[u] = make_double3(bw[3 * u], bw[3 * u + 1], bw[3 * u + 2]);
         spart[u] = part[u];
@@ -1024,7 +1237,7 @@ __device__ __forceinline__ void crt_final(
     if (nterms > 0) {
         if constexpr (FUSED) {
             if (left == ENT)
-                sum_fused<CPLX, ENT, TWO, true>(S, sm, sw, spart, nterms, j, i0, left, re, im);
+                sum_fused_async<CPLX, ENT, TWO>(S, sm, sw, spart, nterms, j, i0, re, im);
             else
                 sum_fused<CPLX, ENT, TWO, false>(S, sm, sw, spart, nterms, j, i0, left, re, im);
         } else {

@@ -32,10 +32,18 @@
 /* CRT terms the GPU finalize keeps in shared memory (oz_crt_final). */
 #define EMUBLAS_OZ_MAX_TERMS 1024
 
+/* CRT terms of the fused final pass straight from the products (oz_crt_fused): fewer,
+ * so that its term table and its 24 KiB ring of products in flight fit in a block's
+ * 48 KiB of static shared memory.  A call with more terms sums term planes instead. */
+#define EMUBLAS_OZ_FUSED_MAX_TERMS 256
+
 /* GPU residue planes are padded with zeros to multiples of this in both
  * dimensions (cuBLAS's int8 TN layout); it is also the edge of the CUDA
  * kernels' tiles, so a padded plane is a whole number of tiles. */
 #define EMUBLAS_OZ_PAD 32
+
+/* 32 x 32 tiles one block of the GPU residue kernels takes in turn (oz_res_*). */
+#define EMUBLAS_OZ_RES_TILES 8
 
 /* The int8 GEMM is exact in int32 for k below this (|a*b| <= 2^14). */
 #define EMUBLAS_I8GEMM_K_EXACT (1 << 17)
@@ -121,6 +129,42 @@ static __device__ __forceinline__ float emublas_fmul(float a, float b)
     float r;
     asm("mul.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
     return r;
+}
+
+/* Asynchronous global -> shared copies (sm_80 and later; LDGSTS): the bytes in flight
+ * live in shared memory, not in registers, so a kernel can keep many loads outstanding.
+ * Each thread waits only for its own copies (wait_group), so a thread that reads back
+ * only what it copied needs no barrier. */
+static __device__ __forceinline__ void emublas_cp_async16(void *smem, const void *gmem)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned int s = (unsigned int)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+#endif
+}
+/* n bytes (4 or 8) of gmem, or zeros where !valid (nothing is read then) */
+template <int N>
+static __device__ __forceinline__ void emublas_cp_async(void *smem, const void *gmem, bool valid = true)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned int s = (unsigned int)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(s), "l"(gmem), "n"(N),
+                 "r"(valid ? N : 0)
+                 : "memory");
+#endif
+}
+static __device__ __forceinline__ void emublas_cp_async_commit()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+/* until at most N of this thread's committed groups are still in flight */
+template <int N> static __device__ __forceinline__ void emublas_cp_async_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
 }
 #endif
 

@@ -321,8 +321,14 @@ def run(
         jb.transposed,
         same,
         budget,
-        # transposed terms need the whole square output on one device (oz_crt_fused_tr)
-        fused_products(jb) if FUSED_FINAL and not moduli_split and not (jb.transposed and ndev > 1) else 0,
+        # transposed terms need the whole square output on one device (oz_crt_fused_tr);
+        # oz_crt_fused holds at most FUSED_MAX_TERMS terms
+        fused_products(jb)
+        if FUSED_FINAL
+        and not moduli_split
+        and not (jb.transposed and ndev > 1)
+        and (jb.transposed or jb.nterms <= kg.FUSED_MAX_TERMS)
+        else 0,
     )
     if ndev > 1:
         nb = min(nb, -(-n // ndev))

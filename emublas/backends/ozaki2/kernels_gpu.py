@@ -36,10 +36,12 @@ __all__ = [
     "wmax_rows",
     "device_constants",
     "MAX_TERMS",
+    "FUSED_MAX_TERMS",
 ]
 
 PAD = constants.OZ_PAD  # also the CUDA kernels' tile edge (one header sets both)
 MAX_MODULI = constants.OZ_MAX_MODULI  # per residue pass
+RES_TILES = constants.OZ_RES_TILES  # tiles per block of the residue kernels
 _OPTIONS = ("--fmad=false",)  # the CRT's two-sum must not be contracted into FMAs
 _ptr = np.uintp
 _i64 = np.int64
@@ -338,8 +340,9 @@ def residues(kind: str, x, shift_d, moduli, roots, conj: bool, out=None):
     else:
         srcs = (xr, xi, xr + half, xi + half)
     mods, rts = _mod_constants(tuple(int(m) for m in moduli), tuple(int(r or 0) for r in roots))
+    tiles_x = cp // PAD  # a block takes RES_TILES of a tile row in turn
     _fn(f"oz_res_{_KIND_CODE[kind]}_{suffix}")(
-        _grid(rp, cp),
+        (-(-tiles_x // RES_TILES), rp // PAD),
         (256,),
         (
             _i64(rows),
@@ -355,6 +358,7 @@ def residues(kind: str, x, shift_d, moduli, roots, conj: bool, out=None):
             out,
             _i64(rp * cp),
             _i64(cp),
+            _i64(tiles_x),
         ),
     )
     return out
@@ -428,3 +432,4 @@ def wmax_rows(w, rows: int, nb: int, ld: int, rowmax) -> None:
 
 
 MAX_TERMS = constants.OZ_MAX_TERMS  # oz_crt_final keeps the term constants in shared memory
+FUSED_MAX_TERMS = constants.OZ_FUSED_MAX_TERMS  # oz_crt_fused: fewer, beside its ring of products

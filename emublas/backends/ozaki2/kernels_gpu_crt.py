@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._kernels.constants import OZ_FIX_SPARSE as FIX_SPARSE
-from .kernels_gpu import MAX_TERMS, PAD, _fn, _i32, _i64, _ptr, _views
+from .kernels_gpu import FUSED_MAX_TERMS, MAX_TERMS, PAD, _fn, _i32, _i64, _ptr, _views
 
 # oz_fix_entries' grid: enough threads to fill an H200 (132 SMs) a few times over; its
 # blocks stride over the list, whose length only the device knows
@@ -312,6 +312,8 @@ def crt_final(
         kernel = "oz_crt_fused_tr" if transposed else "oz_crt_fused1" if single else "oz_crt_fused"
     if nterms > MAX_TERMS:
         raise ValueError(f"ozaki2 on the GPU: {nterms} CRT terms exceed {MAX_TERMS} (k too long)")
+    if fused is not None and not transposed and nterms > FUSED_MAX_TERMS:
+        raise ValueError(f"the fused final pass holds at most {FUSED_MAX_TERMS} CRT terms, not {nterms}")
     code = {"f": 0, "d": 1, "F": 2, "D": 3}[out.dtype.char]
     size = out.itemsize
     rso, cso = out.strides[0] // size, out.strides[1] // size
