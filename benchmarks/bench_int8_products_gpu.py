@@ -10,7 +10,10 @@ as the moduli of one emulated call lie) on identical seeded int8 data in [-127, 
 * ``Lt heuristic loop``    one ``cublasLtMatmul`` per product, the heuristic's first algorithm;
 * ``Lt heuristic batched`` one strided-batched ``cublasLtMatmul`` for the batch;
 * ``Lt timed loop`` / ``Lt timed batched``  the same with the algorithm chosen by timing
-                           every proposal (``cublaslt.best_algo``; its tuning time is reported).
+                           every proposal (``cublaslt.best_algo``; its tuning time is reported);
+* ``gemmEx cols/W``, ``Lt timed cols/W``  each product as ``ceil(n / W)`` products of W
+                           columns of C (``--split-cols``), ``… rows/W`` of W rows
+                           (``--split-rows``): the same bytes of output, smaller launches.
 
 Every variant's int32 output is compared with gemmEx's, exactly (an assertion).  Times are
 CUDA events around a whole batch (median of ``--reps`` after one warm-up), reported per
@@ -143,7 +146,8 @@ def run_shape(cp, m: int, n: int, k: int, batch: int, args) -> dict[str, Any]:
 
     # the timed choices, outside the timed batches (the tuning time is reported on its own)
     tuning: dict[str, Any] = {}
-    for label, bt, strides in (("loop", 1, (0, 0, 0)), ("batched", batch, (sa, sb, sc))):
+    choices = [("loop", 1, (0, 0, 0))] + ([] if args.no_batched else [("batched", batch, (sa, sb, sc))])
+    for label, bt, strides in choices:
         t0 = time.perf_counter()
         best = cublaslt.best_algo(
             m,
@@ -170,6 +174,32 @@ def run_shape(cp, m: int, n: int, k: int, batch: int, args) -> dict[str, Any]:
             "proposals": [{"index": i, "median_s": t} for i, t in rows],
         }
 
+    def blocked(path: str, cols: bool, w: int) -> Callable[[Any], None]:
+        """Each product as blocks of w columns (or rows) of C, through gemmEx or timed cuBLASLt."""
+        extent = n if cols else m
+        blocks = [(lo, min(w, extent - lo)) for lo in range(0, extent, w)]
+
+        def call(c) -> None:
+            pc = c.data.ptr
+            for i in range(batch):
+                for lo, width in blocks:
+                    if cols:
+                        mm, nn, ap, bp, cp_ = (
+                            m,
+                            width,
+                            pa + i * sa,
+                            pb + i * sb + lo * ldb,
+                            pc + 4 * (i * sc + lo * ldc),
+                        )
+                    else:
+                        mm, nn, ap, bp, cp_ = width, n, pa + i * sa + lo * lda, pb + i * sb, pc + 4 * (i * sc + lo)
+                    if path == "gemmEx":
+                        cublas_ext.gemm_i8(handle, stream, OP_T, OP_N, mm, nn, k, ap, lda, bp, ldb, cp_, ldc)
+                    else:
+                        cublaslt.matmul_i8_tn(mm, nn, k, ap, lda, bp, ldb, cp_, ldc, stream=stream, algo="best")
+
+        return call
+
     variants: list[tuple[str, Callable[[Any], None]]] = [
         ("gemmEx loop", gemmex_loop),
         ("gemmEx strided", gemmex_strided),
@@ -178,6 +208,13 @@ def run_shape(cp, m: int, n: int, k: int, batch: int, args) -> dict[str, Any]:
         ("Lt timed loop", lt_loop("best")),
         ("Lt timed batched", lt_batched("best")),
     ]
+    if args.no_batched:
+        variants = [v for v in variants if "batched" not in v[0] and "strided" not in v[0]]
+    for cols, widths in ((True, args.split_cols), (False, args.split_rows)):
+        for w in widths:
+            if w < (n if cols else m):
+                for path in ("gemmEx", "Lt timed"):
+                    variants.append((f"{path} {'cols' if cols else 'rows'}/{w}", blocked(path, cols, w)))
     ops = 2.0 * m * n * k
     results = []
     t_ref = None
@@ -223,9 +260,10 @@ def run_shape(cp, m: int, n: int, k: int, batch: int, args) -> dict[str, Any]:
 
 
 def estimate_s(m: int, n: int, k: int, batch: int, args, rate: float = 0.9e15) -> float:
-    """A pessimistic guess of a shape's seconds: six variants' reps and the tuning of 2 × 16 proposals."""
+    """A pessimistic guess of a shape's seconds: every variant's reps and the tuning of 2 × 16 proposals."""
     product = 2.0 * m * n * k / rate
-    timing = 6 * (args.reps + 1) * batch * product
+    nvar = (2 if args.no_batched else 6) + 2 * (len(args.split_cols) + len(args.split_rows))
+    timing = nvar * (args.reps + 1) * batch * product
     tune = 16 * (args.tune_warmups + args.tune_reps) * (batch + 1) * product
     return timing + tune + 2.0
 
@@ -266,6 +304,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tune-reps", type=int, default=3, help="timed calls per proposal when tuning")
     ap.add_argument("--peak", type=float, default=1.98, help="dense int8 peak in 10^15 op/s (H200: about 1.98)")
     ap.add_argument("--budget-s", type=float, default=240.0, help="skip the shapes that would end past this")
+    ap.add_argument("--split-cols", type=int, nargs="*", default=[], help="column-block widths W to time")
+    ap.add_argument("--split-rows", type=int, nargs="*", default=[], help="row-block heights W to time")
+    ap.add_argument("--no-batched", action="store_true", help="leave out the strided-batched variants")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)

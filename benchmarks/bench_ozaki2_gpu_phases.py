@@ -12,7 +12,8 @@ cuBLASLt with timed algorithm choice: ``kernels_gpu.PRODUCTS``), in the same run
 calls (the ``graphs`` option; the profiled call always runs directly); ``--final fused
 planes`` with and without the fused final pass (``gpu_engine.FUSED_FINAL``; the
 table's ``final`` column says which ran: a call whose products do not fit uses
-the term planes either way).
+the term planes either way); ``--product-cols 0 4096`` with the int8 products whole and
+in blocks of 4096 columns of C (``kernels_gpu.PRODUCT_COLS``).
 
 Usage::
 
@@ -59,6 +60,13 @@ def main() -> None:
         default=["fused"],
         help="the final pass from resident products where they fit (fused), or always from int8 term planes",
     )
+    ap.add_argument(
+        "--product-cols",
+        type=int,
+        nargs="+",
+        default=[kernels_gpu.PRODUCT_COLS],
+        help="column-block widths of the int8 products (0: whole)",
+    )
     ap.add_argument("--phi", type=float, default=0.0)
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -85,9 +93,10 @@ def main() -> None:
                 b = None
                 f = partial(lambda fn, alpha, a, b, **kw: fn(alpha, a, **kw), f)
             _, native = _per_call(partial(f, 1.0, a, b, backend="native"))
-            for final, path in [(fi, pa) for fi in args.final for pa in args.products]:
+            runs = [(fi, pa, w) for fi in args.final for pa in args.products for w in args.product_cols]
+            for final, path, cols in runs:
                 gpu_engine.FUSED_FINAL = final == "fused"
-                kernels_gpu.PRODUCTS = path
+                kernels_gpu.PRODUCTS, kernels_gpu.PRODUCT_COLS = path, cols
                 for graphs in args.graphs:
                     call = partial(f, 1.0, a, b, backend="ozaki2", moduli=args.moduli, graphs=graphs)
                     host, dev = _per_call(call)
@@ -106,6 +115,7 @@ def main() -> None:
                             "moduli": args.moduli,
                             "phi": args.phi,
                             "products": path,
+                            "product_cols": cols,
                             "graphs": graphs,
                             "final": final,
                             "fused_final": routines.last_run()["gpu_plan"]["fused_final"],
@@ -125,7 +135,7 @@ def main() -> None:
         f" phi = {args.phi}, per call (ms):"
     )
     print(
-        "| op | n | products | graphs (last call) | final | host | device | cuBLAS | × cuBLAS | scaling | residues"
+        "| op | n | products/cols | graphs (last call) | final | host | device | cuBLAS | × cuBLAS | scaling | residues"
         " | int8 GEMMs | CRT | GEMM share |"
     )
     print("|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -133,7 +143,8 @@ def main() -> None:
         p = r["phases"]
         total = sum(p.get(k, 0.0) for k in ("scaling", "residues", "gemm", "crt"))
         print(
-            f"| {r['op']} | {r['n']} | {r['products']} | {r['graphs']} ({r['graph'] or 'direct'}) |"
+            f"| {r['op']} | {r['n']} | {r['products']}/{r['product_cols'] or 'whole'} |"
+            f" {r['graphs']} ({r['graph'] or 'direct'}) |"
             f" {'fused' if r['fused_final'] else 'planes'} |"
             f" {1e3 * r['host_s']:.3f} | {1e3 * r['device_s']:.3f} |"
             f" {1e3 * r['native_s']:.2f} | {r['vs_native']:.2f} |"

@@ -128,6 +128,32 @@ def test_blocking_gives_the_same_result(emublas, cp, rng, monkeypatch, routine):
     cp.testing.assert_array_equal(blocked, whole)
 
 
+@pytest.mark.parametrize("path", ["gemmex", "lt"])
+@pytest.mark.parametrize("routine", ["gemm", "herk", "syr2k"])
+def test_products_in_column_blocks_give_the_same_result(emublas, cp, rng, monkeypatch, path, routine):
+    """int8 products issued as blocks of columns (an odd width, a short last block) give
+    the whole products' result bit for bit, fused and term-plane final passes alike."""
+    from emublas.backends.ozaki2 import gpu_engine, kernels_gpu
+
+    n, k = 150, 90
+    dtype = np.complex128 if routine in ("gemm", "herk") else np.float64
+    a = cp.asarray(_wide(rng, (n, k), dtype))
+    b = cp.asarray(_wide(rng, (k, n) if routine == "gemm" else (n, k), dtype))
+    c = cp.asarray(randn(rng, (n, n), dtype))
+    fn = getattr(emublas, routine)
+    args = (0.5, a, b) if routine in ("gemm", "syr2k") else (0.5, a)
+    kw = {} if routine == "gemm" else {"lower": 1}
+    monkeypatch.setattr(kernels_gpu, "PRODUCTS", path)
+    monkeypatch.setattr(kernels_gpu, "SPLIT_MIN_VOLUME", 1)
+    for fused in (True, False):
+        monkeypatch.setattr(gpu_engine, "FUSED_FINAL", fused)
+        monkeypatch.setattr(kernels_gpu, "PRODUCT_COLS", 0)
+        whole = fn(*args, 0.25, c.copy(), **kw, backend="ozaki2", graphs="off")
+        monkeypatch.setattr(kernels_gpu, "PRODUCT_COLS", 48)
+        blocked = fn(*args, 0.25, c.copy(), **kw, backend="ozaki2", graphs="off")
+        cp.testing.assert_array_equal(blocked, whole)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
 @pytest.mark.parametrize("phi", [0.5, 6.0])
 def test_fused_final_pass_matches_the_term_planes(emublas, cp, rng, monkeypatch, dtype, phi):

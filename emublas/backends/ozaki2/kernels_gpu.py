@@ -22,7 +22,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..._kernels import constants, cuda_source
-from ..base import choice, env_value
+from ..base import choice, env_int, env_value
 
 __all__ = [
     "PAD",
@@ -373,6 +373,11 @@ def residues(kind: str, x, shift_d, moduli, roots, conj: bool, out=None):
 PRODUCTS = env_value("EMUBLAS_OZAKI2_PRODUCTS", choice("gemmex", "lt", "auto"), "auto")
 LT_MIN_VOLUME = 2**37
 
+#: Products wider than this many columns of C are issued as blocks of it (0: never), from
+#: m·n·k = SPLIT_MIN_VOLUME on.  From EMUBLAS_OZAKI2_PRODUCT_COLS.
+PRODUCT_COLS = env_int("EMUBLAS_OZAKI2_PRODUCT_COLS", 0, 0, 1 << 30)
+SPLIT_MIN_VOLUME = 2**39
+
 
 def gemm_tn(a_ptr: int, b_ptr: int, m: int, n: int, k: int, lda: int, ldb: int, c, ldc: int, c_offset: int = 0) -> None:
     """``C = Aᵀ·B`` on cuBLAS int8 tensor cores, on cupy's current stream.
@@ -396,11 +401,20 @@ def gemm_tn(a_ptr: int, b_ptr: int, m: int, n: int, k: int, lda: int, ldb: int, 
 
     c_ptr = c.data.ptr + 4 * c_offset
     stream = cupy.cuda.get_current_stream().ptr
-    if PRODUCTS == "lt" or (PRODUCTS == "auto" and m * n * k >= LT_MIN_VOLUME):
+    lt = PRODUCTS == "lt" or (PRODUCTS == "auto" and m * n * k >= LT_MIN_VOLUME)
+    w = PRODUCT_COLS if PRODUCT_COLS and n > PRODUCT_COLS and m * n * k >= SPLIT_MIN_VOLUME else n
+    for lo in range(0, n, w):  # integer products: the blocks' results are the whole product's, bit for bit
+        _gemm_tn(lt, stream, a_ptr, b_ptr + lo * ldb, m, min(w, n - lo), k, lda, ldb, c_ptr + 4 * lo * ldc, ldc)
+
+
+def _gemm_tn(lt: bool, stream: int, a_ptr, b_ptr, m, n, k, lda, ldb, c_ptr, ldc) -> None:
+    if lt:
         from ..._kernels import cublaslt
 
         cublaslt.matmul_i8_tn(m, n, k, a_ptr, lda, b_ptr, ldb, c_ptr, ldc, stream=stream, algo="best")
         return
+    import cupy
+
     from ..._kernels import cublas_ext
 
     cublas_ext.gemm_i8(
