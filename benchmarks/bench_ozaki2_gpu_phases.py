@@ -13,7 +13,10 @@ calls (the ``graphs`` option; the profiled call always runs directly); ``--final
 planes`` with and without the fused final pass (``gpu_engine.FUSED_FINAL``; the
 table's ``final`` column says which ran: a call whose products do not fit uses
 the term planes either way); ``--product-cols 0 4096`` with the int8 products whole and
-in blocks of 4096 columns of C (``kernels_gpu.PRODUCT_COLS``).
+in blocks of 4096 columns of C (``kernels_gpu.PRODUCT_COLS``).  ``isolated`` is the
+median device time of 5 calls each between its own events after a synchronisation (as
+``bench_gemmul8.py`` times): it shows where the GPU waits for the host inside a call,
+which back-to-back calls hide.
 
 Usage::
 
@@ -29,7 +32,7 @@ from functools import partial
 
 import emublas
 from emublas.backends.ozaki2 import calls, gpu_engine, kernels_gpu, routines
-from emublas.timing import cuda_batch
+from emublas.timing import cuda_batch, cuda_times
 
 
 def _per_call(fn, reps: int = 10) -> tuple[float, float]:
@@ -68,6 +71,7 @@ def main() -> None:
         help="column-block widths of the int8 products (0: whole)",
     )
     ap.add_argument("--phi", type=float, default=0.0)
+    ap.add_argument("--mode", choices=["fast", "accurate"], default=None, help="ozaki2's mode (default: its own)")
     ap.add_argument("--json")
     args = ap.parse_args()
 
@@ -98,12 +102,14 @@ def main() -> None:
                 gpu_engine.FUSED_FINAL = final == "fused"
                 kernels_gpu.PRODUCTS, kernels_gpu.PRODUCT_COLS = path, cols
                 for graphs in args.graphs:
-                    call = partial(f, 1.0, a, b, backend="ozaki2", moduli=args.moduli, graphs=graphs)
+                    kw = {"mode": args.mode} if args.mode else {}
+                    call = partial(f, 1.0, a, b, backend="ozaki2", moduli=args.moduli, graphs=graphs, **kw)
                     host, dev = _per_call(call)
+                    isolated = sorted(cuda_times(cupy, call, 5, warmup=False)[1])[2]
                     replayed = routines.last_run().get("graph")
                     calls.PROFILE_GPU = True
                     try:
-                        f(1.0, a, b, backend="ozaki2", moduli=args.moduli)
+                        f(1.0, a, b, backend="ozaki2", moduli=args.moduli, **kw)
                         cupy.cuda.Device().synchronize()
                         phases = dict(routines.last_run()["phases"])
                     finally:
@@ -122,6 +128,7 @@ def main() -> None:
                             "graph": replayed,
                             "host_s": host,
                             "device_s": dev,
+                            "isolated_s": isolated,
                             "native_s": native,
                             "vs_native": native / dev,
                             "phases": phases,
@@ -135,10 +142,10 @@ def main() -> None:
         f" phi = {args.phi}, per call (ms):"
     )
     print(
-        "| op | n | products/cols | graphs (last call) | final | host | device | cuBLAS | × cuBLAS | scaling | residues"
-        " | int8 GEMMs | CRT | GEMM share |"
+        "| op | n | products/cols | graphs (last call) | final | host | device | isolated | cuBLAS | × cuBLAS"
+        " | scaling | residues | int8 GEMMs | CRT | GEMM share |"
     )
-    print("|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         p = r["phases"]
         total = sum(p.get(k, 0.0) for k in ("scaling", "residues", "gemm", "crt"))
@@ -146,7 +153,7 @@ def main() -> None:
             f"| {r['op']} | {r['n']} | {r['products']}/{r['product_cols'] or 'whole'} |"
             f" {r['graphs']} ({r['graph'] or 'direct'}) |"
             f" {'fused' if r['fused_final'] else 'planes'} |"
-            f" {1e3 * r['host_s']:.3f} | {1e3 * r['device_s']:.3f} |"
+            f" {1e3 * r['host_s']:.3f} | {1e3 * r['device_s']:.3f} | {1e3 * r['isolated_s']:.3f} |"
             f" {1e3 * r['native_s']:.2f} | {r['vs_native']:.2f} |"
             + "".join(f" {1e3 * p.get(k, 0.0):.2f} |" for k in ("scaling", "residues", "gemm", "crt"))
             + f" {p.get('gemm', 0.0) / total:.0%} |"
