@@ -374,9 +374,9 @@ PRODUCTS = env_value("EMUBLAS_OZAKI2_PRODUCTS", choice("gemmex", "lt", "auto"), 
 LT_MIN_VOLUME = 2**37
 
 #: Products wider than this many columns of C are issued as blocks of it (0: never), from
-#: m·n·k = SPLIT_MIN_VOLUME on.  On the H200 a 16384³ product ran at 1.33 Pop/s whole and
-#: 1.35-1.37 in blocks of 4096 columns, and whole calls at n = 16384 gained 6%; at 8192³
-#: the blocks were slower.  From EMUBLAS_OZAKI2_PRODUCT_COLS.
+#: m·n·k = SPLIT_MIN_VOLUME on.  On the H200 a 16384³ product ran at 1.33 Pop/s whole
+#: (cuBLASLt, timed choice) and 1.37 in blocks of 4096 columns (gemmEx), and whole calls at
+#: n = 16384 gained 7-13%; at 8192³ the blocks were slower.  From EMUBLAS_OZAKI2_PRODUCT_COLS.
 PRODUCT_COLS = env_int("EMUBLAS_OZAKI2_PRODUCT_COLS", 4096, 0, 1 << 30)
 SPLIT_MIN_VOLUME = 2**42
 
@@ -403,8 +403,10 @@ def gemm_tn(a_ptr: int, b_ptr: int, m: int, n: int, k: int, lda: int, ldb: int, 
 
     c_ptr = c.data.ptr + 4 * c_offset
     stream = cupy.cuda.get_current_stream().ptr
-    lt = PRODUCTS == "lt" or (PRODUCTS == "auto" and m * n * k >= LT_MIN_VOLUME)
     w = PRODUCT_COLS if PRODUCT_COLS and n > PRODUCT_COLS and m * n * k >= SPLIT_MIN_VOLUME else n
+    # blocks go through gemmEx under "auto": as fast as the timed cuBLASLt choice, and the
+    # same kernel every run (the timed choice varied between processes)
+    lt = PRODUCTS == "lt" or (PRODUCTS == "auto" and m * n * k >= LT_MIN_VOLUME and w == n)
     for lo in range(0, n, w):  # integer products: the blocks' results are the whole product's, bit for bit
         _gemm_tn(lt, stream, a_ptr, b_ptr + lo * ldb, m, min(w, n - lo), k, lda, ldb, c_ptr + 4 * lo * ldc, ldc)
 
