@@ -235,6 +235,9 @@ def _item(value: Any, name: str) -> Any:
     return arr.reshape(()).item()
 
 
+_PLAIN_NUMBERS = (float, int, complex)
+
+
 def real_scalar(value: Any, name: str) -> float:
     """A real BLAS scalar; complex input keeps only its real part, as BLAS reads it.
 
@@ -255,6 +258,11 @@ def real_scalar(value: Any, name: str) -> float:
     ValueError
         A string that does not parse, or an array of more than one element.
     """
+    kind = type(value)
+    if kind is float:  # the usual calls (exact types: subclasses take the general path)
+        return value
+    if kind is int:
+        return float(value)
     v = _item(value, name)
     try:
         return float(v.real) if isinstance(v, complex) else float(v)
@@ -282,6 +290,8 @@ def complex_scalar(value: Any, name: str) -> complex:
     ValueError
         An array of more than one element.
     """
+    if type(value) in _PLAIN_NUMBERS:  # the usual call: what _item returns unchanged
+        return complex(value)
     v = _item(value, name)
     if isinstance(v, str):
         raise TypeError(f"{name} = {value!r} is a string, not a complex number")
@@ -319,6 +329,8 @@ def flag(value: Any, name: str, allowed: tuple[int, ...], default: int = 0) -> i
     ValueError
         A code outside ``allowed`` (NaN and infinities included).
     """
+    if type(value) is int and value in allowed:  # the usual call (bool is not int here)
+        return value
     if value is None:
         return default
     try:

@@ -7,11 +7,22 @@ read their variables the same way.  Empty means unset everywhere.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["int_range", "boolean", "env_value", "env_flag", "env_int", "env_texts"]
+__all__ = [
+    "int_range",
+    "boolean",
+    "env_value",
+    "env_flag",
+    "env_int",
+    "env_texts",
+    "env_unset",
+    "env_probe",
+    "env_decode",
+]
 
 
 def int_range(lo: int, hi: int, *, also: tuple[str, ...] = ()) -> Callable[[Any], int | str]:
@@ -112,6 +123,66 @@ def env_texts(names: tuple[str, ...]) -> tuple[str | None, ...]:
     if raws.count(None) == len(raws):  # the usual call: nothing set
         return raws
     return tuple(None if raw is None else _decoded(raw) for raw in raws)
+
+
+def env_unset(names: tuple[str, ...]) -> Callable[[], bool]:
+    """A test, of no arguments, of whether none of environment variables ``names`` is set now.
+
+    For a caller that looks at the same variables on every call: on POSIX CPython the test is
+    one C call (no Python frame, no tuple of values), which is what such a call mostly needs.
+
+    Parameters
+    ----------
+    names : tuple of str
+        Variable names.
+
+    Returns
+    -------
+    callable
+        ``unset() -> bool``: True when no name is set (an empty value counts as set here).
+    """
+    if not _RAW_OK:
+        return lambda: all(os.environ.get(n) is None for n in names)
+    return functools.partial(_RAW.keys().isdisjoint, tuple(os.fsencode(n) for n in names))  # type: ignore[union-attr]
+
+
+def env_probe(name: str) -> Callable[[], object]:
+    """A reader, of no arguments, of environment variable ``name``'s value as a token.
+
+    Equal tokens are equal values (None: unset), so a token can key a cache of what the
+    value parses to; :func:`env_decode` gives its text.  On POSIX CPython one C call.
+
+    Parameters
+    ----------
+    name : str
+        The variable's name.
+
+    Returns
+    -------
+    callable
+        ``probe() -> object``, hashable.
+    """
+    if not _RAW_OK:
+        return functools.partial(os.environ.get, name)
+    return functools.partial(_RAW.get, os.fsencode(name))  # type: ignore[union-attr]
+
+
+def env_decode(token: object) -> str | None:
+    """The text of a token of :func:`env_probe` (None when the variable was unset).
+
+    Parameters
+    ----------
+    token : object
+        What a probe returned.
+
+    Returns
+    -------
+    str or None
+        As ``os.environ.get`` gives it.
+    """
+    if token is None or isinstance(token, str):
+        return token
+    return _decoded(token)  # type: ignore[arg-type]
 
 
 _DECODED: dict[bytes, str] = {}  # the values seen, decoded (bounded: a program sets few)

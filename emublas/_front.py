@@ -123,7 +123,10 @@ def prepare_out(c: Any, shape: tuple[int, int], dtype: np.dtype, xp, overwrite_c
     if not in_place:
         return xp.array(arr, dtype=dtype, order="F", copy=True), False
     if xp is np:
-        return c, any(np.may_share_memory(c, x) for x in inputs)
+        for x in inputs:  # a plain loop: a generator costs more than the one or two tests
+            if np.may_share_memory(c, x):
+                return c, True
+        return c, False
     return c, _cupy_overlaps(c, inputs)
 
 

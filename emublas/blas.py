@@ -83,7 +83,10 @@ def _gemm(prefix: str | None, alpha, a, b, beta, c, trans_a, trans_b, overwrite_
             be, _, opts = routed
         if beta == 0 and c is not None and not be.ignores_c_when_beta_zero:
             target.fill(0)
-        backend_gemm(be, opts, xp)(alpha, a, b, beta, target, trans_a, trans_b)
+        if be.handles_nonfinite:  # the backend's own gemm: no wrapper to build per call
+            be.gemm(alpha, a, b, beta, target, trans_a, trans_b, **opts)
+        else:
+            backend_gemm(be, opts, xp)(alpha, a, b, beta, target, trans_a, trans_b)
         if alias:
             out[...] = target
         return out

@@ -22,14 +22,14 @@ backend's option variables only for calls that run on that backend.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 from . import backends as _registry
-from ._env import env_texts
+from ._env import env_decode, env_probe, env_texts, env_unset
 from .backends.base import Backend
 
 __all__ = ["Selection", "set_backend", "use", "get_backend", "process_selection", "resolve"]
@@ -58,14 +58,21 @@ class Selection:
 
 
 _global: Selection | None = None
-_local = threading.local()
+
+
+class _Local(threading.local):
+    """Per thread: the ``use()`` blocks, innermost last (there from the thread's first look:
+    a missing attribute costs a caught AttributeError on every call)."""
+
+    def __init__(self) -> None:
+        self.stack: list[Selection] = []
+
+
+_local = _Local()
 
 
 def _stack() -> list[Selection]:
-    stack = getattr(_local, "stack", None)
-    if stack is None:
-        stack = _local.stack = []
-    return stack
+    return _local.stack
 
 
 def _parse_options(backend: Backend, raw: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -87,7 +94,9 @@ def _parse_options(backend: Backend, raw: Mapping[str, Any], where: str) -> dict
 
 # The environment is read on every call (a change applies at once); only the parsing of the
 # texts read is cached, per backend object and tuple of texts (bounded: a program sets few values).
-_ENV_VARS: dict[Backend, tuple[tuple[tuple[str, str], ...], tuple[str, ...]]] = {}  # (option, var) pairs, vars
+# per backend: its (option, variable) pairs, the variables, the test that none is set (one C
+# call: the usual call's whole reading) and the defaults (the options then)
+_ENV_VARS: dict[Backend, tuple[tuple[tuple[str, str], ...], tuple[str, ...], Callable[[], bool], dict[str, Any]]] = {}
 _ENV_PARSED: dict[tuple[Backend, tuple[str | None, ...]], dict[str, Any]] = {}
 _ENV_PARSED_MAX = 256
 
@@ -97,13 +106,17 @@ def _env_options(backend: Backend) -> dict[str, Any]:
     entry = _ENV_VARS.get(backend)
     if entry is None:
         pairs = tuple((key, spec.env_var) for key, spec in backend.options.items())
-        entry = _ENV_VARS[backend] = (pairs, tuple(var for _, var in pairs))
-    names, variables = entry
+        variables = tuple(var for _, var in pairs)
+        defaults = {k: spec.default for k, spec in backend.options.items()}
+        entry = _ENV_VARS[backend] = (pairs, variables, env_unset(variables), defaults)
+    names, variables, unset, defaults = entry
+    if unset():  # the usual call: none of its variables set
+        return defaults
     texts = env_texts(variables)
     key = (backend, texts)
     parsed = _ENV_PARSED.get(key)
     if parsed is None:
-        parsed = {k: spec.default for k, spec in backend.options.items()}
+        parsed = dict(defaults)
         for (opt, var), text in zip(names, texts):
             if text is not None and text.strip() != "":
                 parsed.update(_parse_options(backend, {opt: text}, f"environment variable {var}"))
@@ -218,13 +231,16 @@ def get_backend() -> Selection:
         ``EMUBLAS_BACKEND`` names no backend; the message lists the valid ones.
     """
     chosen = _explicit()
-    if chosen is not None:
-        return chosen
-    text = env_texts((ENV_BACKEND,))[0]
-    hit = _ENV_SELECTION.get(text)
+    return chosen if chosen is not None else _environment_selection()
+
+
+def _environment_selection() -> Selection:
+    """``EMUBLAS_BACKEND``'s selection (read now), else the default's."""
+    token = _read_backend_var()
+    hit = _ENV_SELECTION.get(token)
     if hit is not None:
         return hit
-    name = (text or "").strip()
+    name = (env_decode(token) or "").strip()
     if name:
         try:
             backend = _registry.get(name)
@@ -234,11 +250,12 @@ def get_backend() -> Selection:
     else:
         selection = Selection(DEFAULT_BACKEND, MappingProxyType({}), "default")
     if len(_ENV_SELECTION) < _ENV_PARSED_MAX:
-        _ENV_SELECTION[text] = selection  # Selection is frozen: one object per text serves every call
+        _ENV_SELECTION[token] = selection  # Selection is frozen: one object per value serves every call
     return selection
 
 
-_ENV_SELECTION: dict[str | None, Selection] = {}
+_read_backend_var = env_probe(ENV_BACKEND)
+_ENV_SELECTION: dict[object, Selection] = {}  # by the variable's token (env_probe)
 
 
 def resolve(backend: str | None = None, options: Mapping[str, Any] | None = None) -> tuple[Backend, dict[str, Any]]:
@@ -265,15 +282,17 @@ def resolve(backend: str | None = None, options: Mapping[str, Any] | None = None
         Unknown backend, unknown option or bad value.
     """
     # a call's backend= decides alone: EMUBLAS_BACKEND is not read (a typo there cannot break it)
-    chosen: Selection | None
+    # _explicit() and get_backend() inlined: this runs on every call
+    stack = _local.stack
+    chosen = stack[-1] if stack else _global
     if backend is None:
-        chosen = get_backend()
+        if chosen is None:
+            chosen = _environment_selection()
         obj = _registry.get(chosen.backend)
     else:
-        chosen = _explicit()
         obj = _registry.get(backend)
     merged = _env_options(obj)  # shared between calls until something is layered on top
-    if chosen is not None and chosen.backend == obj.name and chosen.options:
+    if chosen is not None and chosen.options and chosen.backend == obj.name:
         merged = {**merged, **chosen.options}
     if options:
         merged = {**merged, **_parse_options(obj, options, "call keyword")}

@@ -18,7 +18,8 @@ A call pays for its decision once per shape: decisions are kept per (routine, de
 dtype, m, n, k, accuracy, bits, table option), at most :data:`CACHE_SIZE` of them, each
 valid while the table it was made with is still the one in force (which
 :func:`.tables.table_for` re-resolves at most every ``tables.RECHECK_S`` seconds), so the
-common small call costs two dict lookups over native's.
+common small call costs one dict lookup over native's, or none when it repeats the shape and
+options of the last CPU call routed (:meth:`AutoBackend.route`).
 """
 
 from __future__ import annotations
@@ -28,14 +29,15 @@ import time
 import warnings
 from typing import Any
 
+import numpy as np
+
 from ..._arrays import is_cupy
 from ..base import Backend, Option, choice
 from . import model, tables
 
 __all__ = ["AutoBackend", "BACKEND", "last_run", "parse_bits"]
 
-_CHAR = {"s": "f", "d": "d", "c": "F", "z": "D"}  # numpy's dtype chars: the decision cache's key
-_PREFIX_OF_CHAR = {v: k for k, v in _CHAR.items()}
+_PREFIX_OF_CHAR = {"f": "s", "d": "d", "F": "c", "D": "z"}  # numpy's dtype chars: the BLAS prefixes
 _last = threading.local()
 #: Decisions kept per (routine, device, dtype, m, n, k, accuracy, bits, table option);
 #: the oldest goes when full.  Each entry holds the table it was made with and is used only
@@ -119,6 +121,11 @@ def last_run() -> dict | None:
     return model.decide(table, routine, prefix, m, n, k, accuracy=accuracy, bits=bits, usable=usable).as_dict()
 
 
+def _device(c) -> str:
+    """The device an array computes on."""
+    return "gpu" if is_cupy(c) else "cpu"
+
+
 _NATIVE: list[Backend] = []
 
 
@@ -165,9 +172,11 @@ class AutoBackend(Backend):
     def __init__(self):
         self._usable: dict[str, tuple[str, ...]] = {}
         self._decisions: dict[tuple, tuple] = {}
-        # (options dict, its (accuracy, bits, table)): the front hands every call of a
+        # (options dict, its (accuracy, bits, table, "cpu")): the front hands every call of a
         # process the same shared dict, so the three lookups are made once per dict
         self._opts_key: tuple = (None, None)
+        # (options dict, (kind, prefix, m, n, k), entry) of the last CPU call :meth:`route` took
+        self._last_route: tuple = (None, None, None)
 
     # -- readiness -----------------------------------------------------------
     def device_readiness(self, device):
@@ -182,7 +191,8 @@ class AutoBackend(Backend):
         return ok, detail
 
     def check(self, device: str) -> None:
-        _native().check(device)
+        if device != "cpu":  # native's CPU BLAS is scipy's, a hard dependency: it checks nothing there
+            _native().check(device)
 
     def table(self, device: str, path: str | None = None) -> tables.Table:
         """The cost table used on ``device``.
@@ -281,7 +291,10 @@ class AutoBackend(Backend):
     def _choose(self, routine: str, c, m: int, n: int, k: int, opts: dict) -> tuple:
         """The cached decision of a call: ``(time, table, backend, options, record, warning,
         (backend, name, options))``, the last being what :meth:`route` returns."""
-        return self._cached(routine, c.dtype.char, "gpu" if is_cupy(c) else "cpu", m, n, k, opts)
+        hit = self._cached(routine, _PREFIX_OF_CHAR[c.dtype.char], _device(c), m, n, k, opts)
+        if hit[5]:
+            warnings.warn(hit[5], UserWarning, stacklevel=4)  # the caller of the compute method's caller
+        return hit
 
     def choice(self, routine: str, prefix: str, m: int, n: int, k: int, device: str, opts: dict) -> str:
         """The backend a call of this shape goes to, as the call itself would decide it (the same
@@ -308,40 +321,51 @@ class AutoBackend(Backend):
         str
             The chosen backend's name.
         """
-        return self._cached(routine, _CHAR[prefix], device, m, n, k, opts)[2].name
+        hit = self._cached(routine, prefix, device, m, n, k, opts)
+        if hit[5]:
+            warnings.warn(hit[5], UserWarning, stacklevel=4)
+        return hit[2].name
 
-    def _cached(self, routine, char, device, m, n, k, opts) -> tuple:
+    def _cached(self, routine, prefix, device, m, n, k, opts) -> tuple:
+        """The decision of a call shape (see :meth:`_choose`), cached; the call's record made
+        the last of this thread.  The callers warn (each at its own depth)."""
         seen = self._opts_key  # one read: another thread may replace it meanwhile
-        if seen[0] is opts:  # holds opts alive, so its identity cannot be reused
-            sub = seen[1]
+        if seen[0] is opts and device == "cpu":
+            key = (routine, prefix, m, n, k, seen[1])
         else:
-            sub = (opts.get("accuracy", "native"), opts.get("bits"), opts.get("table"))
-            self._opts_key = (opts, sub)
-        accuracy, bits, path = sub
-        key = (routine, char, m, n, k, sub, device)
+            key = (routine, prefix, m, n, k, self._options_key(opts, device))
         hit = self._decisions.get(key)
         now = time.monotonic()
         # a decision younger than RECHECK_S was made with the table in use now: no table lookup
         if hit is None or now - hit[0] >= tables.RECHECK_S:
-            prefix = _PREFIX_OF_CHAR[char]
-            # the front's option resolution has already read EMUBLAS_COST_TABLE into opts (the
-            # ``table`` option's variable), so table_for need not read it again; it re-resolves
-            # the files at most every RECHECK_S (the one cache of tables)
-            table = tables.table_for(device, path, read_env=False)
-            if hit is not None and hit[1] is table:
-                hit = (now, *hit[1:])
-            else:
-                be, options, record, warning = self._decide_call(
-                    table, routine, device, prefix, m, n, k, accuracy, bits
-                )
-                hit = (now, table, be, options, record, warning, (be, be.name, options))
-                while self._decisions and len(self._decisions) >= CACHE_SIZE:
-                    self._decisions.pop(next(iter(self._decisions)), None)
-            self._decisions[key] = hit
+            hit = self._refresh(key, hit, now)
         # the record is the call's facts; last_run() turns them into the decision when asked
         _last.call = hit[4]
-        if hit[5]:
-            warnings.warn(hit[5], UserWarning, stacklevel=5)
+        return hit
+
+    def _options_key(self, opts: dict, device: str) -> tuple:
+        """``(accuracy, bits, table, device)``: the decision key's tail, kept with the options
+        dict's identity for CPU calls (the front hands every call of a process the same dict)."""
+        tail = (opts.get("accuracy", "native"), opts.get("bits"), opts.get("table"), device)
+        if device == "cpu":
+            self._opts_key = (opts, tail)  # holds opts alive, so its identity cannot be reused
+        return tail
+
+    def _refresh(self, key: tuple, hit: tuple | None, now: float) -> tuple:
+        """The cache entry of ``key`` made anew or confirmed: the slow path of :meth:`_cached`."""
+        routine, prefix, m, n, k, (accuracy, bits, path, device) = key
+        # the front's option resolution has already read EMUBLAS_COST_TABLE into opts (the
+        # ``table`` option's variable), so table_for need not read it again; it re-resolves
+        # the files at most every RECHECK_S (the one cache of tables)
+        table = tables.table_for(device, path, read_env=False)
+        if hit is not None and hit[1] is table:
+            hit = (now, *hit[1:])
+        else:
+            be, options, record, warning = self._decide_call(table, routine, device, prefix, m, n, k, accuracy, bits)
+            hit = (now, table, be, options, record, warning, (be, be.name, options))
+            while self._decisions and len(self._decisions) >= CACHE_SIZE:
+                self._decisions.pop(next(iter(self._decisions)), None)
+        self._decisions[key] = hit
         return hit
 
     def _decide_call(self, table, routine, device, prefix, m, n, k, accuracy, bits):
@@ -388,7 +412,26 @@ class AutoBackend(Backend):
             ``(backend, name, options)``: the chosen backend, its name and the
             options to call it with.
         """
-        return self._choose(kind, out, m, n, k, opts)[6]  # its options dict: callers only read it
+        # This runs on every auto call of the fronts: a CPU call of the same shape and options
+        # dict as the last one takes its entry, still checked for age, without building a key
+        # (the front's prefix is out's dtype, so the key is these values and the device).
+        last = self._last_route  # one read: another thread may replace it meanwhile
+        call = (kind, prefix, m, n, k)
+        hit = None
+        if last[0] is opts and last[1] == call and type(out) is np.ndarray:
+            hit = last[2]
+            if time.monotonic() - hit[0] >= tables.RECHECK_S:
+                hit = None
+        if hit is None:
+            on_cpu = type(out) is np.ndarray
+            hit = self._cached(kind, prefix, "cpu" if on_cpu else _device(out), m, n, k, opts)
+            if on_cpu:
+                self._last_route = (opts, call, hit)  # holds opts alive: its id stays its own
+        else:
+            _last.call = hit[4]  # as _cached does
+        if hit[5]:
+            warnings.warn(hit[5], UserWarning, stacklevel=3)  # the front's caller
+        return hit[6]  # its options dict: callers only read it
 
     # -- compute ---------------------------------------------------------------
     def gemm(self, alpha, a, b, beta, c, trans_a, trans_b, **opts) -> None:
