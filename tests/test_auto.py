@@ -460,5 +460,14 @@ def test_cached_decision_still_warns_every_call(tmp_path, monkeypatch):
     monkeypatch.setattr(emublas.backends.get("auto"), "_usable", {"cpu": ()})  # native only
     a = np.ones((8, 8))
     for _ in range(2):
-        with pytest.warns(UserWarning, match="no backend here meets"):
+        with pytest.warns(UserWarning, match="no backend here meets") as caught:
             emublas.dgemm(1.0, a, a, backend="auto", bits=53)
+        assert {w.filename for w in caught} == {__file__}  # the caller's line, cached or not
+    for call in (  # the rank-k and level-3 fronts route through auto too
+        lambda: emublas.dsyrk(1.0, a, backend="auto", bits=53),
+        lambda: emublas.dtrsm(1.0, a + 8 * np.eye(8), a, backend="auto", bits=53),
+        lambda: emublas.gemm(1.0, a, a, backend="auto", bits=53),
+    ):
+        with pytest.warns(UserWarning, match="no backend here meets") as caught:
+            call()
+        assert {w.filename for w in caught} == {__file__}

@@ -27,6 +27,7 @@ LAYERS = [
             "emublas._float32",
             "emublas._triangles",
             "emublas._reference",
+            "emublas._callers",
         },
     ),
     ("shared kernels", {"emublas._kernels"}),

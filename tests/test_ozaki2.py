@@ -91,6 +91,32 @@ def test_integer_valued_inputs_are_exact(rng):
     assert np.array_equal(out, a @ b)  # |entries| < 2^46: the products are exact in float64 too
 
 
+@pytest.mark.parametrize("route", ["keyword", "use", "auto"])
+def test_accuracy_warning_points_at_the_callers_line(rng, monkeypatch, route):
+    """The warning names the line that called emublas, whichever way the call was routed."""
+    a, b = hard(rng, (12, 64), 4.0), hard(rng, (64, 12), 4.0)
+    if route == "auto":  # auto, told that 10 moduli meet the accuracy asked for
+        from emublas.backends.auto import backend as auto_backend
+
+        real = auto_backend.AutoBackend._decide_call
+
+        def ozaki2_at_ten(self, table, routine, device, prefix, m, n, k, accuracy, bits):
+            be, options, record, warning = real(self, table, routine, device, prefix, m, n, k, accuracy, bits)
+            return emublas.backends.get("ozaki2"), {"moduli": 10, "fallback": "none"}, record, warning
+
+        monkeypatch.setattr(auto_backend.AutoBackend, "_decide_call", ozaki2_at_ten)
+        monkeypatch.setattr(auto_backend.BACKEND, "_decisions", {})
+    with pytest.warns(emublas.OzakiAccuracyWarning) as caught:
+        if route == "keyword":
+            emublas.dgemm(1.0, a, b, backend="ozaki2", moduli=10, fallback="none")
+        elif route == "use":
+            with emublas.use("ozaki2", moduli=10, fallback="none"):
+                emublas.dgemm(1.0, a, b)
+        else:
+            emublas.dgemm(1.0, a, b, backend="auto")
+    assert {w.filename for w in caught if issubclass(w.category, emublas.OzakiAccuracyWarning)} == {__file__}
+
+
 def test_wide_exponent_span_warns_and_auto_fixes(rng):
     a, b = hard(rng, (12, 64), 4.0), hard(rng, (64, 12), 4.0)
     ref = exact_product(a, b)

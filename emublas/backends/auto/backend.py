@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import _callers
 from ..._arrays import is_cupy
 from ..base import Backend, Option, choice
 from . import model, tables
@@ -293,7 +294,7 @@ class AutoBackend(Backend):
         (backend, name, options))``, the last being what :meth:`route` returns."""
         hit = self._cached(routine, _PREFIX_OF_CHAR[c.dtype.char], _device(c), m, n, k, opts)
         if hit[5]:
-            warnings.warn(hit[5], UserWarning, stacklevel=4)  # the caller of the compute method's caller
+            _callers.warn(hit[5], UserWarning)
         return hit
 
     def choice(self, routine: str, prefix: str, m: int, n: int, k: int, device: str, opts: dict) -> str:
@@ -323,7 +324,7 @@ class AutoBackend(Backend):
         """
         hit = self._cached(routine, prefix, device, m, n, k, opts)
         if hit[5]:
-            warnings.warn(hit[5], UserWarning, stacklevel=4)
+            _callers.warn(hit[5], UserWarning)
         return hit[2].name
 
     def _cached(self, routine, prefix, device, m, n, k, opts) -> tuple:
@@ -430,7 +431,7 @@ class AutoBackend(Backend):
         else:
             _last.call = hit[4]  # as _cached does
         if hit[5]:
-            warnings.warn(hit[5], UserWarning, stacklevel=3)  # the front's caller
+            _callers.warn(hit[5], UserWarning)
         return hit[6]  # its options dict: callers only read it
 
     # -- compute ---------------------------------------------------------------

@@ -23,11 +23,8 @@ the bound); :class:`~emublas.OzakiAccuracyWarning` then says how many.
 from __future__ import annotations
 
 import math
-import os
-import sys
-import warnings
-from types import FrameType
 
+from ... import _callers
 from ...errors import OzakiAccuracyWarning, OzakiFallbackWarning
 from .moduli import ModulusSet, crt_split
 
@@ -151,23 +148,9 @@ def warn(routine: str, count: int, total: int, moduli: int, bits: float, fallbac
             "left as computed (fallback='none'): their error may exceed native BLAS's bound",
             OzakiAccuracyWarning,
         )
-    warnings.warn(
+    _callers.warn(
         f"ozaki2 {routine}: {count} of {total} entries could not be certified to native BLAS's error bound"
         f" with {moduli} moduli ({bits:.0f} bits) and were {what}. More moduli, mode='accurate' or"
         " mode='auto' certify more of them; an exponent span wider than the reconstruction carries never is.",
         category,
-        stacklevel=_caller_level(),
     )
-
-
-def _caller_level() -> int:
-    """stacklevel, seen from :func:`warn`'s call of ``warnings.warn``, of the first frame outside
-    the emublas package and its interpose shim."""
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    shim = os.path.join(os.path.dirname(here), "interpose")
-    level = 2
-    frame: FrameType | None = sys._getframe(2)
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith((here, shim)):
-        frame = frame.f_back
-        level += 1
-    return level
