@@ -106,12 +106,9 @@ def test_close_to_cublas(emublas, cp, rng):
     assert float(cp.abs(got - ref).max() / cp.abs(ref).max()) < 1e-14
 
 
-@pytest.mark.parametrize("routine", ["gemm", "herk", "syr2k", "syrk"])
-def test_blocking_gives_the_same_result(emublas, cp, rng, monkeypatch, routine):
-    """A small workspace budget forces column blocks (and, for rank-k, swapped products)."""
-    from emublas.backends.ozaki2 import calls, routines
-
-    n, k = 150, 90
+def _square_call(emublas, cp, rng, routine, n=150, k=90):
+    """A call of ``routine`` (gemm or a rank-k update) on wide-exponent data, n x n result:
+    ``run()`` computes it on a fresh copy of c with ozaki2, planned directly."""
     dtype = np.complex128 if routine in ("gemm", "herk") else np.float64
     a = cp.asarray(_wide(rng, (n, k), dtype))
     b = cp.asarray(_wide(rng, (k, n) if routine == "gemm" else (n, k), dtype))
@@ -119,11 +116,21 @@ def test_blocking_gives_the_same_result(emublas, cp, rng, monkeypatch, routine):
     fn = getattr(emublas, routine)
     args = (0.5, a, b) if routine in ("gemm", "syr2k") else (0.5, a)
     kw = {} if routine == "gemm" else {"lower": 1}
-    # graphs="off": both calls plan directly (a replay would keep the first call's plan)
-    whole = fn(*args, 0.25, c.copy(), **kw, backend="ozaki2", graphs="off")
+    # graphs="off": every call plans directly (a replay would keep the first call's plan)
+    return lambda: fn(*args, 0.25, c.copy(), **kw, backend="ozaki2", graphs="off")
+
+
+@pytest.mark.parametrize("routine", ["gemm", "herk", "syr2k", "syrk"])
+def test_blocking_gives_the_same_result(emublas, cp, rng, monkeypatch, routine):
+    """A small workspace budget forces column blocks (and, for rank-k, swapped products)."""
+    from emublas.backends.ozaki2 import calls, routines
+
+    n = 150
+    run = _square_call(emublas, cp, rng, routine, n)
+    whole = run()
     assert routines.last_run()["gpu_plan"]["column_block"] == n
     monkeypatch.setattr(calls, "gpu_budget", lambda x, y, out: 400_000)
-    blocked = fn(*args, 0.25, c.copy(), **kw, backend="ozaki2", graphs="off")
+    blocked = run()
     assert routines.last_run()["gpu_plan"]["column_block"] < n
     cp.testing.assert_array_equal(blocked, whole)
 
@@ -135,22 +142,15 @@ def test_products_in_column_blocks_give_the_same_result(emublas, cp, rng, monkey
     the whole products' result bit for bit, fused and term-plane final passes alike."""
     from emublas.backends.ozaki2 import gpu_engine, kernels_gpu
 
-    n, k = 150, 90
-    dtype = np.complex128 if routine in ("gemm", "herk") else np.float64
-    a = cp.asarray(_wide(rng, (n, k), dtype))
-    b = cp.asarray(_wide(rng, (k, n) if routine == "gemm" else (n, k), dtype))
-    c = cp.asarray(randn(rng, (n, n), dtype))
-    fn = getattr(emublas, routine)
-    args = (0.5, a, b) if routine in ("gemm", "syr2k") else (0.5, a)
-    kw = {} if routine == "gemm" else {"lower": 1}
+    run = _square_call(emublas, cp, rng, routine)
     monkeypatch.setattr(kernels_gpu, "PRODUCTS", path)
     monkeypatch.setattr(kernels_gpu, "SPLIT_MIN_VOLUME", 1)
     for fused in (True, False):
         monkeypatch.setattr(gpu_engine, "FUSED_FINAL", fused)
         monkeypatch.setattr(kernels_gpu, "PRODUCT_COLS", 0)
-        whole = fn(*args, 0.25, c.copy(), **kw, backend="ozaki2", graphs="off")
+        whole = run()
         monkeypatch.setattr(kernels_gpu, "PRODUCT_COLS", 48)
-        blocked = fn(*args, 0.25, c.copy(), **kw, backend="ozaki2", graphs="off")
+        blocked = run()
         cp.testing.assert_array_equal(blocked, whole)
 
 
