@@ -22,6 +22,7 @@ __all__ = [
     "env_unset",
     "env_probe",
     "env_decode",
+    "env_reader",
 ]
 
 
@@ -220,6 +221,11 @@ def env_value(var: str, parse: Callable[[Any], Any], default: Any) -> Any:
         The value does not parse; the message names the variable and the valid values.
     """
     (text,) = env_texts((var,))
+    return _parsed(var, text, parse, default)
+
+
+def _parsed(var: str, text: str | None, parse: Callable[[Any], Any], default: Any) -> Any:
+    """:func:`env_value` of a text already read."""
     if text is None or text.strip() == "":
         return default
     try:
@@ -228,6 +234,43 @@ def env_value(var: str, parse: Callable[[Any], Any], default: Any) -> Any:
         valid = getattr(parse, "valid", "")
         hint = f"; valid values: {valid}" if valid else ""
         raise ValueError(f"environment variable {var}={text!r}: {exc}{hint}") from None
+
+
+def env_reader(var: str, parse: Callable[[Any], Any], default: Any) -> Callable[[], Any]:
+    """A reader, of no arguments, of :func:`env_value` ``(var, parse, default)``, read now.
+
+    For a variable looked at on every call: each call reads the variable (one C call on POSIX
+    CPython) and parses a value only the first time it is seen, so a change applies at once
+    and a bad value raises every time, as :func:`env_value` does.
+
+    Parameters
+    ----------
+    var : str
+        The variable's name.
+    parse : callable
+        A parser such as :func:`int_range` or :func:`boolean`.
+    default : object
+        The value when the variable is unset or blank.
+
+    Returns
+    -------
+    callable
+        ``read() -> object``.
+    """
+    probe = env_probe(var)
+    parsed: dict[object, Any] = {}
+    missing = object()
+
+    def read() -> Any:
+        token = probe()
+        value = parsed.get(token, missing)
+        if value is missing:
+            value = _parsed(var, env_decode(token), parse, default)  # a bad value raises, naming var
+            if len(parsed) < 64:  # a program sets few values
+                parsed[token] = value
+        return value
+
+    return read
 
 
 def env_flag(var: str, default: bool = False) -> bool:

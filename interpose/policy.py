@@ -77,9 +77,12 @@ def min_dim() -> int:
     ValueError
         When the variable is not a non-negative integer (the message names it).
     """
-    from emublas.backends.base import env_int
+    read = _READERS.get(ENV_MIN_DIM)
+    if read is None:
+        from emublas.backends.base import env_reader, int_range
 
-    return env_int(ENV_MIN_DIM, DEFAULT_MIN_DIM, 0, 2**62)
+        read = _READERS[ENV_MIN_DIM] = env_reader(ENV_MIN_DIM, int_range(0, 2**62), DEFAULT_MIN_DIM)
+    return read()
 
 
 def verbose() -> bool:
@@ -95,9 +98,17 @@ def verbose() -> bool:
     ValueError
         When the variable is not a boolean (the message names it and the valid values).
     """
-    from emublas.backends.base import env_flag
+    read = _READERS.get(ENV_VERBOSE)
+    if read is None:
+        from emublas.backends.base import boolean, env_reader
 
-    return env_flag(ENV_VERBOSE)
+        read = _READERS[ENV_VERBOSE] = env_reader(ENV_VERBOSE, boolean, False)
+    return read()
+
+
+# Readers of the shim's variables, made on first use (importing interpose stays light): each
+# call reads its variable and parses a value only the first time it is seen.
+_READERS: dict[str, Any] = {}
 
 
 def selection(device: str = "cpu") -> tuple[str, dict, bool]:
@@ -120,7 +131,7 @@ def selection(device: str = "cpu") -> tuple[str, dict, bool]:
     from emublas import config
 
     backend, opts = config.resolve(None, None)
-    return backend.name, opts, backend.device_readiness(device)[0]
+    return backend.name, opts, backend.ready(device)
 
 
 def prepare(device: str = "cpu") -> None:

@@ -244,7 +244,7 @@ def test_env_parsers_live_below_backends_and_kernels():
     from emublas import _env
     from emublas.backends import base
 
-    for name in ("int_range", "boolean", "env_value", "env_flag", "env_int"):
+    for name in ("int_range", "boolean", "env_value", "env_flag", "env_int", "env_reader"):
         assert getattr(base, name) is getattr(_env, name)  # the old public names still work
     path = pathlib.Path(emublas.__file__).parent / "_kernels" / "cpu.py"
     tree = ast.parse(path.read_text())
@@ -253,6 +253,41 @@ def test_env_parsers_live_below_backends_and_kernels():
     assert "_env" in mods and not [m for m in mods if "backends" in m]  # no import up the layers
     src = (pathlib.Path(emublas.__file__).parent / "_env.py").read_text()
     assert "from ." not in src and "import emublas" not in src
+
+
+def test_env_reader_follows_the_variable_and_raises_on_every_bad_read(monkeypatch):
+    """A reader parses each value once, yet sees a change at once and a bad value every time."""
+    from emublas.backends.base import env_reader
+
+    var = "EMUBLAS_TEST_READER"
+    monkeypatch.delenv(var, raising=False)
+    read = env_reader(var, int_range(0, 9), 4)
+    assert read() == 4
+    for text, want in (("7", 7), ("", 4), (" 3 ", 3), ("7", 7)):
+        monkeypatch.setenv(var, text)
+        assert read() == want
+    monkeypatch.setenv(var, "12")
+    for _ in range(2):  # not cached as a value: the second read raises too
+        with pytest.raises(ValueError, match=f"environment variable {var}='12'.*0, 9"):
+            read()
+    monkeypatch.delenv(var)
+    assert read() == 4
+
+
+@pytest.mark.parametrize("name", backends.names())
+def test_ready_is_the_readiness_verdict(name):
+    be = backends.get(name)
+    assert be.ready("cpu") is bool(be.device_readiness("cpu")[0])
+
+
+def test_auto_is_not_ready_with_a_bad_cost_table(monkeypatch, tmp_path):
+    from emublas.backends.auto import tables
+
+    bad = tmp_path / "t.json"
+    bad.write_text("{not json")
+    monkeypatch.setenv(tables.ENV_TABLE, str(bad))
+    auto = backends.get("auto")
+    assert auto.device_readiness("cpu")[0] is False and auto.ready("cpu") is False
 
 
 @pytest.fixture

@@ -51,7 +51,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 # the value parsers and environment readers live in the lowest layer (the kernels read them too)
-from .._env import boolean, env_flag, env_int, env_value, int_range
+from .._env import boolean, env_flag, env_int, env_reader, env_value, int_range
 from .options import Grid, Option, choice, device_list
 
 __all__ = [
@@ -64,6 +64,7 @@ __all__ = [
     "env_value",
     "env_flag",
     "env_int",
+    "env_reader",
     "split_nonfinite",
 ]
 
@@ -183,6 +184,21 @@ class Backend:
         ok, detail = self.device_readiness(device)
         if not ok:
             raise BackendUnavailableError(f"backend {self.name!r} cannot run on the {device.upper()} here: {detail}")
+
+    def ready(self, device: str) -> bool:
+        """Whether the backend can run on ``device`` now: :meth:`device_readiness`'s verdict,
+        without its detail (backends whose detail costs more than the verdict override this).
+
+        Parameters
+        ----------
+        device : {"cpu", "gpu"}
+            The device a call would run on.
+
+        Returns
+        -------
+        bool
+        """
+        return self.device_readiness(device)[0]
 
     # -- reports ---------------------------------------------------------------
     def last_run(self) -> dict | None:

@@ -191,6 +191,16 @@ class AutoBackend(Backend):
                 ok, detail = False, str(exc)
         return ok, detail
 
+    def ready(self, device: str) -> bool:
+        # device_readiness's verdict without formatting its detail (the interpose shim asks per call)
+        if not _native().ready(device):
+            return False
+        try:
+            self.table(device)
+        except ValueError:
+            return False
+        return True
+
     def check(self, device: str) -> None:
         if device != "cpu":  # native's CPU BLAS is scipy's, a hard dependency: it checks nothing there
             _native().check(device)

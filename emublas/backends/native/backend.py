@@ -194,6 +194,9 @@ class NativeBackend(Backend):
         except Exception as exc:  # ImportError, CUDA driver errors: report, don't fail
             return (False, f"cupy/GPU not usable: {type(exc).__name__}: {exc}".splitlines()[0])
 
+    def ready(self, device: str) -> bool:
+        return device == "cpu" or self.device_readiness(device)[0]  # scipy is a hard dependency
+
     def check(self, device: str) -> None:
         if device == "cpu" or self._gpu_checked:
             return  # scipy is a hard dependency; a process's GPUs stay usable once they were
