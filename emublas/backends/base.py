@@ -186,18 +186,9 @@ class Backend:
             raise BackendUnavailableError(f"backend {self.name!r} cannot run on the {device.upper()} here: {detail}")
 
     def ready(self, device: str) -> bool:
-        """Whether the backend can run on ``device`` now: :meth:`device_readiness`'s verdict,
-        without its detail (backends whose detail costs more than the verdict override this).
-
-        Parameters
-        ----------
-        device : {"cpu", "gpu"}
-            The device a call would run on.
-
-        Returns
-        -------
-        bool
-        """
+        """Whether the backend can run on ``device`` (``"cpu"`` or ``"gpu"``) now:
+        :meth:`device_readiness`'s verdict without its detail, which some backends cost
+        more to format than to decide (they override this; the shim asks on every call)."""
         return self.device_readiness(device)[0]
 
     # -- reports ---------------------------------------------------------------
