@@ -186,9 +186,20 @@ class Backend:
             raise BackendUnavailableError(f"backend {self.name!r} cannot run on the {device.upper()} here: {detail}")
 
     def ready(self, device: str) -> bool:
-        """Whether the backend can run on ``device`` (``"cpu"`` or ``"gpu"``) now:
-        :meth:`device_readiness`'s verdict without its detail, which some backends cost
-        more to format than to decide (they override this; the shim asks on every call)."""
+        """:meth:`device_readiness`'s verdict without its detail (the shim asks on every call).
+
+        Backends whose detail costs more to format than the verdict to decide override this.
+
+        Parameters
+        ----------
+        device : {"cpu", "gpu"}
+            The device of the call.
+
+        Returns
+        -------
+        bool
+            Whether the backend can run there now.
+        """
         return self.device_readiness(device)[0]
 
     # -- reports ---------------------------------------------------------------
