@@ -307,6 +307,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split-cols", type=int, nargs="*", default=[], help="column-block widths W to time")
     ap.add_argument("--split-rows", type=int, nargs="*", default=[], help="row-block heights W to time")
     ap.add_argument("--no-batched", action="store_true", help="leave out the strided-batched variants")
+    ap.add_argument(
+        "--commit",
+        default=None,
+        help="the commit measured (default: git rev-parse beside the script, which names the enclosing"
+        " checkout's HEAD when the script runs from a git archive unpacked inside it)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
@@ -324,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     device = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
     meta = {
         "script": "bench_int8_products_gpu.py",
-        "commit": commit(),
+        "commit": args.commit or commit(),
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "device": device,
         "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(),
