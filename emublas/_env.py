@@ -23,6 +23,7 @@ __all__ = [
     "env_probe",
     "env_decode",
     "env_reader",
+    "env_converter",
 ]
 
 
@@ -239,9 +240,7 @@ def _parsed(var: str, text: str | None, parse: Callable[[Any], Any], default: An
 def env_reader(var: str, parse: Callable[[Any], Any], default: Any) -> Callable[[], Any]:
     """A reader, of no arguments, of :func:`env_value` ``(var, parse, default)``, read now.
 
-    For a variable looked at on every call: each call reads the variable (one C call on POSIX
-    CPython) and parses a value only the first time it is seen, so a change applies at once
-    and a bad value raises every time, as :func:`env_value` does.
+    For a variable looked at on every call (see :func:`env_converter`).
 
     Parameters
     ----------
@@ -257,17 +256,40 @@ def env_reader(var: str, parse: Callable[[Any], Any], default: Any) -> Callable[
     callable
         ``read() -> object``.
     """
+    return env_converter(var, lambda text: _parsed(var, text, parse, default))
+
+
+def env_converter(var: str, convert: Callable[[str | None], Any]) -> Callable[[], Any]:
+    """A reader, of no arguments, of ``convert(text)`` for environment variable ``var``'s text.
+
+    Each call reads the variable (one C call on POSIX CPython) and converts a text only the
+    first time it is seen, so a change applies at once; a text whose conversion raises is not
+    kept, so it raises on every read.
+
+    Parameters
+    ----------
+    var : str
+        The variable's name.
+    convert : callable
+        ``convert(text) -> value``, text None when the variable is unset; it raises for a bad
+        value, naming the variable.
+
+    Returns
+    -------
+    callable
+        ``read() -> object``.
+    """
     probe = env_probe(var)
-    parsed: dict[object, Any] = {}
+    converted: dict[object, Any] = {}
     missing = object()
 
     def read() -> Any:
         token = probe()
-        value = parsed.get(token, missing)
+        value = converted.get(token, missing)
         if value is missing:
-            value = _parsed(var, env_decode(token), parse, default)  # a bad value raises, naming var
-            if len(parsed) < 64:  # a program sets few values
-                parsed[token] = value
+            value = convert(env_decode(token))
+            if len(converted) < 64:  # a program sets few values
+                converted[token] = value
         return value
 
     return read

@@ -29,7 +29,7 @@ from types import MappingProxyType
 from typing import Any
 
 from . import backends as _registry
-from ._env import env_decode, env_probe, env_texts, env_unset
+from ._env import env_converter, env_texts, env_unset
 from .backends.base import Backend
 
 __all__ = ["Selection", "set_backend", "use", "get_backend", "process_selection", "resolve"]
@@ -234,28 +234,20 @@ def get_backend() -> Selection:
     return chosen if chosen is not None else _environment_selection()
 
 
-def _environment_selection() -> Selection:
-    """``EMUBLAS_BACKEND``'s selection (read now), else the default's."""
-    token = _read_backend_var()
-    hit = _ENV_SELECTION.get(token)
-    if hit is not None:
-        return hit
-    name = (env_decode(token) or "").strip()
-    if name:
-        try:
-            backend = _registry.get(name)
-        except ValueError as exc:
-            raise ValueError(f"environment variable {ENV_BACKEND}: {exc}") from None
-        selection = Selection(backend.name, MappingProxyType({}), "environment")
-    else:
-        selection = Selection(DEFAULT_BACKEND, MappingProxyType({}), "default")
-    if len(_ENV_SELECTION) < _ENV_PARSED_MAX:
-        _ENV_SELECTION[token] = selection  # Selection is frozen: one object per value serves every call
-    return selection
+def _selection_of(text: str | None) -> Selection:
+    """The selection ``EMUBLAS_BACKEND`` = ``text`` makes (None or blank: the default's)."""
+    name = (text or "").strip()
+    if not name:
+        return Selection(DEFAULT_BACKEND, MappingProxyType({}), "default")
+    try:
+        backend = _registry.get(name)
+    except ValueError as exc:
+        raise ValueError(f"environment variable {ENV_BACKEND}: {exc}") from None
+    return Selection(backend.name, MappingProxyType({}), "environment")
 
 
-_read_backend_var = env_probe(ENV_BACKEND)
-_ENV_SELECTION: dict[object, Selection] = {}  # by the variable's token (env_probe)
+# EMUBLAS_BACKEND's selection, read now; Selection is frozen: one object per value serves every call
+_environment_selection = env_converter(ENV_BACKEND, _selection_of)
 
 
 def resolve(backend: str | None = None, options: Mapping[str, Any] | None = None) -> tuple[Backend, dict[str, Any]]:
