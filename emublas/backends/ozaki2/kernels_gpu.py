@@ -403,10 +403,10 @@ def gemm_tn(a_ptr: int, b_ptr: int, m: int, n: int, k: int, lda: int, ldb: int, 
 
     c_ptr = c.data.ptr + 4 * c_offset
     stream = cupy.cuda.get_current_stream().ptr
-    w = PRODUCT_COLS if PRODUCT_COLS and n > PRODUCT_COLS and m * n * k >= SPLIT_MIN_VOLUME else max(n, 1)
+    w = PRODUCT_COLS if PRODUCT_COLS and n > PRODUCT_COLS and m * n * k >= SPLIT_MIN_VOLUME else n
     # blocks go through gemmEx under "auto": as fast as the timed cuBLASLt choice, and the
     # same kernel every run (the timed choice varied between processes)
-    lt = PRODUCTS == "lt" or (PRODUCTS == "auto" and m * n * k >= LT_MIN_VOLUME and w >= n)
+    lt = PRODUCTS == "lt" or (PRODUCTS == "auto" and m * n * k >= LT_MIN_VOLUME and w == n)
     for lo in range(0, n, w):  # integer products: the blocks' results are the whole product's, bit for bit
         _gemm_tn(lt, stream, a_ptr, b_ptr + lo * ldb, m, min(w, n - lo), k, lda, ldb, c_ptr + 4 * lo * ldc, ldc)
 
