@@ -122,6 +122,16 @@ def last_run() -> dict | None:
     return model.decide(table, routine, prefix, m, n, k, accuracy=accuracy, bits=bits, usable=usable).as_dict()
 
 
+def _deliver(hit: tuple) -> tuple:
+    """What every call of a cached decision does: its record becomes this thread's last (the
+    call's facts; :func:`last_run` turns them into the decision when asked), and its warning,
+    if any, is raised at the caller's line."""
+    _last.call = hit[4]
+    if hit[5]:
+        _callers.warn(hit[5], UserWarning)
+    return hit
+
+
 def _device(c) -> str:
     """The device an array computes on."""
     return "gpu" if is_cupy(c) else "cpu"
@@ -302,10 +312,7 @@ class AutoBackend(Backend):
     def _choose(self, routine: str, c, m: int, n: int, k: int, opts: dict) -> tuple:
         """The cached decision of a call: ``(time, table, backend, options, record, warning,
         (backend, name, options))``, the last being what :meth:`route` returns."""
-        hit = self._cached(routine, _PREFIX_OF_CHAR[c.dtype.char], _device(c), m, n, k, opts)
-        if hit[5]:
-            _callers.warn(hit[5], UserWarning)
-        return hit
+        return self._cached(routine, _PREFIX_OF_CHAR[c.dtype.char], _device(c), m, n, k, opts)
 
     def choice(self, routine: str, prefix: str, m: int, n: int, k: int, device: str, opts: dict) -> str:
         """The backend a call of this shape goes to, as the call itself would decide it (the same
@@ -332,14 +339,10 @@ class AutoBackend(Backend):
         str
             The chosen backend's name.
         """
-        hit = self._cached(routine, prefix, device, m, n, k, opts)
-        if hit[5]:
-            _callers.warn(hit[5], UserWarning)
-        return hit[2].name
+        return self._cached(routine, prefix, device, m, n, k, opts)[2].name
 
     def _cached(self, routine, prefix, device, m, n, k, opts) -> tuple:
-        """The decision of a call shape (see :meth:`_choose`), cached; the call's record made
-        the last of this thread.  The callers warn (each at its own depth)."""
+        """The decision of a call shape (see :meth:`_choose`), cached, delivered (:func:`_deliver`)."""
         seen = self._opts_key  # one read: another thread may replace it meanwhile
         if seen[0] is opts and device == "cpu":
             key = (routine, prefix, m, n, k, seen[1])
@@ -350,9 +353,7 @@ class AutoBackend(Backend):
         # a decision younger than RECHECK_S was made with the table in use now: no table lookup
         if hit is None or now - hit[0] >= tables.RECHECK_S:
             hit = self._refresh(key, hit, now)
-        # the record is the call's facts; last_run() turns them into the decision when asked
-        _last.call = hit[4]
-        return hit
+        return _deliver(hit)
 
     def _options_key(self, opts: dict, device: str) -> tuple:
         """``(accuracy, bits, table, device)``: the decision key's tail, kept with the options
@@ -439,9 +440,7 @@ class AutoBackend(Backend):
             if on_cpu:
                 self._last_route = (opts, call, hit)  # holds opts alive: its id stays its own
         else:
-            _last.call = hit[4]  # as _cached does
-        if hit[5]:
-            _callers.warn(hit[5], UserWarning)
+            _deliver(hit)
         return hit[6]  # its options dict: callers only read it
 
     # -- compute ---------------------------------------------------------------
