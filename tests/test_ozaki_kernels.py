@@ -38,18 +38,19 @@ ROOTS = [TWO_M_ROOTS[m] for m in TWO_M_MODULI]
 
 
 @contextlib.contextmanager
-def forced_generic(flag: bool):
+def forced_generic(flag: bool | int):
+    """flag: 1 (True) the portable C path, 2 the AVX2 path (portable C without AVX2), 0 run-time dispatch."""
     _, lib = cpu.require()
-    old = lib.emublas_oz_force_generic(1 if flag else 0)
+    old = lib.emublas_oz_force_generic(int(flag))
     try:
         yield
     finally:
         lib.emublas_oz_force_generic(old)
 
 
-@pytest.fixture(params=["auto", "generic"])
+@pytest.fixture(params=["auto", "avx2", "generic"])
 def impl(request):
-    with forced_generic(request.param == "generic"):
+    with forced_generic({"auto": 0, "avx2": 2, "generic": 1}[request.param]):
         yield request.param
 
 

@@ -292,11 +292,13 @@ int emublas_oz_run_products(const emublas_oz_schedule *S, int64_t mx, int64_t my
  * schedule, output size and requested group (-1: bad schedule or sizes). */
 int64_t emublas_oz_run_scratch(const emublas_oz_schedule *S, int64_t mx, int64_t my, int group);
 
-/* "avx512" or "generic": the implementation the emublas_oz_* kernels use. */
+/* "avx512", "avx2" or "generic": the implementation the emublas_oz_* kernels use. */
 const char *emublas_oz_kernel_name(void);
 
 /* For tests: flag 1 forces the portable C path of the emublas_oz_* kernels,
- * 0 restores run-time dispatch, -1 only queries.  Returns the previous flag. */
+ * 2 the AVX2 path where the CPU has AVX2+FMA (the portable one elsewhere),
+ * 0 restores run-time dispatch, -1 only queries.  Returns the previous flag.
+ * Every path gives bit-identical results. */
 int emublas_oz_force_generic(int flag);
 
 /* Ozaki-II scaling pass (ozaki_scale.c).  Xr/Xi: real and imaginary parts

@@ -37,6 +37,7 @@
 #if EMUBLAS_X86
 #include <immintrin.h>
 #define OZ_TARGET __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw")))
+#define OZ_TARGET2 __attribute__((target("avx2,fma")))
 #endif
 
 #define OZ_PAR_MIN (1 << 17) /* element-planes below which one thread runs */
@@ -48,6 +49,10 @@
 /* Whether the AVX-512 path runs: the CPU has it and emublas_oz_force_generic
  * has not switched it off. */
 EMUBLAS_HIDDEN int oz_simd(void);
+
+/* Whether the AVX2 path runs: the AVX-512 one does not, the CPU has AVX2+FMA
+ * and emublas_oz_force_generic has not forced the portable C path. */
+EMUBLAS_HIDDEN int oz_avx2(void);
 
 /* Threads for a pass of the given work (element-planes): nthreads (<= 0: all
  * CPUs), at most EMUBLAS_MAX_THREADS, one below OZ_PAR_MIN. */
@@ -110,6 +115,13 @@ OZ_TARGET OZ_INLINE __m512d vred(__m512d t, __m512d m, __m512d inv, __m512d bias
 {
     __m512d q = _mm512_roundscale_pd(_mm512_fmadd_pd(t, inv, bias), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     return _mm512_fnmadd_pd(q, m, t);
+}
+
+/* red_small on 4 lanes. */
+OZ_TARGET2 OZ_INLINE __m256d vred4(__m256d t, __m256d m, __m256d inv, __m256d bias)
+{
+    __m256d q = _mm256_round_pd(_mm256_fmadd_pd(t, inv, bias), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return _mm256_fnmadd_pd(q, m, t);
 }
 #endif
 

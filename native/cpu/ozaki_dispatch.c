@@ -1,6 +1,6 @@
 /*
- * ozaki_dispatch.c -- the Ozaki-II passes' choice of SIMD path (AVX-512 or
- * portable C, with a switch for tests) and their split of work over threads.
+ * ozaki_dispatch.c -- the Ozaki-II passes' choice of SIMD path (AVX-512, AVX2
+ * or portable C, with a switch for tests) and their split of work over threads.
  */
 #pragma GCC optimize("fp-contract=off") /* see ozaki.h */
 
@@ -14,7 +14,7 @@ int emublas_oz_force_generic(int flag)
 {
     int old = __atomic_load_n(&oz_generic_forced, __ATOMIC_RELAXED);
     if (flag >= 0)
-        __atomic_store_n(&oz_generic_forced, flag ? 1 : 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&oz_generic_forced, flag == 2 ? 2 : flag ? 1 : 0, __ATOMIC_RELAXED);
     return old;
 }
 
@@ -28,7 +28,17 @@ int oz_simd(void)
 #endif
 }
 
-const char *emublas_oz_kernel_name(void) { return oz_simd() ? "avx512" : "generic"; }
+int oz_avx2(void)
+{
+#if EMUBLAS_X86
+    return (emublas__cpu_features() & EMUBLAS__CPU_AVX2_FMA) && !oz_simd() &&
+           __atomic_load_n(&oz_generic_forced, __ATOMIC_RELAXED) != 1;
+#else
+    return 0;
+#endif
+}
+
+const char *emublas_oz_kernel_name(void) { return oz_simd() ? "avx512" : oz_avx2() ? "avx2" : "generic"; }
 
 int oz_threads(int nthreads, double work)
 {
