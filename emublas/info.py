@@ -38,6 +38,12 @@ def _extension() -> dict[str, Any]:
     if built:
         out["features"] = cpu.features()
         out["threads"] = cpu.default_threads()
+        # what runs here, by name: "SIMD used" alone hid that AVX2-only hosts get AVX2 kernels
+        mod = cpu.load()
+        out["kernels"] = {
+            "int8_gemm": cpu.kernel_name(),
+            "ozaki2_passes": mod.ffi.string(mod.lib.emublas_oz_kernel_name()).decode() if mod else "none",
+        }
     else:
         out["error"] = cpu.load_error()
     return out
@@ -166,8 +172,12 @@ def format_info(report: dict[str, Any] | None = None) -> str:
         f"CPU: {r['cpu']['model']}",
     ]
     if ext["built"]:
-        feats = ", ".join(k for k, v in ext["features"].items() if v) or "portable C only"
-        lines.append(f"  C extension: built; SIMD used: {feats}; threads: {ext['threads']}")
+        feats = ", ".join(k for k, v in ext["features"].items() if v) or "no AVX-512 or AMX"
+        kern = ext["kernels"]
+        lines.append(
+            f"  C extension: built; SIMD used: {feats}; threads: {ext['threads']};"
+            f" kernels: int8 GEMM {kern['int8_gemm']}, ozaki2 passes {kern['ozaki2_passes']}"
+        )
     else:
         lines.append(f"  C extension: NOT built ({ext['error']})")
     g = r["gpu"]

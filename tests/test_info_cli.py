@@ -16,6 +16,11 @@ def test_info_reports_everything(monkeypatch):
     assert r["version"] == emublas.__version__
     assert r["cpu"]["extension"]["built"] is True, r["cpu"]["extension"]
     assert set(r["cpu"]["extension"]["features"]) >= {"avx512_vnni", "avx512_vpopcntdq"}
+    from emublas._kernels import cpu
+
+    kern = r["cpu"]["extension"]["kernels"]
+    assert kern["int8_gemm"] == cpu.kernel_name()
+    assert kern["ozaki2_passes"] in ("avx512", "avx2", "generic")
     assert r["backends"]["native"]["cpu"]["usable"] is True
     assert "usable" in r["backends"]["native"]["gpu"]
     assert r["selection"] == {"backend": "native", "options": {}, "source": "default"}
