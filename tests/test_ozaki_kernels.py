@@ -854,6 +854,161 @@ def test_crt_large_threads_and_paths_agree(rng):
             np.testing.assert_array_equal(a, b)
 
 
+PATHS = (1, 2, 0)  # portable C, AVX2, run-time dispatch (AVX-512 where the CPU has it)
+
+
+def same_bits(a: np.ndarray, b: np.ndarray) -> None:
+    """a and b bit for bit, NaNs only where both have one (their payloads may differ)."""
+    assert a.dtype == b.dtype and a.shape == b.shape
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    if a.dtype.kind == "c":
+        a, b = a.view(a.real.dtype), b.view(b.real.dtype)
+    nan = np.isnan(a)
+    np.testing.assert_array_equal(nan, np.isnan(b))
+    u = np.uint32 if a.dtype == np.float32 else np.uint64
+    np.testing.assert_array_equal(a[~nan].view(u), b[~nan].view(u))
+
+
+def _small_acc(ms, crt, pyrng, m, n, uplo=0):
+    """Accumulators of integers of every size up to P/2 (zeros among them)."""
+    C = [[pyrng.randint(-bound_of(ms), bound_of(ms)) >> pyrng.randint(0, 140) for _ in range(n)] for _ in range(m)]
+    X = [np.array([[random_reps(pyrng, c, mod) for c in row] for row in C], np.int32, order="F") for mod in ms.moduli]
+    return crt_run(ms, X, uplo=uplo, crt=crt)[0]
+
+
+@pytest.mark.parametrize("uplo", [0, 1, 2])
+def test_crt_accumulate_paths_bit_identical(rng, uplo):
+    """The same accumulators on every path: rows off the vector width, both layouts of
+    X1, a transposed X2 (the rank-k updates), a strided X2, first or carried."""
+    ms = real_set(16)
+    crt = crt_split(ms, 6)
+    for m, n in ((1, 1), (3, 5), (6, 6), (13, 11), (37, 9), (70, 70)):
+        X1 = rng.integers(-(2**31), 2**31, size=(m, n), dtype=np.int64).astype(np.int32)
+        wide = rng.integers(-(2**31), 2**31, size=(m, 2 * n), dtype=np.int64).astype(np.int32)
+        start = np.asfortranarray(np.einsum("ij,s->ijs", rng.integers(-99, 99, (m, n)), crt.weights[5]))
+        runs = []
+        for flag in PATHS:
+            with forced_generic(flag):
+                for threads in (1, 2):
+                    acc = start.copy(order="F")
+                    terms = [(np.asfortranarray(X1), {}), (X1, {}), (X1, {"x2": wide[:, ::2], "w2": -3})]
+                    if m == n:
+                        terms.append((np.asfortranarray(X1), {"x2": np.asfortranarray(X1).T, "w2": 7}))
+                        terms.append((X1, {"x2": X1.T, "w2": -65535}))
+                    for l, (x, kw) in enumerate(terms):
+                        w = ms.weights[l] if l % 2 else 65535
+                        kernels_crt.oz_crt_accumulate(
+                            x, w, ms.moduli[l], crt.weights[l], acc, first=l == 1, uplo=uplo, threads=threads, **kw
+                        )
+                    runs.append(acc)
+        for acc in runs[1:]:
+            same_bits(acc, runs[0])
+        assert not np.array_equal(runs[0], start)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("uplo", [0, 1])
+def test_crt_finalize_paths_bit_identical(seed, dtype, uplo):
+    """The same output on every path: contiguous and strided out, alpha/beta (beta 0 with
+    NaN in out, beta 1, complex beta), Inf/NaN in c, shifts whose 2^-shift is normal,
+    subnormal or out of range (subnormal, zero and infinite results), rows off the
+    vector width."""
+    ms = real_set(12)
+    crt = crt_split(ms, len(ms))
+    pyrng = random.Random(seed)
+    rng = np.random.default_rng(seed)
+    cplx = np.dtype(dtype).kind == "c"
+    m, n = 23, 26
+    re = _small_acc(ms, crt, pyrng, m, n, uplo)
+    im = _small_acc(ms, crt, pyrng, m, n, uplo) if cplx else None
+    rsh = rng.integers(-40, 40, m).astype(np.int32)
+    rsh[:4] = [1100, -1090, 2**31 - 1, -(2**31)]  # 2^-shift out of range, extremes clamped
+    rsh[4:8], rsh[8:12] = 1000, 100  # whole vectors of small powers: subnormal float64, float32
+    csh = rng.integers(-40, 40, n).astype(np.int32)
+    csh[:6] = [20, 60, -(2**31), 0, 10, 20]
+    c = rng.standard_normal((m, n)) * 1e3 + (1j * rng.standard_normal((m, n)) if cplx else 0)
+    c[1, 2], c[4, 3], c[7, 7] = np.inf, np.nan, -np.inf
+    c = c.astype(dtype)
+    ab = [(0.75, 0.0), (-1.5, 1.0), (2.0**-60, 0.5), (2.0**-60, 0.0)]
+    if cplx:
+        ab += [(0.5 - 0.25j, 1.0), (1 + 2j, -0.5 + 0.75j), (2 - 1j, 0.0)]
+    seen_sub = False
+    for alpha, beta in ab:
+        outs = []
+        for flag in PATHS:
+            with forced_generic(flag):
+                for layout in ("F", "strided"):
+                    base = np.full((m + 3, 2 * n + 1), np.nan, dtype)
+                    out = np.asfortranarray(base[:m, :n]) if layout == "F" else base[2 : 2 + m, ::2][:, :n]
+                    out[...] = c if beta != 0 else np.nan
+                    kernels_crt.oz_crt_finalize(re, crt.consts, rsh, csh, out, im=im, alpha=alpha, beta=beta, uplo=uplo)
+                    outs.append(out.copy())
+        for o in outs[1:]:
+            same_bits(o, outs[0])
+        v = np.ascontiguousarray(outs[0]).view(outs[0].real.dtype)
+        seen_sub |= bool(((v != 0) & (np.abs(v) < np.finfo(v.dtype).tiny)).any())
+    assert seen_sub
+
+
+@pytest.mark.parametrize("cplx", [False, True])
+@pytest.mark.parametrize("fix", [False, True])
+def test_crt_finalize_certificate_paths_bit_identical(seed, cplx, fix):
+    """Every verdict of the certificate on every path: NaN/Inf rows and columns (error
+    +inf: recomputed from the factors), all-zero ones (-inf), W = 0, the size bound and
+    the W bound deciding (also with an infinite weight sum), entries rejected and
+    deferred, recomputed as dot products or (fix off) counted only; the same outputs and
+    the same count of uncertified entries."""
+    ms = real_set(12)
+    crt = crt_split(ms, len(ms))
+    pyrng = random.Random(seed)
+    rng = np.random.default_rng(seed)
+    m, n, k = 43, 38, 9
+    re = _small_acc(ms, crt, pyrng, m, n)
+    im = _small_acc(ms, crt, pyrng, m, n) if cplx else None
+    dt = np.complex128 if cplx else np.float64
+    L = (rng.standard_normal((m, k)) + (1j * rng.standard_normal((m, k)) if cplx else 0)).astype(dt)
+    R = (rng.standard_normal((n, k)) + (1j * rng.standard_normal((n, k)) if cplx else 0)).astype(dt)
+    row_err = rng.uniform(0, 100, m)
+    col_err = rng.uniform(0, 100, n)
+    row_err[[2, 9]], col_err[[4]] = np.inf, np.inf
+    row_err[[5, 6]], col_err[[7, 8]] = -np.inf, -np.inf
+    L[2, 3] = np.nan
+    L[9, 0] = np.inf
+    R[4, 1] = np.nan
+    W = rng.integers(0, 5000, (m, n)).astype(np.int32)
+    W[rng.random((m, n)) < 0.2] = 0
+    row_wsum, col_wsum = rng.uniform(0, 2000, m), rng.uniform(0, 2000, n)
+    row_wsum[11] = -np.inf  # d = +inf: the W bound from cert_ok's own steps
+    cert = dict(
+        row_err=row_err, col_err=col_err, crt_err=30.0, target=-25.0, W=np.asfortranarray(W),
+        row_wsum=row_wsum, col_wsum=col_wsum, row_budget=rng.integers(-20, 40, m).astype(np.int32),
+        col_budget=rng.integers(-20, 40, n).astype(np.int32), fix=fix, L=L, R=R,
+        conj_l=cplx, conj_r=False,
+    )  # fmt: skip
+    rsh = rng.integers(-5, 60, m).astype(np.int32)
+    csh = rng.integers(-5, 60, n).astype(np.int32)
+    c = (rng.standard_normal((m, n)) + (1j * rng.standard_normal((m, n)) if cplx else 0)).astype(dt)
+    alpha, beta = (0.5 - 1j, 0.25 + 0.5j) if cplx else (0.5, 0.25)
+    outs, counts = [], []
+    for flag in PATHS:
+        with forced_generic(flag):
+            for threads in (1, 2):
+                for w in (None, 0):  # with W and without
+                    cw = dict(cert, W=None) if w == 0 else dict(cert)
+                    out = np.asfortranarray(c.copy())
+                    kernels_crt.oz_crt_finalize(
+                        re, crt.consts, rsh, csh, out, im=im, alpha=alpha, beta=beta, cert=cw, threads=threads
+                    )
+                    outs.append(out)
+                    counts.append(cw["uncertified"])
+    for q, o in enumerate(outs):  # with W at even places, without at odd ones
+        same_bits(o, outs[q % 2])
+    assert counts[::2] == [counts[0]] * len(PATHS) * 2 and counts[1::2] == [counts[1]] * len(PATHS) * 2
+    assert 0 < counts[0] < m * n - 2 * n  # certified, rejected and dead entries all there
+    assert np.isnan(outs[0][2]).all() and np.isnan(outs[0][:, 4]).all()  # NaN row and column recomputed
+    assert np.isfinite(np.delete(outs[0][3], 4)).all()
+
+
 def test_accumulate_reduction_exact(rng, impl):
     """t = (w1 x1 + w2 x2) mod m, symmetric, for extreme int32 and weights: read back
     through pieces (1, -1/2, 2^-30), each accumulator t times its piece."""

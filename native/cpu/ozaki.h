@@ -137,6 +137,7 @@ typedef struct {
     double *acc;  /* three accumulator planes, plane apart */
     int64_t plane;
     int first, uplo, simd, nt;
+    int avx2; /* the AVX2 path (simd 0) */
 } acc_job;
 
 /* J for emublas_oz_crt_accumulate's arguments (checked by the caller). */
@@ -165,7 +166,8 @@ typedef struct {
  * the entries: for each entry the terms in order, each with the operations
  * of oz_acc_task, so the results equal running them one after the other;
  * the accumulators are read and written once.  Returns 0 (and does
- * nothing) where that path does not exist (no AVX-512, too many terms). */
+ * nothing) where that path does not exist (neither AVX-512 nor AVX2, too
+ * many terms). */
 EMUBLAS_HIDDEN int oz_acc_terms_task(int64_t m, int64_t n, int uplo, const acc_term *T, int nterm,
                                      double *const acc[2], int64_t plane, int tid, int nt);
 

@@ -2,7 +2,7 @@
  * ozaki_finalize.c -- the last pass of Ozaki scheme II: the CRT sum's
  * symmetric representative, unscaling, alpha/beta and the write-out, with the
  * per-entry accuracy certificate and its float64 fallback (emublas_cpu.h),
- * AVX-512 and portable C in one fixed operation order (see ozaki.h).  Entries the
+ * AVX-512, AVX2 and portable C in one fixed operation order (see ozaki.h).  Entries the
  * certificate sends to the fallback are recomputed after the pass, row by row.
  */
 #pragma GCC optimize("fp-contract=off") /* see ozaki.h */
@@ -20,7 +20,7 @@ typedef struct {
     emublas_oz_crt K;
     const int32_t *rsh, *csh;
     double ar, ai, br, bi;
-    int beta0, dtype, uplo, simd;
+    int beta0, dtype, uplo, simd, avx2; /* avx2: the AVX2 path (simd 0) */
     char *out;
     int64_t rso, cso;
     emublas_oz_cert *cert; /* NULL: no certificate */
@@ -257,27 +257,32 @@ OZ_INLINE void fin_combine(const fin_job *J, double vr, double vi, int e, double
     }
 }
 
+/* Entry (i, j) on the portable path (also the AVX2 path's last 1-3 rows of a column). */
+OZ_INLINE void fin_entry(fin_job *J, int tid, int64_t i, int64_t j)
+{
+    int64_t a = i + j * J->m, off = i * J->rso + j * J->cso;
+    int e = clamp_exp(-((int64_t)J->rsh[i] + (int64_t)J->csh[j]));
+    double vr = crt_rep(J, J->ra + a);
+    double vi = J->ia ? crt_rep(J, J->ia + a) : 0.0;
+    if (J->cert && !cert_ok(J->cert, i, j, vr, vi) && cert_reject(J->cert, i, j)) {
+        if (fix_defer(J, tid, i, j))
+            return;
+        cert_fail_now(J, i, j, &vr, &vi, &e);
+    }
+    double cr = 0, ci = 0, re, im;
+    if (!J->beta0)
+        fin_load_c(J, off, &cr, &ci);
+    fin_combine(J, vr, vi, e, cr, ci, &re, &im);
+    fin_store(J, off, re, im);
+}
+
 static void fin_cols_generic(fin_job *J, int tid, int64_t j0, int64_t j1)
 {
     for (int64_t j = j0; j < j1; j++) {
         int64_t i0, i1;
         row_range(J->m, J->uplo, j, &i0, &i1);
-        for (int64_t i = i0; i < i1; i++) {
-            int64_t a = i + j * J->m, off = i * J->rso + j * J->cso;
-            int e = clamp_exp(-((int64_t)J->rsh[i] + (int64_t)J->csh[j]));
-            double vr = crt_rep(J, J->ra + a);
-            double vi = J->ia ? crt_rep(J, J->ia + a) : 0.0;
-            if (J->cert && !cert_ok(J->cert, i, j, vr, vi) && cert_reject(J->cert, i, j)) {
-                if (fix_defer(J, tid, i, j))
-                    continue;
-                cert_fail_now(J, i, j, &vr, &vi, &e);
-            }
-            double cr = 0, ci = 0, re, im;
-            if (!J->beta0)
-                fin_load_c(J, off, &cr, &ci);
-            fin_combine(J, vr, vi, e, cr, ci, &re, &im);
-            fin_store(J, off, re, im);
-        }
+        for (int64_t i = i0; i < i1; i++)
+            fin_entry(J, tid, i, j);
     }
 }
 
@@ -456,6 +461,237 @@ OZ_TARGET static void fin_cols_simd(fin_job *J, int tid, int64_t j0, int64_t j1)
 }
 #endif
 
+#if EMUBLAS_X86
+/* ---- AVX2: fin_cols_simd's operations on 4 lanes, whole vectors only (a column's last
+ * 1-3 rows go through fin_entry).  What AVX2 lacks is rebuilt exactly: the exponent of
+ * getexp from the bits (normal numbers; anything else takes cert_ok), scalef as a product
+ * by 2^e (a single rounding, ldexp's result, where 2^e is a normal number; else ldexp). */
+
+OZ_TARGET2 OZ_INLINE __m256d vrnd4(__m256d z)
+{
+    return _mm256_round_pd(z, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+/* crt_rep on 4 lanes at p. */
+OZ_TARGET2 OZ_INLINE __m256d vcrt_rep4(const fin_job *J, const double *p)
+{
+    const emublas_oz_crt *K = &J->K;
+    __m256d s1 = _mm256_loadu_pd(p), s2 = _mm256_loadu_pd(p + J->plane), s3 = _mm256_loadu_pd(p + 2 * J->plane);
+    __m256d c = _mm256_mul_pd(vrnd4(_mm256_mul_pd(s3, _mm256_set1_pd(K->iu2))), _mm256_set1_pd(K->u2));
+    s2 = _mm256_add_pd(s2, c);
+    s3 = _mm256_sub_pd(s3, c);
+    c = _mm256_mul_pd(vrnd4(_mm256_mul_pd(s2, _mm256_set1_pd(K->iu1))), _mm256_set1_pd(K->u1));
+    s1 = _mm256_add_pd(s1, c);
+    s2 = _mm256_sub_pd(s2, c);
+    const __m256d Q = vrnd4(_mm256_mul_pd(s1, _mm256_set1_pd(K->Pinv)));
+    const __m256d d1 = _mm256_fnmadd_pd(Q, _mm256_set1_pd(K->P[0]), s1);
+    const __m256d d2 = _mm256_fnmadd_pd(Q, _mm256_set1_pd(K->P[1]), s2);
+    const __m256d d3 = _mm256_fnmadd_pd(Q, _mm256_set1_pd(K->P[2]), s3);
+    const __m256d s = _mm256_add_pd(d1, d2), z = _mm256_sub_pd(s, d1);
+    const __m256d e = _mm256_add_pd(_mm256_sub_pd(d1, _mm256_sub_pd(s, z)), _mm256_sub_pd(d2, z));
+    return _mm256_add_pd(s, _mm256_add_pd(e, d3));
+}
+
+/* floor_log2 of each lane, a positive normal number (other lanes: garbage). */
+OZ_TARGET2 OZ_INLINE __m256d vlog2_4(__m256d a)
+{
+    const __m256d two52 = _mm256_set1_pd(0x1p52); /* its low bits take the biased exponent */
+    const __m256i ex = _mm256_srli_epi64(_mm256_castpd_si256(a), 52);
+    const __m256d b = _mm256_castsi256_pd(_mm256_or_si256(ex, _mm256_castpd_si256(two52)));
+    return _mm256_sub_pd(b, _mm256_set1_pd(0x1p52 + 1023.0));
+}
+
+/* Lanes (bits) of positive numbers that are not normal: subnormal, Inf or NaN. */
+OZ_TARGET2 OZ_INLINE int vodd4(__m256d a)
+{
+    const __m256d sub = _mm256_and_pd(_mm256_cmp_pd(a, _mm256_set1_pd(DBL_MIN), _CMP_LT_OQ),
+                                      _mm256_cmp_pd(a, _mm256_setzero_pd(), _CMP_GT_OQ));
+    return _mm256_movemask_pd(_mm256_or_pd(sub, _mm256_cmp_pd(a, _mm256_set1_pd(DBL_MAX), _CMP_NLE_UQ)));
+}
+
+/* vcert_bad for 4 rows i.. of column j: the lanes (bits) NOT certified. */
+OZ_TARGET2 static int vcert_bad4(const emublas_oz_cert *C, int64_t i, int64_t j, __m256d cr, __m256d ci)
+{
+    const double ce = C->col_err[j];
+    if (ce == INFINITY)
+        return 0xf;
+    const __m256d ninf = _mm256_set1_pd(-INFINITY), zero = _mm256_setzero_pd();
+    const __m256d re = _mm256_loadu_pd(C->row_err + i);
+    const int dead = _mm256_movemask_pd(_mm256_cmp_pd(re, _mm256_set1_pd(INFINITY), _CMP_EQ_OQ));
+    if (ce == -INFINITY)
+        return dead;
+    const int zrow = _mm256_movemask_pd(_mm256_cmp_pd(re, ninf, _CMP_EQ_OQ));
+    const __m256d E = _mm256_max_pd(_mm256_max_pd(re, _mm256_set1_pd(ce)), _mm256_set1_pd(C->crt_err));
+    const __m256d sign = _mm256_set1_pd(-0.0);
+    const __m256d a = _mm256_max_pd(_mm256_andnot_pd(sign, cr), _mm256_andnot_pd(sign, ci));
+    int odd = vodd4(a);
+    __m256d g = _mm256_sub_pd(vlog2_4(a), _mm256_set1_pd(1.0));
+    g = _mm256_blendv_pd(g, ninf, _mm256_cmp_pd(a, zero, _CMP_EQ_OQ)); /* getexp(0) = -inf */
+    __m256d B = _mm256_blendv_pd(ninf, g, _mm256_cmp_pd(g, E, _CMP_GE_OQ));
+    int wzero = 0;
+    if (C->W) {
+        const __m256d w = _mm256_cvtepi32_pd(_mm_loadu_si128((const __m128i *)(C->W + i + j * C->ldw)));
+        wzero = _mm256_movemask_pd(_mm256_cmp_pd(w, zero, _CMP_EQ_OQ));
+        const __m256d d = _mm256_sub_pd(_mm256_sub_pd(w, _mm256_loadu_pd(C->row_wsum + i)),
+                                        _mm256_set1_pd(C->col_wsum[j]));
+        const __m256d pos = _mm256_cmp_pd(d, zero, _CMP_GT_OQ);
+        odd |= vodd4(d) & _mm256_movemask_pd(pos);
+        const __m256d rb = _mm256_cvtepi32_pd(_mm_loadu_si128((const __m128i *)(C->row_budget + i)));
+        const __m256d gw = _mm256_add_pd(_mm256_add_pd(rb, _mm256_set1_pd((double)C->col_budget[j])),
+                                         _mm256_sub_pd(vlog2_4(d), _mm256_set1_pd(14.0)));
+        B = _mm256_blendv_pd(B, _mm256_max_pd(B, gw), pos);
+    }
+    const int ok = _mm256_movemask_pd(_mm256_cmp_pd(E, _mm256_add_pd(_mm256_set1_pd(C->target), B), _CMP_LE_OQ));
+    int bad = 0xf & ~(ok | zrow | (wzero & ~dead));
+    if (odd & ~dead & ~zrow & ~wzero) { /* a subnormal, Inf or NaN that decides: cert_ok's own steps */
+        double vr[4], vi[4];
+        _mm256_storeu_pd(vr, cr);
+        _mm256_storeu_pd(vi, ci);
+        for (int q = 0; q < 4; q++)
+            if (odd >> q & 1)
+                bad = (bad & ~(1 << q)) | (!cert_ok(C, i + q, j, vr[q], vi[q]) << q);
+    }
+    return bad;
+}
+
+/* y 2^e lane by lane, e integral (fin_combine's ldexp): a product by 2^e where every
+ * lane's 2^e is a normal number, else ldexp with fin_cols_generic's clamp. */
+OZ_TARGET2 OZ_INLINE __m256d vldexp4(__m256d y, __m256d e, __m256d p2, int normal)
+{
+    if (normal)
+        return _mm256_mul_pd(y, p2);
+    double b[4], f[4];
+    _mm256_storeu_pd(b, y);
+    _mm256_storeu_pd(f, e);
+    for (int q = 0; q < 4; q++)
+        b[q] = ldexp(b[q], clamp_exp((int64_t)f[q]));
+    return _mm256_loadu_pd(b);
+}
+
+OZ_TARGET2 static void fin_cols_avx2(fin_job *J, int tid, int64_t j0, int64_t j1)
+{
+    const __m256d ar = _mm256_set1_pd(J->ar), ai = _mm256_set1_pd(J->ai);
+    const __m256d br = _mm256_set1_pd(J->br), bi = _mm256_set1_pd(J->bi);
+    const __m256d zero = _mm256_setzero_pd();
+    const int cplx = J->dtype >= OUT_C64;
+    for (int64_t j = j0; j < j1; j++) {
+        int64_t i0, i1;
+        row_range(J->m, J->uplo, j, &i0, &i1);
+        const __m256d ncs = _mm256_set1_pd(-(double)J->csh[j]);
+        int64_t i = i0;
+        for (; i + 4 <= i1; i += 4) {
+            const int64_t a = i + j * J->m, off = i * J->rso + j * J->cso;
+            __m256d rs = _mm256_cvtepi32_pd(_mm_loadu_si128((const __m128i *)(J->rsh + i)));
+            __m256d e = _mm256_sub_pd(ncs, rs);
+            __m256d cr_ = vcrt_rep4(J, J->ra + a);
+            __m256d ci_ = J->ia ? vcrt_rep4(J, J->ia + a) : zero;
+            int bad = J->cert ? vcert_bad4(J->cert, i, j, cr_, ci_) : 0, skip = 0;
+            if (bad) {
+                double br_[4], bi_[4], be_[4];
+                _mm256_storeu_pd(br_, cr_);
+                _mm256_storeu_pd(bi_, ci_);
+                _mm256_storeu_pd(be_, e);
+                for (int q = 0; q < 4; q++)
+                    if ((bad >> q & 1) && cert_reject(J->cert, i + q, j)) {
+                        if (fix_defer(J, tid, i + q, j)) {
+                            skip |= 1 << q;
+                            continue;
+                        }
+                        int eq = clamp_exp((int64_t)be_[q]);
+                        cert_fail_now(J, i + q, j, &br_[q], &bi_[q], &eq);
+                        be_[q] = eq;
+                    }
+                cr_ = _mm256_loadu_pd(br_);
+                ci_ = _mm256_loadu_pd(bi_);
+                e = _mm256_loadu_pd(be_);
+            }
+            const __m256d vr = cr_, vi = ci_; /* alpha first, then the power of two, as fin_combine */
+            /* 2^e from e + 1023 in the exponent bits, where every lane's is normal */
+            const __m256d lo = _mm256_cmp_pd(e, _mm256_set1_pd(-1022.0), _CMP_GE_OQ);
+            const __m256d hi = _mm256_cmp_pd(e, _mm256_set1_pd(1023.0), _CMP_LE_OQ);
+            const int normal = _mm256_movemask_pd(_mm256_and_pd(lo, hi)) == 0xf;
+            const __m256d p2 = _mm256_castsi256_pd(
+                _mm256_slli_epi64(_mm256_castpd_si256(_mm256_add_pd(e, _mm256_set1_pd(0x1p52 + 1023.0))), 52));
+            const int fast = J->rso == 1 && !skip; /* deferred lanes keep c: stored one by one */
+            __m256d cr = zero, ci = zero, re, im;
+            if (!J->beta0) {
+                if (fast) {
+                    switch (J->dtype) {
+                    case OUT_F32: cr = _mm256_cvtps_pd(_mm_loadu_ps((const float *)J->out + off)); break;
+                    case OUT_F64: cr = _mm256_loadu_pd((const double *)J->out + off); break;
+                    case OUT_C64: {
+                        const __m256 c = _mm256_loadu_ps((const float *)J->out + 2 * off);
+                        const __m256d c0 = _mm256_cvtps_pd(_mm256_castps256_ps128(c));
+                        const __m256d c1 = _mm256_cvtps_pd(_mm256_extractf128_ps(c, 1));
+                        /* (r0 i0 r1 i1), (r2 i2 r3 i3) -> (r0 r2 r1 r3) -> (r0 r1 r2 r3) */
+                        cr = _mm256_permute4x64_pd(_mm256_unpacklo_pd(c0, c1), 0xd8);
+                        ci = _mm256_permute4x64_pd(_mm256_unpackhi_pd(c0, c1), 0xd8);
+                        break;
+                    }
+                    default: {
+                        const __m256d c0 = _mm256_loadu_pd((const double *)J->out + 2 * off);
+                        const __m256d c1 = _mm256_loadu_pd((const double *)J->out + 2 * off + 4);
+                        cr = _mm256_permute4x64_pd(_mm256_unpacklo_pd(c0, c1), 0xd8);
+                        ci = _mm256_permute4x64_pd(_mm256_unpackhi_pd(c0, c1), 0xd8);
+                    }
+                    }
+                } else {
+                    double bufr[4] = {0}, bufi[4] = {0};
+                    for (int q = 0; q < 4; q++)
+                        fin_load_c(J, off + q * J->rso, &bufr[q], &bufi[q]);
+                    cr = _mm256_loadu_pd(bufr);
+                    ci = _mm256_loadu_pd(bufi);
+                }
+            }
+            if (!cplx) {
+                re = vldexp4(_mm256_mul_pd(ar, vr), e, p2, normal);
+                if (!J->beta0)
+                    re = _mm256_add_pd(re, _mm256_mul_pd(br, cr));
+                im = zero;
+            } else {
+                re = vldexp4(_mm256_sub_pd(_mm256_mul_pd(ar, vr), _mm256_mul_pd(ai, vi)), e, p2, normal);
+                im = vldexp4(_mm256_add_pd(_mm256_mul_pd(ar, vi), _mm256_mul_pd(ai, vr)), e, p2, normal);
+                if (!J->beta0 && J->br == 1.0 && J->bi == 0.0) { /* as fin_combine */
+                    re = _mm256_add_pd(re, cr);
+                    im = _mm256_add_pd(im, ci);
+                } else if (!J->beta0) {
+                    re = _mm256_add_pd(re, _mm256_sub_pd(_mm256_mul_pd(br, cr), _mm256_mul_pd(bi, ci)));
+                    im = _mm256_add_pd(im, _mm256_add_pd(_mm256_mul_pd(br, ci), _mm256_mul_pd(bi, cr)));
+                }
+            }
+            if (fast) {
+                switch (J->dtype) {
+                case OUT_F32: _mm_storeu_ps((float *)J->out + off, _mm256_cvtpd_ps(re)); break;
+                case OUT_F64: _mm256_storeu_pd((double *)J->out + off, re); break;
+                case OUT_C64: {
+                    /* (r0 i0 r2 i2), (r1 i1 r3 i3) -> (r0 i0 r1 i1), (r2 i2 r3 i3) */
+                    const __m256d t0 = _mm256_unpacklo_pd(re, im), t1 = _mm256_unpackhi_pd(re, im);
+                    const __m128 o0 = _mm256_cvtpd_ps(_mm256_permute2f128_pd(t0, t1, 0x20));
+                    const __m128 o1 = _mm256_cvtpd_ps(_mm256_permute2f128_pd(t0, t1, 0x31));
+                    _mm256_storeu_ps((float *)J->out + 2 * off, _mm256_set_m128(o1, o0));
+                    break;
+                }
+                default: {
+                    const __m256d t0 = _mm256_unpacklo_pd(re, im), t1 = _mm256_unpackhi_pd(re, im);
+                    _mm256_storeu_pd((double *)J->out + 2 * off, _mm256_permute2f128_pd(t0, t1, 0x20));
+                    _mm256_storeu_pd((double *)J->out + 2 * off + 4, _mm256_permute2f128_pd(t0, t1, 0x31));
+                }
+                }
+            } else {
+                double bufr[4], bufi[4];
+                _mm256_storeu_pd(bufr, re);
+                _mm256_storeu_pd(bufi, im);
+                for (int q = 0; q < 4; q++)
+                    if (!(skip >> q & 1))
+                        fin_store(J, off + q * J->rso, bufr[q], bufi[q]);
+            }
+        }
+        for (; i < i1; i++)
+            fin_entry(J, tid, i, j);
+    }
+}
+#endif
+
 static void fin_task(void *ctx, int tid, int nt)
 {
     fin_job *J = ctx;
@@ -464,6 +700,10 @@ static void fin_task(void *ctx, int tid, int nt)
 #if EMUBLAS_X86
     if (J->simd) {
         fin_cols_simd(J, tid, j0, j1);
+        return;
+    }
+    if (J->avx2) {
+        fin_cols_avx2(J, tid, j0, j1);
         return;
     }
 #endif
@@ -547,8 +787,9 @@ static void fix_write(fin_job *J, int64_t i, int64_t j, double vr, double vi, in
 }
 
 #if EMUBLAS_X86
-/* Entries of one row recomputed together on AVX-512: eight per vector, up to four vectors
- * (independent fma chains, so that the fma latency is hidden). */
+/* Entries of one row recomputed together: eight per vector, up to four vectors on AVX-512,
+ * four per vector and up to four vectors a pass on AVX2 (independent fma chains, so that
+ * the fma latency is hidden). */
 #define FIX_W 32
 
 /* The unscaled dot products of row x of L with rows js[0 .. w) of R, one lane per entry:
@@ -633,6 +874,73 @@ OZ_TARGET static void fix_dots(const emublas_oz_cert *C, cert_row x, int w, cons
     }
 }
 
+/* fix_dots_g on AVX2: lanes of G vectors of 4 (G <= 4) at ybr, ybi (fix_pack's layout),
+ * each lane the same fma sequence. */
+OZ_TARGET2 OZ_INLINE void fix_dots_g4(const emublas_oz_cert *C, cert_row x, const double *ybr, const double *ybi,
+                                      int G, double *vr, double *vi)
+{
+    __m256d sr[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
+    __m256d si[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
+    for (int64_t l = 0; l < C->k; l++) {
+        const __m256d a = _mm256_set1_pd(cert_load(x.dtype, x.re, l * x.stride));
+        const double *yr = ybr + l * FIX_W;
+        if (!x.im) {
+            for (int g = 0; g < G; g++)
+                sr[g] = _mm256_fmadd_pd(a, _mm256_loadu_pd(yr + 4 * g), sr[g]);
+            continue;
+        }
+        double xi = cert_load(x.dtype, x.im, l * x.stride);
+        if (C->conj_l)
+            xi = -xi;
+        const __m256d b = _mm256_set1_pd(xi), nb = _mm256_set1_pd(-xi);
+        const double *yi = ybi + l * FIX_W;
+        for (int g = 0; g < G; g++) {
+            const __m256d vyr = _mm256_loadu_pd(yr + 4 * g), vyi = _mm256_loadu_pd(yi + 4 * g);
+            sr[g] = _mm256_fmadd_pd(a, vyr, sr[g]);
+            sr[g] = _mm256_fmadd_pd(nb, vyi, sr[g]);
+            si[g] = _mm256_fmadd_pd(a, vyi, si[g]);
+            si[g] = _mm256_fmadd_pd(b, vyr, si[g]);
+        }
+    }
+    for (int g = 0; g < G; g++) {
+        _mm256_storeu_pd(vr + 4 * g, sr[g]);
+        _mm256_storeu_pd(vi + 4 * g, si[g]);
+    }
+}
+
+/* fix_dots on AVX2: up to four vectors (16 lanes) per pass over row x. */
+OZ_TARGET2 static void fix_dots_avx2(const emublas_oz_cert *C, cert_row x, int w, const double *yb, double *vr,
+                                     double *vi)
+{
+    const double *ybr = yb, *ybi = yb + C->k * FIX_W;
+    const int nv = (w + 3) / 4;
+    for (int g0 = 0; g0 < nv; g0 += 4) {
+        const int o = 4 * g0;
+        switch (nv - g0 < 4 ? nv - g0 : 4) { /* one instance per vector count: accumulators in registers */
+        case 1:
+            fix_dots_g4(C, x, ybr + o, ybi + o, 1, vr + o, vi + o);
+            break;
+        case 2:
+            fix_dots_g4(C, x, ybr + o, ybi + o, 2, vr + o, vi + o);
+            break;
+        case 3:
+            fix_dots_g4(C, x, ybr + o, ybi + o, 3, vr + o, vi + o);
+            break;
+        default:
+            fix_dots_g4(C, x, ybr + o, ybi + o, 4, vr + o, vi + o);
+        }
+    }
+}
+
+/* fix_dots on the path the job runs (AVX-512 or AVX2). */
+static void fix_dots_job(const fin_job *J, cert_row x, int w, const double *yb, double *vr, double *vi)
+{
+    if (J->simd)
+        fix_dots(J->cert, x, w, yb, vr, vi);
+    else
+        fix_dots_avx2(J->cert, x, w, yb, vr, vi);
+}
+
 /* One entry of the fallback from its unscaled dot product (cr, ci): cert_redo's choice
  * (rescaled from x and R's row where the plain product overflows), then written. */
 static void fix_finish(fin_job *J, int64_t i, int64_t j, cert_row x, double cr, double ci, double *rb)
@@ -647,7 +955,7 @@ static void fix_finish(fin_job *J, int64_t i, int64_t j, cert_row x, double cr, 
 }
 
 /* Entries ij[q0 .. q1) of row i (x its packed row), FIX_W at a time: R's rows packed into
- * yb, the dot products on AVX-512. */
+ * yb, the dot products on AVX-512 or AVX2. */
 static void fix_row_simd(fin_job *J, const int64_t *ij, int64_t q0, int64_t q1, cert_row x, double *yb, double *rb)
 {
     int64_t js[FIX_W];
@@ -657,7 +965,7 @@ static void fix_row_simd(fin_job *J, const int64_t *ij, int64_t q0, int64_t q1, 
         for (int t = 0; t < w; t++)
             js[t] = ij[2 * (q + t) + 1];
         fix_pack(J->cert, js, w, yb);
-        fix_dots(J->cert, x, w, yb, vr, vi);
+        fix_dots_job(J, x, w, yb, vr, vi);
         for (int t = 0; t < w; t++)
             fix_finish(J, ij[2 * q], js[t], x, vr[t], x.im ? vi[t] : 0.0, rb);
     }
@@ -690,8 +998,8 @@ static void fix_share(const int64_t *ij, int64_t n, int tid, int nt, int64_t (*k
 
 static int64_t key_row(const int64_t *p) { return p[0]; }
 
-/* Entries sorted by row: each row of L copied once; on AVX-512 a row's entries several at a
- * time, with the rows of R they need copied for them. */
+/* Entries sorted by row: each row of L copied once; on AVX-512 or AVX2 a row's entries
+ * several at a time, with the rows of R they need copied for them. */
 static void fix_task(void *ctx, int tid, int nt)
 {
     fix_job *F = ctx;
@@ -702,7 +1010,7 @@ static void fix_task(void *ctx, int tid, int nt)
     const size_t len = sizeof(double) * 2 * (size_t)(C->k > 0 ? C->k : 1);
     double *lb = malloc(len), *rb = malloc(len); /* NULL: the rows as they lie (slower, same bits) */
 #if EMUBLAS_X86
-    double *yb = J->simd ? malloc(len * FIX_W) : NULL; /* NULL: one by one */
+    double *yb = J->simd || J->avx2 ? malloc(len * FIX_W) : NULL; /* NULL: one by one */
 #endif
     for (int64_t q = a; q < b;) {
         const int64_t i = F->ij[2 * q];
@@ -790,7 +1098,7 @@ static void fix_blocks_task(void *ctx, int tid, int nt)
         /* all FIX_W lanes even for one entry: four vector chains cost less than one scalar
          * chain and the copy of R's row it needs */
         const cert_row x = lp_row(F, i);
-        fix_dots(J->cert, x, FIX_W, F->rp + g * F->span, vr, vi);
+        fix_dots_job(J, x, FIX_W, F->rp + g * F->span, vr, vi);
         for (; q < q1; q++) {
             const int64_t j = F->ij[2 * q + 1];
             fix_finish(J, i, j, x, vr[j - g * FIX_W], x.im ? vi[j - g * FIX_W] : 0.0, rb);
@@ -805,7 +1113,7 @@ static int fix_by_blocks(fin_job *J, int64_t *ij, int64_t total, int ft, int nth
 {
     const int64_t k = J->cert->k > 0 ? J->cert->k : 1, blocks = (J->n + FIX_W - 1) / FIX_W;
     const double gib = (double)(1 << 30);
-    if (!J->simd || total < J->n || (double)blocks * 2.0 * (double)k * FIX_W * 8.0 > gib ||
+    if (!(J->simd || J->avx2) || total < J->n || (double)blocks * 2.0 * (double)k * FIX_W * 8.0 > gib ||
         (double)J->m * 2.0 * (double)k * 8.0 > gib)
         return 0;
     fix_blocks_job F = {J, ij, total, NULL, NULL, 2 * k * FIX_W};
@@ -883,7 +1191,7 @@ int emublas_oz_crt_finalize(int64_t m, int64_t n, const double *re_acc, const do
         .m = m, .n = n, .ra = re_acc, .ia = im_acc, .plane = plane, .K = *crt,
         .rsh = row_shift, .csh = col_shift,
         .ar = alpha_re, .ai = cplx ? alpha_im : 0.0, .br = beta_re, .bi = cplx ? beta_im : 0.0,
-        .dtype = out_dtype, .uplo = uplo, .simd = oz_simd(), .out = out, .rso = rso, .cso = cso,
+        .dtype = out_dtype, .uplo = uplo, .simd = oz_simd(), .avx2 = oz_avx2(), .out = out, .rso = rso, .cso = cso,
         .cert = cert,
     };
     if (cert && (!cert->row_err || !cert->col_err ||

@@ -212,12 +212,12 @@ static int effective_group(const emublas_oz_schedule *S, int group, int *np_max_
             transposed |= S->terms[7 * t + 2] || (S->terms[7 * t + 4] >= 0 && S->terms[7 * t + 5]);
     }
     *np_max_out = np_max;
-    /* what the caller allows, where the fused pass exists */
+    /* what the caller allows, where the fused pass exists (AVX-512 or AVX2) */
     if (group > S->nmod)
         group = S->nmod;
     if (nt_max > 0 && group > OZ_MAX_FUSED_TERMS / nt_max)
         group = OZ_MAX_FUSED_TERMS / nt_max;
-    if (group < 1 || !oz_simd() || transposed || S->nchunks != 1 || S->kk == 0)
+    if (group < 1 || !(oz_simd() || oz_avx2()) || transposed || S->nchunks != 1 || S->kk == 0)
         group = 1;
     return group;
 }
