@@ -294,6 +294,123 @@ def test_residues_errors():
         kernels_cpu.oz_residues(x, [0] * 3, 2, [7])
 
 
+def _avx2_active() -> bool:
+    with forced_generic(2):
+        return kernels_cpu.oz_kernel_name() == "avx2"
+
+
+def _paths(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` on the AVX2 path and on the portable C path."""
+    outs = []
+    for flag in (2, 1):
+        with forced_generic(flag):
+            outs.append(fn(*args, **kwargs))
+    return outs
+
+
+def _layouts(x):
+    """x as C-, F-ordered, strided, reversed and transposed views with the same values."""
+    wide = np.repeat(x, 3, axis=0)[1::3]
+    return [
+        x,
+        np.asfortranarray(x),
+        wide,
+        np.ascontiguousarray(x[::-1, ::-1])[::-1, ::-1],
+        np.asfortranarray(x.T).T,
+        np.repeat(np.asfortranarray(x), 2, axis=1)[:, ::2],
+    ]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_residues_avx2_matches_generic(rng, dtype):
+    """AVX2 and portable residues bit for bit: sizes off the 4 lanes and across the 64-row
+    blocks, every layout, real/2M/3M with conj, huge lanes, and shifts at the edges of the
+    vector code's two-step power-of-two scaling (and beyond, where the scalar code runs)."""
+    if not _avx2_active():
+        pytest.skip("no AVX2 path on this CPU")
+    mods, mods2 = REAL30[:9], list(TWO_M_MODULI[:7])
+    roots2 = ROOTS[:7]
+    for rows, cols in ((2, 2), (3, 5), (7, 4), (13, 9), (67, 3), (130, 2)):
+        for axis in (0, 1):
+            x, shift = random_inputs(rng, rows, cols, axis, dtype)
+            # same line scales as x (the shift is shared), other values
+            perm = (slice(None), rng.permutation(cols)) if axis == 0 else (rng.permutation(rows), slice(None))
+            xi = (x[perm] * rng.choice([1.0, -1.0, 0.5, -0.75], size=x.shape)).astype(dtype)
+            fi = np.finfo(dtype)
+            for s in (-3000, -2045, -2044, -1023, -1022, 1023, 1024, 1100, 2046, 2047, 2**31 - 1):
+                if rng.random() < 0.5:  # a line with shift s and values that keep x 2^s below 2^95
+                    k = int(rng.integers(2, shift.size)) if shift.size > 2 else 0
+                    line = (k, slice(None)) if axis == 0 else (slice(None), k)
+                    n = x[line].size
+                    e = np.clip(-s + rng.integers(0, 95, size=n), -1100, int(fi.maxexp) - 1)
+                    shift[k] = s
+                    x[line] = np.ldexp(rng.uniform(-2, 2, size=n), e).astype(dtype)
+                    xi[line] = np.ldexp(rng.uniform(-2, 2, size=n), e).astype(dtype)
+            for xv, iv in zip(_layouts(x), _layouts(xi)):
+                got = _paths(kernels_cpu.oz_residues, xv, shift, axis, mods, threads=1)
+                np.testing.assert_array_equal(got[0], got[1])
+                for conj in (False, True):
+                    got = _paths(kernels_cpu.oz_residues_cplx, xv, iv, shift, axis, mods2, roots2, conj=conj, threads=2)
+                    np.testing.assert_array_equal(got[0], got[1])
+                    got = _paths(kernels_cpu.oz_residues_3m, xv, iv, shift, axis, mods, conj=conj)
+                    np.testing.assert_array_equal(got[0], got[1])
+            if rows * cols <= 200:  # and the exact values
+                np.testing.assert_array_equal(got[0][::3], ref_residues(x, shift, axis, mods))
+    # interleaved complex (the deinterleaving loads), C and Fortran order, odd lengths
+    for shape in ((37, 5), (8, 3), (5, 70)):
+        z = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(
+            np.complex128 if dtype == np.float64 else np.complex64
+        ) * np.exp2(rng.integers(-20, 20, size=shape))
+        sh = rng.integers(30, 60, size=shape[1]).astype(np.int32)
+        for zz in (z, np.asfortranarray(z)):
+            got = _paths(kernels_cpu.oz_residues_cplx, zz.real, zz.imag, sh, 1, mods2, roots2, conj=True)
+            np.testing.assert_array_equal(got[0], got[1])
+            got = _paths(kernels_cpu.oz_residues_3m, zz.real, zz.imag, sh, 1, mods)
+            np.testing.assert_array_equal(got[0], got[1])
+
+
+def test_residues_avx2_power_of_two_edges():
+    """trunc(x 2^s) near the ends of the double range, where the AVX2 code scales in two
+    steps: x ~ 2^1023 with s ~ -1023, subnormal x with s ~ 1074..1160, against the exact
+    reference on every path; non-finite lanes and huge products are errors on both."""
+    xs, shifts = [], []
+    for s, e in (
+        (-1023, 1023),
+        (-1022, 1023),
+        (-1024, 1023),
+        (-1030, 1023),
+        (-1100, 1023),
+        (-2044, 1023),
+        (-2045, 1023),
+        (1074, -1074),
+        (1100, -1074),
+        (1150, -1060),
+        (1023, -1000),
+        (1024, -1000),
+        (2046, -1074),
+        (0, 0),
+        (5, 3),
+    ):
+        shifts.append(s)
+        xs.append(
+            [np.ldexp(m, e) for m in (1.0, 1.5, 1.75, -1.25, 1.9999999999999998, 1.0000000000000002, 1.125, -1.0, 0.0)]
+        )
+    x = np.array(xs).T  # 9 x 15, shift per column
+    x[:, 13] = [2.0**52 + 1, -(2.0**53), 12345.0, -7.0, 0.5, -0.5, 1.0, 2.0**60, 3.0]
+    x[:, 12] = x[:, 12] * 0.0 + [2.0**-1074, 3 * 2.0**-1074, 0.0, -(2.0**-1074), 0.0, 0.0, 0.0, 0.0, 0.0]
+    shift = np.array(shifts, np.int32)
+    ref = ref_residues(x, shift, 1, REAL30[:12])
+    for flag in (0, 2, 1):
+        with forced_generic(flag):
+            for xv in (x, np.ascontiguousarray(x), x.T.copy().T[::-1][::-1]):
+                np.testing.assert_array_equal(kernels_cpu.oz_residues(xv, shift, 1, REAL30[:12]), ref)
+            for bad in (np.nan, np.inf, -np.inf, 2.0**1000):
+                xb = x.copy()
+                xb[5, 8] = bad  # shift 1100: 2^1000 overflows
+                with pytest.raises(ValueError, match="non-finite"):
+                    kernels_cpu.oz_residues(xb, shift, 1, REAL30[:12])
+
+
 # ---------------------------------------------------------------------------
 # CRT accumulate + finalize
 # ---------------------------------------------------------------------------
@@ -1091,3 +1208,54 @@ def test_row_stats_carry_matches_one_pass(rng, dtype):
             ok = np.isfinite(ref[0])
             for r, g in zip(ref, got):  # float64 statistics: compare the bits
                 assert (r[ok].view(np.uint64) == g[ok].view(np.uint64)).all()
+
+
+def _same_stats(a, b):
+    for u, v in zip(a, b):
+        np.testing.assert_array_equal(np.isnan(u), np.isnan(v))
+        ok = ~np.isnan(u)
+        assert (bits(u[ok]) == bits(v[ok])).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128, np.complex64])
+def test_scale_avx2_matches_generic(rng, dtype):
+    """Row statistics (one pass and carried) and int8 bounds, AVX2 against portable C bit
+    for bit: row counts off the 4 lanes and across the 256-row sweeps, column counts off
+    the 4x4 transposes, every layout (interleaved complex too), NaN/Inf rows, zeros,
+    subnormal rows (two-step bounds), rows near overflow (hypot), mixed exponents."""
+    if not _avx2_active():
+        pytest.skip("no AVX2 path on this CPU")
+    fin = np.finfo(np.dtype(dtype).char.lower() if np.dtype(dtype).kind == "f" else np.zeros(1, dtype).real.dtype)
+    for rows, cols in ((1, 1), (3, 2), (4, 4), (5, 7), (9, 13), (257, 6), (300, 5), (6, 300)):
+        x = rng.standard_normal((rows, cols)) * np.exp2(rng.integers(-30, 30, size=(rows, cols)))
+        if np.dtype(dtype).kind == "c":
+            x = x + 1j * rng.standard_normal((rows, cols)) * np.exp2(rng.integers(-30, 30, size=(rows, cols)))
+        x = x.astype(dtype)
+        if rows >= 6:
+            x[0, cols // 2] = np.nan
+            x[1, cols - 1] = -np.inf
+            x[2] = 0
+            x[3] *= fin.tiny / 2**10  # subnormal
+            x[4] = (rng.random(cols) - 0.5) * fin.max  # squares overflow: hypot
+            x[5, 0] = fin.smallest_subnormal
+            x[5, -1] = fin.tiny
+            if np.dtype(dtype).kind == "c":
+                x[2, 0] = 1j * fin.tiny  # one part zero, tiny modulus
+        rowmax = np.abs(x).max(axis=1)
+        live = np.isfinite(rowmax)
+        ea = np.frexp(np.where(live, rowmax, 0.0))[1].astype(np.int32)
+        if rows >= 6:
+            ea[min(7, rows - 1)] = 2000  # f underflows to 0: bounds of 1
+        for xv in _layouts(x):
+            cl = xv.copy()
+            cl[~live] = 0
+            for threads in (1, 2):
+                got = _paths(kernels_cpu.oz_row_stats, xv, threads=threads)
+                _same_stats(got[0], got[1])
+                h = cols // 2
+                carry = kernels_cpu.oz_row_stats(xv[:, :h])
+                got = _paths(kernels_cpu.oz_row_stats, xv[:, h:], carry=carry, threads=threads)
+                _same_stats(got[0], got[1])
+                got = _paths(kernels_cpu.oz_bound_int8, cl, ea, threads=threads)
+                np.testing.assert_array_equal(got[0], got[1])
+                assert (got[0][live] >= 0).all() and (got[0][cl != 0] >= 1).all()

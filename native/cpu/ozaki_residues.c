@@ -1,8 +1,8 @@
 /*
  * ozaki_residues.c -- the first pass of Ozaki scheme II: the residues of the
  * scaled inputs modulo every modulus, as int8 planes (real, 2M complex with
- * a square root of -1, 3M complex), AVX-512 and portable C (see ozaki.h for
- * why both give the same bits).
+ * a square root of -1, 3M complex), AVX-512, AVX2 and portable C (see ozaki.h
+ * for why they give the same bits).
  *
  * Residue of an integer-valued double y (|y| may exceed 2^53) modulo m:
  *   |y| < 2^90:  a = round(y / 2^49), b = y - a*2^49 (exact, |b| <= 2^48),
@@ -44,7 +44,7 @@ static double red_any(double y, const ozmod *M, int *bad)
 enum { RES_REAL = 0, RES_2M = 1, RES_3M = 2 };
 
 typedef struct {
-    int kind, dtype, conj, nmod, simd;
+    int kind, dtype, conj, nmod, simd, avx2;
     int64_t rows, cols;          /* inner (i) x outer (j) after normalisation */
     const char *Xr, *Xi;
     int64_t rsx, csx;
@@ -86,21 +86,26 @@ static void res_element(const res_job *J, double yr, double yi, int8_t *o, int *
     }
 }
 
+/* Entry (i, j), all its planes, by the portable code. */
+static void res_entry(const res_job *J, int64_t i, int64_t j, int *bad)
+{
+    int s = J->shift_inner ? J->shift[i] : J->shift[j];
+    int64_t off = i * J->rsx + j * J->csx;
+    double yr = trunc_int(ldexp(load_x(J, J->Xr, off), s)), yi = 0.0;
+    if (J->kind != RES_REAL) {
+        yi = trunc_int(ldexp(load_x(J, J->Xi, off), s));
+        if (J->conj)
+            yi = -yi;
+    }
+    res_element(J, yr, yi, J->out + i * J->rso + j * J->cso, bad);
+}
+
 static void res_cols_generic(res_job *J, int64_t j0, int64_t j1)
 {
     int bad = 0;
     for (int64_t j = j0; j < j1; j++)
-        for (int64_t i = 0; i < J->rows; i++) {
-            int s = J->shift_inner ? J->shift[i] : J->shift[j];
-            int64_t off = i * J->rsx + j * J->csx;
-            double yr = trunc_int(ldexp(load_x(J, J->Xr, off), s)), yi = 0.0;
-            if (J->kind != RES_REAL) {
-                yi = trunc_int(ldexp(load_x(J, J->Xi, off), s));
-                if (J->conj)
-                    yi = -yi;
-            }
-            res_element(J, yr, yi, J->out + i * J->rso + j * J->cso, &bad);
-        }
+        for (int64_t i = 0; i < J->rows; i++)
+            res_entry(J, i, j, &bad);
     if (bad)
         __atomic_store_n(&J->bad, 1, __ATOMIC_RELAXED);
 }
@@ -278,6 +283,238 @@ OZ_TARGET static void res_cols_simd(res_job *J, int64_t j0, int64_t j1)
     if (bad)
         __atomic_store_n(&J->bad, 1, __ATOMIC_RELAXED);
 }
+
+/* ---- AVX2: the blocks above on 4-lane vectors -------------------------------- */
+
+OZ_TARGET2 OZ_INLINE __m256d load4x(const res_job *J, const char *X, int64_t off, int64_t stride, int n)
+{
+    if (n == 4 && stride == 1)
+        return J->dtype ? _mm256_loadu_pd((const double *)X + off)
+                        : _mm256_cvtps_pd(_mm_loadu_ps((const float *)X + off));
+    double buf[4] = {0, 0, 0, 0};
+    for (int k = 0; k < n; k++)
+        buf[k] = load_x(J, X, off + k * stride);
+    return _mm256_loadu_pd(buf);
+}
+
+/* 2^e per lane, e in [-1022, 1023]. */
+OZ_TARGET2 OZ_INLINE __m256d pow2v4(__m128i e)
+{
+    const __m256i b = _mm256_cvtepi32_epi64(_mm_add_epi32(e, _mm_set1_epi32(1023)));
+    return _mm256_castsi256_pd(_mm256_slli_epi64(b, 52));
+}
+
+/* ldexp(x, s) == (x * f1) * f2 with normal powers of two (AVX2 has no scalef):
+ *   s in [-1022, 1023]:   f1 = 2^s, f2 = 1: one rounding, as ldexp;
+ *   s in (1023, 2046]:    f1 = 2^1023 (exact: a nonzero |x| >= 2^-1074 lands at
+ *                         2^-51 or above), f2 = 2^(s-1023) rounds once;
+ *   s in [-2044, -1022):  f1 = 2^(s+1022), f2 = 2^-1022: x*f1 is exact where it
+ *                         is normal; where it is not, both x*2^s and the
+ *                         product are below 2^-2044 in magnitude, i.e. +-0.
+ * Returns the lanes whose s lies outside [-2044, 2046] (the scalar code's). */
+OZ_TARGET2 OZ_INLINE int shift_pow2(__m128i s, __m256d *f1, __m256d *f2)
+{
+    const __m128i neg = _mm_cmpgt_epi32(_mm_set1_epi32(-1022), s);
+    __m128i s1 = _mm_min_epi32(s, _mm_set1_epi32(1023));
+    s1 = _mm_blendv_epi8(s1, _mm_add_epi32(s, _mm_set1_epi32(1022)), neg);
+    *f1 = pow2v4(s1);
+    *f2 = pow2v4(_mm_sub_epi32(s, s1));
+    const __m128i out = _mm_or_si128(_mm_cmpgt_epi32(s, _mm_set1_epi32(2046)),
+                                     _mm_cmpgt_epi32(_mm_set1_epi32(-2044), s));
+    return _mm_movemask_ps(_mm_castsi128_ps(out));
+}
+
+/* Residues are integers in [-128, 127], so the saturating packs only narrow
+ * them, as the int8 casts of the other paths. */
+OZ_TARGET2 OZ_INLINE __m128i pack16(__m256d a, __m256d b, __m256d c, __m256d d)
+{
+    const __m128i ab = _mm_packs_epi32(_mm256_cvtpd_epi32(a), _mm256_cvtpd_epi32(b));
+    const __m128i cd = _mm_packs_epi32(_mm256_cvtpd_epi32(c), _mm256_cvtpd_epi32(d));
+    return _mm_packs_epi16(ab, cd);
+}
+
+OZ_TARGET2 OZ_INLINE uint32_t pack4(__m256d a)
+{
+    const __m128i w = _mm_packs_epi32(_mm256_cvtpd_epi32(a), _mm_setzero_si128());
+    return (uint32_t)_mm_cvtsi128_si32(_mm_packs_epi16(w, w));
+}
+
+__attribute__((noinline)) static void store4_slow(int8_t *p, int64_t stride, uint32_t u, int n)
+{
+    for (int k = 0; k < n; k++)
+        p[k * stride] = (int8_t)(u >> (8 * k));
+}
+
+#define OZ_RB4 16 /* vectors of 4 rows per block: 64 rows, as the AVX-512 blocks */
+
+typedef struct {
+    double ar[OZ_RB4][4], br[OZ_RB4][4], ai[OZ_RB4][4], bi[OZ_RB4][4];
+} res_stage4;
+
+/* The planes of modulus (m, inv, bias, c, root s) of staged vector v, as res_block's. */
+OZ_TARGET2 OZ_INLINE void res_vec4(const res_stage4 *S, int v, __m256d m, __m256d inv, __m256d bias, __m256d c,
+                                   __m256d s, const int kind, __m256d r[3])
+{
+    const __m256d tr = _mm256_fmadd_pd(_mm256_load_pd(S->ar[v]), c, _mm256_load_pd(S->br[v]));
+    if (kind == RES_REAL) {
+        r[0] = vred4(tr, m, inv, bias);
+        return;
+    }
+    const __m256d ri = vred4(_mm256_fmadd_pd(_mm256_load_pd(S->ai[v]), c, _mm256_load_pd(S->bi[v])), m, inv, bias);
+    if (kind == RES_2M) {
+        r[0] = vred4(_mm256_fmadd_pd(s, ri, tr), m, inv, bias);
+        r[1] = vred4(_mm256_fnmadd_pd(s, ri, tr), m, inv, bias);
+    } else {
+        r[0] = vred4(tr, m, inv, bias);
+        r[1] = ri;
+        r[2] = vred4(_mm256_add_pd(r[0], ri), m, inv, bias);
+    }
+}
+
+/* res_block on 4-lane vectors: modulus by modulus; fast (rso == 1, full
+ * vectors, none skipped) stores 16 bytes per plane for 4 vectors. */
+OZ_TARGET2 OZ_INLINE void res_block4(const res_job *J, const res_stage4 *S, int nv, unsigned skip, int nlast,
+                                     int8_t *o, int64_t rso, const int kind, const int fast)
+{
+    const int64_t ps = J->ps;
+    const int np = kind == RES_REAL ? 1 : kind == RES_2M ? 2 : 3;
+    for (int l = 0; l < J->nmod; l++) {
+        const ozmod *M = &J->mods[l];
+        const __m256d m = _mm256_set1_pd(M->m), inv = _mm256_set1_pd(M->inv);
+        const __m256d bias = _mm256_set1_pd(M->bias), c = _mm256_set1_pd(M->c49);
+        const __m256d s = _mm256_set1_pd(kind == RES_2M ? J->roots[l] : 0.0);
+        int8_t *ol = o + np * l * ps;
+        int v = 0;
+        if (fast)
+            for (; v + 4 <= nv; v += 4) {
+                __m256d r0[3], r1[3], r2[3], r3[3];
+                res_vec4(S, v, m, inv, bias, c, s, kind, r0);
+                res_vec4(S, v + 1, m, inv, bias, c, s, kind, r1);
+                res_vec4(S, v + 2, m, inv, bias, c, s, kind, r2);
+                res_vec4(S, v + 3, m, inv, bias, c, s, kind, r3);
+                for (int q = 0; q < np; q++)
+                    _mm_storeu_si128((__m128i *)(ol + q * ps + 4 * v), pack16(r0[q], r1[q], r2[q], r3[q]));
+            }
+        for (; v < nv; v++) {
+            if (!fast && (skip >> v & 1))
+                continue;
+            __m256d r[3];
+            res_vec4(S, v, m, inv, bias, c, s, kind, r);
+            for (int q = 0; q < np; q++) {
+                const uint32_t u = pack4(r[q]);
+                if (fast)
+                    memcpy(ol + q * ps + 4 * v, &u, 4);
+                else
+                    store4_slow(ol + q * ps + 4 * v * rso, rso, u, v == nv - 1 ? nlast : 4);
+            }
+        }
+    }
+}
+
+/* Stages vector v of a block: rows i0 .. i0+n-1 of column j, scaled by the
+ * shift factors f1, f2 (shift_pow2).  Returns 0 where a lane is huge or
+ * non-finite (the scalar code's then). */
+OZ_TARGET2 OZ_INLINE int res_stage_vec4(const res_job *J, res_stage4 *S, int v, int64_t i0, int n, int64_t j,
+                                        __m256d f1, __m256d f2, int ilv)
+{
+    const __m256d zero = _mm256_setzero_pd(), vbig = _mm256_set1_pd(EMUBLAS_OZ_BIG);
+    const __m256d vsplit = _mm256_set1_pd(EMUBLAS_OZ_SPLIT), vsinv = _mm256_set1_pd(EMUBLAS_OZ_SPLIT_INV);
+    const __m256d absmask = _mm256_castsi256_pd(_mm256_set1_epi64x(INT64_MAX));
+    const int rnd_near = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    const int trunc = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC;
+    const int kind = J->kind;
+    const int64_t off = i0 * J->rsx + j * J->csx;
+    __m256d xr, xi = zero;
+    if (ilv && n == 4) { /* 4 interleaved (re, im) pairs */
+        if (J->dtype) {
+            const __m256d c0 = _mm256_loadu_pd((const double *)J->Xr + off);
+            const __m256d c1 = _mm256_loadu_pd((const double *)J->Xr + off + 4);
+            const __m256d lo = _mm256_permute2f128_pd(c0, c1, 0x20); /* r0 i0 r2 i2 */
+            const __m256d hi = _mm256_permute2f128_pd(c0, c1, 0x31); /* r1 i1 r3 i3 */
+            xr = _mm256_unpacklo_pd(lo, hi);
+            xi = _mm256_unpackhi_pd(lo, hi);
+        } else {
+            const __m256 c = _mm256_permutevar8x32_ps(_mm256_loadu_ps((const float *)J->Xr + off),
+                                                      _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
+            xr = _mm256_cvtps_pd(_mm256_castps256_ps128(c));
+            xi = _mm256_cvtps_pd(_mm256_extractf128_ps(c, 1));
+        }
+    } else {
+        xr = load4x(J, J->Xr, off, J->rsx, n);
+        if (kind != RES_REAL)
+            xi = load4x(J, J->Xi, off, J->rsx, n);
+    }
+    const __m256d yr = _mm256_round_pd(_mm256_mul_pd(_mm256_mul_pd(xr, f1), f2), trunc);
+    __m256d yi = zero;
+    int big = _mm256_movemask_pd(_mm256_cmp_pd(_mm256_and_pd(yr, absmask), vbig, _CMP_NLT_UQ));
+    if (kind != RES_REAL) {
+        yi = _mm256_round_pd(_mm256_mul_pd(_mm256_mul_pd(xi, f1), f2), trunc);
+        if (J->conj)
+            yi = _mm256_sub_pd(zero, yi);
+        big |= _mm256_movemask_pd(_mm256_cmp_pd(_mm256_and_pd(yi, absmask), vbig, _CMP_NLT_UQ));
+    }
+    if (big & ((1 << n) - 1))
+        return 0;
+    const __m256d ar = _mm256_round_pd(_mm256_mul_pd(yr, vsinv), rnd_near);
+    _mm256_store_pd(S->ar[v], ar);
+    _mm256_store_pd(S->br[v], _mm256_fnmadd_pd(ar, vsplit, yr));
+    if (kind != RES_REAL) {
+        const __m256d ai = _mm256_round_pd(_mm256_mul_pd(yi, vsinv), rnd_near);
+        _mm256_store_pd(S->ai[v], ai);
+        _mm256_store_pd(S->bi[v], _mm256_fnmadd_pd(ai, vsplit, yi));
+    }
+    return 1;
+}
+
+OZ_TARGET2 static void res_cols_avx2(res_job *J, int64_t j0, int64_t j1)
+{
+    const int64_t rso = J->rso;
+    const int kind = J->kind;
+    /* Interleaved complex: two loads and a deinterleave, as res_cols_simd. */
+    const int ilv = kind != RES_REAL && J->rsx == 2 && J->Xi == J->Xr + (J->dtype ? 8 : 4);
+    res_stage4 S __attribute__((aligned(32)));
+
+    int bad = 0;
+    for (int64_t j = j0; j < j1; j++) {
+        __m256d f1j = _mm256_setzero_pd(), f2j = f1j;
+        const int outj = J->shift_inner ? 0 : shift_pow2(_mm_set1_epi32(J->shift[j]), &f1j, &f2j);
+        for (int64_t ib = 0; ib < J->rows; ib += 4 * OZ_RB4) {
+            unsigned skip = 0;
+            int nv = 0, nlast = 4;
+            for (; nv < OZ_RB4 && ib + 4 * nv < J->rows; nv++) {
+                const int64_t i0 = ib + 4 * nv;
+                const int n = J->rows - i0 < 4 ? (int)(J->rows - i0) : 4;
+                nlast = n;
+                __m256d f1 = f1j, f2 = f2j;
+                int out = outj;
+                if (J->shift_inner) {
+                    int32_t sb[4] = {0, 0, 0, 0};
+                    memcpy(sb, J->shift + i0, (size_t)n * sizeof(int32_t));
+                    out = shift_pow2(_mm_loadu_si128((const __m128i *)sb), &f1, &f2);
+                }
+                if (!(out & ((1 << n) - 1)) && res_stage_vec4(J, &S, nv, i0, n, j, f1, f2, ilv))
+                    continue;
+                /* huge or non-finite lanes, or shifts out of range: scalar */
+                for (int k = 0; k < n; k++)
+                    res_entry(J, i0 + k, j, &bad);
+                skip |= 1u << nv;
+            }
+            int8_t *o = J->out + ib * rso + j * J->cso;
+            if (skip == 0 && nlast == 4 && rso == 1) {
+                if (kind == RES_REAL)
+                    res_block4(J, &S, nv, 0, 4, o, 1, RES_REAL, 1);
+                else if (kind == RES_2M)
+                    res_block4(J, &S, nv, 0, 4, o, 1, RES_2M, 1);
+                else
+                    res_block4(J, &S, nv, 0, 4, o, 1, RES_3M, 1);
+            } else if (skip != (1u << nv) - 1) {
+                res_block4(J, &S, nv, skip, nlast, o, rso, kind, 0);
+            }
+        }
+    }
+    if (bad)
+        __atomic_store_n(&J->bad, 1, __ATOMIC_RELAXED);
+}
 #endif
 
 static void res_task(void *ctx, int tid, int nt)
@@ -287,6 +524,10 @@ static void res_task(void *ctx, int tid, int nt)
 #if EMUBLAS_X86
     if (J->simd) {
         res_cols_simd(J, j0, j1);
+        return;
+    }
+    if (J->avx2) {
+        res_cols_avx2(J, j0, j1);
         return;
     }
 #endif
@@ -351,6 +592,7 @@ static int residues_common(int kind, int dtype, int64_t rows, int64_t cols, cons
         J->shift_inner = shift_axis == 0;
     }
     J->simd = oz_simd();
+    J->avx2 = !J->simd && oz_avx2();
     int planes = kind == RES_REAL ? nmod : kind == RES_2M ? 2 * nmod : 3 * nmod;
     int nt = oz_threads(nthreads, (double)rows * (double)cols * planes);
     if (nt > J->cols)

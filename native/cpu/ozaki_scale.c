@@ -13,19 +13,26 @@
  *
  * Where the CPU has AVX-512 both passes run on 8 rows at a time (one lane per
  * row, columns in order, the operations of the scalar code one for one), so
- * they give the same bits as the scalar loops.  No contraction (see below):
- * the sums of squares must be a product then a sum, as in the scalar code.
+ * they give the same bits as the scalar loops.  Where it has AVX2+FMA only,
+ * 4-lane vectors do the same: by columns over blocks of SC_BLK rows with the
+ * accumulators in the output arrays, as the scalar code (a few rows swept
+ * over all columns would fetch every cache line once per column), by rows on
+ * 4 rows with 4x4 transposes; the bounds, entrywise, run along the unit
+ * stride.  No contraction (see below): the sums of squares must be a product
+ * then a sum, as in the scalar code.
  */
 #pragma GCC optimize("fp-contract=off")
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
 #if EMUBLAS_X86
 #include <immintrin.h>
 #define SC_TARGET __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw")))
+#define SC_TARGET2 __attribute__((target("avx2,fma")))
 #endif
 
 typedef struct {
@@ -69,6 +76,9 @@ static void rows_of(int64_t rows, int tid, int nt, int64_t *i0, int64_t *i1)
 SC_TARGET static void stats_simd(scale_job *J, int64_t i0, int64_t i1);
 SC_TARGET static void bound_simd(scale_job *J, int64_t i0, int64_t i1);
 static int sc_simd(void);
+SC_TARGET2 static void stats_avx2(scale_job *J, int64_t i0, int64_t i1);
+SC_TARGET2 static void bound_avx2(scale_job *J, int64_t i0, int64_t i1);
+static int sc_avx2(void);
 #endif
 
 static void stats_task(void *ctx, int tid, int nt)
@@ -79,6 +89,10 @@ static void stats_task(void *ctx, int tid, int nt)
 #if EMUBLAS_X86
     if (sc_simd()) {
         stats_simd(J, i0, i1);
+        return;
+    }
+    if (sc_avx2()) {
+        stats_avx2(J, i0, i1);
         return;
     }
 #endif
@@ -239,6 +253,278 @@ SC_TARGET static void bound_simd(scale_job *J, int64_t i0, int64_t i1)
         }
     }
 }
+
+/* ---- AVX2 ------------------------------------------------------------------ */
+
+static int sc_avx2(void)
+{
+    return (emublas__cpu_features() & EMUBLAS__CPU_AVX2_FMA) && !sc_simd() && emublas_oz_force_generic(-1) != 1;
+}
+
+/* Lanes q < n of a line of 4 elements X[off + q*stride] as doubles (exactly,
+ * for float32); idx = q*stride, k64/k32 the lanes as 64/32-bit masks. */
+SC_TARGET2 static inline __m256d sc_load4(const scale_job *J, const char *X, int64_t off, int64_t stride,
+                                          __m256i idx, __m256i k64, __m128i k32, int n)
+{
+    if (J->dtype == 1) {
+        const double *p = (const double *)X + off;
+        if (stride == 1)
+            return n == 4 ? _mm256_loadu_pd(p) : _mm256_maskload_pd(p, k64);
+        return _mm256_mask_i64gather_pd(_mm256_setzero_pd(), p, idx, _mm256_castsi256_pd(k64), 8);
+    }
+    const float *p = (const float *)X + off;
+    if (stride == 1)
+        return _mm256_cvtps_pd(n == 4 ? _mm_loadu_ps(p) : _mm_maskload_ps(p, k32));
+    return _mm256_cvtps_pd(_mm256_mask_i64gather_ps(_mm_setzero_ps(), p, idx, _mm_castsi128_ps(k32), 4));
+}
+
+/* mag() from the parts of 4 entries (lanes >= n are ignored). */
+SC_TARGET2 static inline __m256d sc_cmag(__m256d re, __m256d im, int n)
+{
+    const __m256d s = _mm256_add_pd(_mm256_mul_pd(re, re), _mm256_mul_pd(im, im));
+    __m256d v = _mm256_sqrt_pd(s);
+    /* sqrt where mag() takes it, and for 0 + 0i, where hypot gives sqrt's +0 too */
+    const __m256d zero = _mm256_setzero_pd();
+    const __m256d ok = _mm256_or_pd(
+        _mm256_and_pd(_mm256_cmp_pd(s, _mm256_set1_pd(0x1p-1000), _CMP_GT_OQ),
+                      _mm256_cmp_pd(s, _mm256_set1_pd(0x1p1000), _CMP_LT_OQ)),
+        _mm256_and_pd(_mm256_cmp_pd(re, zero, _CMP_EQ_OQ), _mm256_cmp_pd(im, zero, _CMP_EQ_OQ)));
+    const int hy = ~_mm256_movemask_pd(ok) & ((1 << n) - 1);
+    if (hy) {
+        double r[4], q[4], out[4];
+        _mm256_storeu_pd(r, re);
+        _mm256_storeu_pd(q, im);
+        _mm256_storeu_pd(out, v);
+        for (int l = 0; l < 4; l++)
+            if ((hy >> l) & 1)
+                out[l] = hypot(r[l], q[l]);
+        v = _mm256_loadu_pd(out);
+    }
+    return v;
+}
+
+/* mag() of the entries at element offsets off + q*stride, q < n. */
+SC_TARGET2 static inline __m256d sc_mag4(const scale_job *J, int64_t off, int64_t stride, __m256i idx, __m256i k64,
+                                         __m128i k32, int n)
+{
+    if (J->xi && n == 4 && stride == 2 && J->xi == J->xr + (J->dtype ? 8 : 4)) {
+        /* interleaved complex: 4 (re, im) pairs in one or two loads */
+        __m256d re, im;
+        if (J->dtype) {
+            const __m256d c0 = _mm256_loadu_pd((const double *)J->xr + off);
+            const __m256d c1 = _mm256_loadu_pd((const double *)J->xr + off + 4);
+            const __m256d lo = _mm256_permute2f128_pd(c0, c1, 0x20); /* r0 i0 r2 i2 */
+            const __m256d hi = _mm256_permute2f128_pd(c0, c1, 0x31); /* r1 i1 r3 i3 */
+            re = _mm256_unpacklo_pd(lo, hi);
+            im = _mm256_unpackhi_pd(lo, hi);
+        } else {
+            const __m256 c = _mm256_permutevar8x32_ps(_mm256_loadu_ps((const float *)J->xr + off),
+                                                      _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
+            re = _mm256_cvtps_pd(_mm256_castps256_ps128(c));
+            im = _mm256_cvtps_pd(_mm256_extractf128_ps(c, 1));
+        }
+        return sc_cmag(re, im, 4);
+    }
+    const __m256d re = sc_load4(J, J->xr, off, stride, idx, k64, k32, n);
+    if (!J->xi)
+        return _mm256_and_pd(re, _mm256_castsi256_pd(_mm256_set1_epi64x(INT64_MAX)));
+    return sc_cmag(re, sc_load4(J, J->xi, off, stride, idx, k64, k32, n), n);
+}
+
+SC_TARGET2 static inline void sc_masks(int n, __m256i *k64, __m128i *k32)
+{
+    const __m128i q = _mm_setr_epi32(0, 1, 2, 3);
+    *k32 = _mm_cmpgt_epi32(_mm_set1_epi32(n), q);
+    *k64 = _mm256_cvtepi32_epi64(*k32);
+}
+
+#define SC_BLK 256 /* rows per sweep over the columns when the rows are the unit-stride side */
+
+/* By columns (the scalar code's first loop): a block of rows at a time, every
+ * column in order, the accumulators in the output arrays. */
+SC_TARGET2 static void stats_cols_avx2(scale_job *J, int64_t i0, int64_t i1)
+{
+    const __m256i idx = _mm256_setr_epi64x(0, J->rsx, 2 * J->rsx, 3 * J->rsx);
+    for (int64_t b0 = i0; b0 < i1; b0 += SC_BLK) {
+        const int64_t b1 = i1 - b0 < SC_BLK ? i1 : b0 + SC_BLK;
+        if (!J->carry)
+            for (int64_t i = b0; i < b1; i++)
+                J->rowmax[i] = J->sumsq[i] = J->l1[i] = 0.0;
+        const int64_t bf = b0 + ((b1 - b0) & ~(int64_t)3); /* full vectors end */
+        __m256i k64, f64;
+        __m128i k32, f32;
+        sc_masks((int)(b1 - bf), &k64, &k32);
+        sc_masks(4, &f64, &f32);
+        for (int64_t j = 0; j < J->cols; j++) {
+            int64_t i = b0;
+            for (; i < bf; i += 4) { /* plain loads and stores: AMD's masked stores are slow */
+                const __m256d v = sc_mag4(J, i * J->rsx + j * J->csx, J->rsx, idx, f64, f32, 4);
+                const __m256d mx = _mm256_loadu_pd(J->rowmax + i);
+                const __m256d gt = _mm256_or_pd(_mm256_cmp_pd(v, mx, _CMP_GT_OQ), _mm256_cmp_pd(v, v, _CMP_UNORD_Q));
+                _mm256_storeu_pd(J->rowmax + i, _mm256_blendv_pd(mx, v, gt));
+                _mm256_storeu_pd(J->sumsq + i, _mm256_add_pd(_mm256_loadu_pd(J->sumsq + i), _mm256_mul_pd(v, v)));
+                _mm256_storeu_pd(J->l1 + i, _mm256_add_pd(_mm256_loadu_pd(J->l1 + i), v));
+            }
+            if (i < b1) {
+                const int n = (int)(b1 - i);
+                const __m256d v = sc_mag4(J, i * J->rsx + j * J->csx, J->rsx, idx, k64, k32, n);
+                const __m256d mx = _mm256_maskload_pd(J->rowmax + i, k64);
+                const __m256d gt = _mm256_or_pd(_mm256_cmp_pd(v, mx, _CMP_GT_OQ), _mm256_cmp_pd(v, v, _CMP_UNORD_Q));
+                _mm256_maskstore_pd(J->rowmax + i, k64, _mm256_blendv_pd(mx, v, gt));
+                _mm256_maskstore_pd(J->sumsq + i, k64,
+                                    _mm256_add_pd(_mm256_maskload_pd(J->sumsq + i, k64), _mm256_mul_pd(v, v)));
+                _mm256_maskstore_pd(J->l1 + i, k64, _mm256_add_pd(_mm256_maskload_pd(J->l1 + i, k64), v));
+            }
+        }
+    }
+}
+
+/* The scalar code's second loop (by rows) on 4 rows, one lane each. */
+typedef struct {
+    __m256d mx, s2, s1, bad;
+} sc_acc;
+
+SC_TARGET2 static inline void sc_acc_add(sc_acc *A, __m256d v)
+{
+    A->bad = _mm256_or_pd(A->bad, _mm256_cmp_pd(v, _mm256_set1_pd(1.7976931348623157e308), _CMP_NLE_UQ));
+    A->mx = _mm256_blendv_pd(A->mx, v, _mm256_cmp_pd(v, A->mx, _CMP_GT_OQ));
+    A->s2 = _mm256_add_pd(A->s2, _mm256_mul_pd(v, v));
+    A->s1 = _mm256_add_pd(A->s1, v);
+}
+
+SC_TARGET2 static void stats_rows_avx2(scale_job *J, int64_t i0, int64_t i1)
+{
+    const __m256i idxr = _mm256_setr_epi64x(0, J->rsx, 2 * J->rsx, 3 * J->rsx);
+    const __m256i idxc = _mm256_setr_epi64x(0, J->csx, 2 * J->csx, 3 * J->csx);
+    /* whole rows of 4 columns at once (then a 4x4 transpose) where they are contiguous */
+    const int along = J->csx == 1 || (J->xi && J->csx == 2 && J->xi == J->xr + (J->dtype ? 8 : 4));
+    for (int64_t i = i0; i < i1; i += 4) {
+        const int n = i1 - i < 4 ? (int)(i1 - i) : 4;
+        __m256i k64, f64;
+        __m128i k32, f32;
+        sc_masks(n, &k64, &k32);
+        sc_masks(4, &f64, &f32);
+        sc_acc A = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
+        if (J->carry) {
+            A.mx = _mm256_maskload_pd(J->rowmax + i, k64);
+            A.s2 = _mm256_maskload_pd(J->sumsq + i, k64);
+            A.s1 = _mm256_maskload_pd(J->l1 + i, k64);
+        }
+        A.bad = _mm256_cmp_pd(A.mx, _mm256_set1_pd(1.7976931348623157e308), _CMP_NLE_UQ);
+        int64_t j = 0;
+        if (along && n == 4)
+            for (; j + 4 <= J->cols; j += 4) {
+                const int64_t off = i * J->rsx + j * J->csx;
+                const __m256d m0 = sc_mag4(J, off, J->csx, idxc, f64, f32, 4);
+                const __m256d m1 = sc_mag4(J, off + J->rsx, J->csx, idxc, f64, f32, 4);
+                const __m256d m2 = sc_mag4(J, off + 2 * J->rsx, J->csx, idxc, f64, f32, 4);
+                const __m256d m3 = sc_mag4(J, off + 3 * J->rsx, J->csx, idxc, f64, f32, 4);
+                const __m256d t0 = _mm256_unpacklo_pd(m0, m1), t1 = _mm256_unpackhi_pd(m0, m1);
+                const __m256d t2 = _mm256_unpacklo_pd(m2, m3), t3 = _mm256_unpackhi_pd(m2, m3);
+                sc_acc_add(&A, _mm256_permute2f128_pd(t0, t2, 0x20)); /* column j */
+                sc_acc_add(&A, _mm256_permute2f128_pd(t1, t3, 0x20));
+                sc_acc_add(&A, _mm256_permute2f128_pd(t0, t2, 0x31));
+                sc_acc_add(&A, _mm256_permute2f128_pd(t1, t3, 0x31));
+            }
+        for (; j < J->cols; j++)
+            sc_acc_add(&A, sc_mag4(J, i * J->rsx + j * J->csx, J->rsx, idxr, k64, k32, n));
+        _mm256_maskstore_pd(J->rowmax + i, k64, _mm256_blendv_pd(A.mx, _mm256_set1_pd(NAN), A.bad));
+        _mm256_maskstore_pd(J->sumsq + i, k64, A.s2);
+        _mm256_maskstore_pd(J->l1 + i, k64, A.s1);
+    }
+}
+
+SC_TARGET2 static void stats_avx2(scale_job *J, int64_t i0, int64_t i1)
+{
+    if (J->rsx == 1 || J->rsx < J->csx) /* the scalar code's two NaN/Inf conventions */
+        stats_cols_avx2(J, i0, i1);
+    else
+        stats_rows_avx2(J, i0, i1);
+}
+
+/* bound_of on 4 lanes (w = v*f): the low bytes of the truncated int32s, as
+ * the int8 casts of the scalar code and bound_simd. */
+SC_TARGET2 static inline uint32_t bound4(__m256d v, __m256d f)
+{
+    const __m256d one = _mm256_set1_pd(1.0);
+    __m256d c = _mm256_round_pd(_mm256_mul_pd(v, f), _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC);
+    /* fmax(c, 1) for v > 0 (max_pd gives its second operand for a NaN, as fmax) */
+    c = _mm256_blendv_pd(c, _mm256_max_pd(c, one), _mm256_cmp_pd(v, _mm256_setzero_pd(), _CMP_GT_OQ));
+    const __m128i b = _mm_shuffle_epi8(_mm256_cvttpd_epi32(c), _mm_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1,
+                                                                              -1, -1, -1, -1, -1, -1));
+    return (uint32_t)_mm_cvtsi128_si32(b);
+}
+
+static void bound_row_scalar(scale_job *J, int64_t r)
+{
+    const double f = J->ea[r] < -1000 ? 0.0 : ldexp(127.0, -J->ea[r]);
+    for (int64_t j = 0; j < J->cols; j++)
+        J->out[r * J->rso + j * J->cso] = bound_of(mag(J, r * J->rsx + j * J->csx), f, J->ea[r]);
+}
+
+/* The bounds are entrywise: lanes run down the unit-stride dimension, rows
+ * when the statistics do so (by columns), else along each row. */
+SC_TARGET2 static void bound_avx2(scale_job *J, int64_t i0, int64_t i1)
+{
+    if (J->rsx == 1 || J->rsx < J->csx) {
+        const __m256i idx = _mm256_setr_epi64x(0, J->rsx, 2 * J->rsx, 3 * J->rsx);
+        double f[SC_BLK];
+        for (int64_t b0 = i0; b0 < i1; b0 += SC_BLK) {
+            const int64_t b1 = i1 - b0 < SC_BLK ? i1 : b0 + SC_BLK;
+            for (int64_t i = b0; i < b1; i++)
+                f[i - b0] = J->ea[i] < -1000 ? 0.0 : ldexp(127.0, -J->ea[i]);
+            for (int64_t j = 0; j < J->cols; j++)
+                for (int64_t i = b0; i < b1; i += 4) {
+                    const int n = b1 - i < 4 ? (int)(b1 - i) : 4;
+                    int8_t *o = J->out + i * J->rso + j * J->cso;
+                    int tiny = 0;
+                    for (int q = 0; q < n; q++)
+                        tiny |= J->ea[i + q] < -1000;
+                    if (tiny) { /* subnormal rows: the scalar two-step scaling */
+                        for (int q = 0; q < n; q++)
+                            o[q * J->rso] =
+                                bound_of(mag(J, (i + q) * J->rsx + j * J->csx), f[i + q - b0], J->ea[i + q]);
+                        continue;
+                    }
+                    __m256i k64;
+                    __m128i k32;
+                    sc_masks(n, &k64, &k32);
+                    const __m256d v = sc_mag4(J, i * J->rsx + j * J->csx, J->rsx, idx, k64, k32, n);
+                    const uint32_t u = bound4(v, _mm256_maskload_pd(f + (i - b0), k64));
+                    if (n == 4 && J->rso == 1)
+                        memcpy(o, &u, 4);
+                    else
+                        for (int q = 0; q < n; q++)
+                            o[q * J->rso] = (int8_t)(u >> (8 * q));
+                }
+        }
+        return;
+    }
+    const __m256i idx = _mm256_setr_epi64x(0, J->csx, 2 * J->csx, 3 * J->csx);
+    __m256i k64;
+    __m128i k32;
+    sc_masks(4, &k64, &k32);
+    for (int64_t i = i0; i < i1; i++) {
+        if (J->ea[i] < -1000) {
+            bound_row_scalar(J, i);
+            continue;
+        }
+        const double f = ldexp(127.0, -J->ea[i]);
+        const __m256d fv = _mm256_set1_pd(f);
+        int8_t *o = J->out + i * J->rso;
+        int64_t j = 0;
+        for (; j + 4 <= J->cols; j += 4) {
+            const uint32_t u = bound4(sc_mag4(J, i * J->rsx + j * J->csx, J->csx, idx, k64, k32, 4), fv);
+            if (J->cso == 1)
+                memcpy(o + j, &u, 4);
+            else
+                for (int q = 0; q < 4; q++)
+                    o[(j + q) * J->cso] = (int8_t)(u >> (8 * q));
+        }
+        for (; j < J->cols; j++)
+            o[j * J->cso] = bound_of(mag(J, i * J->rsx + j * J->csx), f, J->ea[i]);
+    }
+}
 #endif
 
 static void bound_task(void *ctx, int tid, int nt)
@@ -249,6 +535,10 @@ static void bound_task(void *ctx, int tid, int nt)
 #if EMUBLAS_X86
     if (sc_simd()) {
         bound_simd(J, i0, i1);
+        return;
+    }
+    if (sc_avx2()) {
+        bound_avx2(J, i0, i1);
         return;
     }
 #endif

@@ -25,8 +25,9 @@ def oz_kernel_name() -> str:
     Returns
     -------
     str
-        ``"avx512"`` (AVX-512 F/VL/DQ/BW present and not forced off) or
-        ``"generic"`` (the portable C); both give bit-identical results.
+        ``"avx512"`` (AVX-512 F/VL/DQ/BW present and not forced off),
+        ``"avx2"`` (AVX2+FMA without AVX-512, or forced) or ``"generic"``
+        (the portable C); all give bit-identical results.
     """
     ffi, lib = require()
     return ffi.string(lib.emublas_oz_kernel_name()).decode()
