@@ -26,6 +26,7 @@ Usage::
 
     python benchmarks/bench_i8gemm.py --sizes 1024 2048 --reps 7 --json out.json
     python benchmarks/bench_i8gemm.py --sizes 256 512 1024 --impls amx --layout planes
+    python benchmarks/bench_i8gemm.py --sizes 512 1024 2048 --impls generic avx2 --reps 7
 """
 
 from __future__ import annotations
@@ -164,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"emublas C extension not available: {cpu.load_error()}", file=sys.stderr)
         return 1
     threads = args.threads or cpu.default_threads()
-    impls = [i for i in args.impls if i != "vnni" or cpu.features()["avx512_vnni"]]
+    needs = {"vnni": "avx512_vnni", "amx": "amx_int8", "avx2": "avx2"}  # kernels this CPU may lack
+    impls = [i for i in args.impls if i not in needs or cpu.features()[needs[i]]]
     openblas_env = {k: v for k, v in os.environ.items() if k.startswith("OPENBLAS")}
     binfo = blas_info()
     meta: dict[str, Any] = {

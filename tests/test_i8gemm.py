@@ -25,9 +25,20 @@ HAS_VNNI = cpu.available() and cpu.features()["avx512_vnni"]
 needs_vnni = pytest.mark.skipif(not HAS_VNNI, reason="CPU lacks AVX-512 VNNI")
 HAS_AMX = cpu.available() and cpu.features()["amx_int8"]
 needs_amx = pytest.mark.skipif(not HAS_AMX, reason="CPU, OS or build lacks AMX int8")
+HAS_AVX2 = cpu.available() and cpu.features()["avx2"]
+needs_avx2 = pytest.mark.skipif(not HAS_AVX2, reason="CPU lacks AVX2+FMA")
 
-#: Every implementation the public API offers; "vnni" and "amx" are skipped without them.
-IMPLS = ["generic", pytest.param("vnni", marks=needs_vnni), pytest.param("amx", marks=needs_amx), "auto"]
+#: Every implementation the public API offers; "avx2", "vnni" and "amx" are skipped without them.
+IMPLS = [
+    "generic",
+    pytest.param("avx2", marks=needs_avx2),
+    pytest.param("vnni", marks=needs_vnni),
+    pytest.param("amx", marks=needs_amx),
+    "auto",
+]
+
+#: The kernels this CPU runs besides the reference ("generic").
+FAST_IMPLS = (["avx2"] if HAS_AVX2 else []) + (["vnni"] if HAS_VNNI else []) + (["amx"] if HAS_AMX else [])
 
 # Register tiles and cache blocks of the kernels (native/cpu): the shapes
 # below straddle all of them.
@@ -35,6 +46,7 @@ IMPLS = ["generic", pytest.param("vnni", marks=needs_vnni), pytest.param("amx", 
 #   AMX:           MR 32, NR 32, KC 2048, MC 64, NC 2048, k padded to 64
 #   generic/AVX2:  MR 6, NR 16, KC 512,  MC 96,  NC 2048
 #   generic/base:  MR 6, NR 8
+#   avx2:          MR 6, NR 16, KC 384,  MC 144, NC 4096, k padded to 2
 SHAPES = [  # (m, n, k)
     (1, 1, 1),
     (1, 1, 7),
@@ -159,7 +171,7 @@ def test_extreme_values(seeded: Seeded) -> None:
     for va, vb in [(-128, -128), (-128, 127), (127, 127), (127, -128)]:
         a = np.full((19, 77), va, dtype=np.int8)
         b = np.full((77, 53), vb, dtype=np.int8)
-        for impl in ["generic"] + (["vnni"] if HAS_VNNI else []) + (["amx"] if HAS_AMX else []):
+        for impl in ["generic"] + FAST_IMPLS:
             got = cpu.i8gemm(a, b, impl=impl)
             check(got, ref(a, b), seeded, f"{impl} constant {va}*{vb}")
     baseline = i8gemm_baseline(a, b)
@@ -323,6 +335,81 @@ def test_baseline_generic_exact(seeded: Seeded, m: int, n: int, k: int) -> None:
     check(i8gemm_baseline(a, b), ref(a, b), seeded, f"baseline {m}x{n}x{k}")
 
 
+# ---- the AVX2 integer kernel (int16 pairs, vpmaddwd) --------------------------------------
+
+
+@needs_avx2
+@pytest.mark.parametrize(
+    "m,n,k",
+    [
+        (1, 1, 1),
+        (1, 1, 2),
+        (6, 16, 1),
+        (6, 16, 3),
+        (7, 17, 5),
+        (5, 15, 15),  # under one tile both ways
+        (12, 32, 16),  # whole tiles, one 16-deep register-path block of k
+        (13, 33, 17),  # one past each
+        (48, 48, 31),  # the register pack paths with an odd k tail
+        (97, 200, 385),  # two k-slices (KC 384), the second one odd-sized
+        (145, 70, 770),  # two A blocks (MC 144), balanced k-slices
+        (300, 5, 1001),
+        (2, 4100, 9),  # two B blocks (NC 4096)
+    ],
+)
+def test_avx2_exact_and_identical(seeded: Seeded, m: int, n: int, k: int) -> None:
+    a, b = seeded.i8((m, k)), seeded.i8((k, n))
+    want = ref(a, b)
+    g = cpu.i8gemm(a, b, impl="generic")
+    for oa in "CF":
+        for ob in "CF":
+            for oc in "CF":
+                out = np.empty((m, n), dtype=np.int32, order=oc)
+                cpu.i8gemm(np.array(a, order=oa), np.array(b, order=ob), out, impl="avx2")
+                check(out, want, seeded, f"avx2 {m}x{n}x{k} a:{oa} b:{ob} out:{oc}")
+                assert np.array_equal(out, g), f"avx2 != generic (seed={seeded.seed})"
+
+
+@needs_avx2
+@pytest.mark.parametrize("k", [1, 2, 3, 16, 17, 33, 384, 385, 1001])
+def test_avx2_minus_128_pairs(seeded: Seeded, k: int) -> None:
+    # -128 * -128 + -128 * -128 = 32768 is the largest pair sum vpmaddwd forms from
+    # int8 data: one past int16, but it lands in an int32 lane and does not saturate.
+    for va, vb in [(-128, -128), (-128, 127), (127, -128), (127, 127)]:
+        for oa, ob in [("C", "F"), ("F", "C"), ("C", "C"), ("F", "F")]:
+            a = np.full((13, k), va, dtype=np.int8, order=oa)
+            b = np.full((k, 35), vb, dtype=np.int8, order=ob)
+            got = cpu.i8gemm(a, b, impl="avx2")
+            check(got, np.full((13, 35), va * vb * k, dtype=np.int32), seeded, f"avx2 {va}*{vb} k={k} {oa}{ob}")
+
+
+@needs_avx2
+@pytest.mark.parametrize("threads", [1, 2, 3, 5])
+@pytest.mark.parametrize("m,n,k", [(301, 203, 517), (1000, 17, 1100), (17, 1000, 1101)])
+def test_avx2_threads_and_accumulate(seeded: Seeded, threads: int, m: int, n: int, k: int) -> None:
+    a, b = seeded.i8((m, k)), seeded.i8((k, n))
+    want = ref(a, b)
+    check(cpu.i8gemm(a, b, impl="avx2", threads=threads), want, seeded, f"avx2 threads={threads}")
+    out = seeded.i32((m, n))
+    start = out.copy()
+    cpu.i8gemm(a, b, out, accumulate=True, impl="avx2", threads=threads)
+    check(out, wrap32(start.astype(np.int64) + want), seeded, f"avx2 accumulate threads={threads}")
+
+
+@needs_avx2
+def test_avx2_strided_views(seeded: Seeded) -> None:
+    # Strides that are neither the k nor the item dimension contiguous (scalar packing),
+    # negative strides and a strided out, against the reference.
+    m, n, k = 29, 45, 37
+    a, b = seeded.i8((m, k)), seeded.i8((k, n))
+    want = ref(a, b)
+    for na, va in _views(a, seeded).items():
+        for nb, vb in _views(b, seeded).items():
+            out = np.zeros((2 * m, 3 * n), dtype=np.int32)[::2, ::-3]
+            cpu.i8gemm(va, vb, out, impl="avx2")
+            check(out, want, seeded, f"avx2 a:{na} b:{nb} strided out")
+
+
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("m,n,k", [(200, 300, 300), (1000, 17, 1100), (17, 1000, 1100), (97, 101, 1800)])
 def test_thread_counts_identical(seeded: Seeded, impl: str, m: int, n: int, k: int) -> None:
@@ -449,8 +536,8 @@ def test_value_errors(seeded: Seeded) -> None:
     ro.flags.writeable = False
     with pytest.raises(ValueError, match="read-only"):
         cpu.i8gemm(a, b, ro)
-    with pytest.raises(ValueError, match="'auto', 'generic', 'vnni'"):
-        cpu.i8gemm(a, b, impl="avx2")
+    with pytest.raises(ValueError, match="'auto', 'generic', 'avx2', 'vnni'"):
+        cpu.i8gemm(a, b, impl="avx3")
     with pytest.raises(ValueError, match="threads"):
         cpu.i8gemm(a, b, threads=0)
     with pytest.raises(ValueError, match="accumulate"):
@@ -458,10 +545,14 @@ def test_value_errors(seeded: Seeded) -> None:
 
 
 def test_vnni_unsupported_raises(seeded: Seeded, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cpu, "_features", {"avx512_vnni": False, "avx512_vpopcntdq": False, "amx_int8": False})
+    monkeypatch.setattr(
+        cpu, "_features", {"avx512_vnni": False, "avx512_vpopcntdq": False, "amx_int8": False, "avx2": False}
+    )
     a, b = seeded.i8((3, 4)), seeded.i8((4, 5))
     with pytest.raises(RuntimeError, match="VNNI"):
         cpu.i8gemm(a, b, impl="vnni")
+    with pytest.raises(RuntimeError, match="AVX2"):
+        cpu.i8gemm(a, b, impl="avx2")
     with pytest.raises(RuntimeError, match="AMX"):
         cpu.i8gemm(a, b, impl="amx")
     # The generic path still works.
@@ -479,6 +570,9 @@ def test_c_level_errors() -> None:
         assert lib.emublas_i8gemm(2, 1, 1, 1, nul, 1, 1, nul, 1, 1, nul, 1, 1, 0, 1) == lib.EMUBLAS_ENOTSUP
     if not HAS_AMX:
         assert lib.emublas_i8gemm(4, 1, 1, 1, nul, 1, 1, nul, 1, 1, nul, 1, 1, 0, 1) == lib.EMUBLAS_ENOTSUP
+    if not HAS_AVX2:
+        assert lib.emublas_i8gemm(5, 1, 1, 1, nul, 1, 1, nul, 1, 1, nul, 1, 1, 0, 1) == lib.EMUBLAS_ENOTSUP
+    assert lib.EMUBLAS_IMPL_AVX2 == 5
 
 
 # ---- features, threads, probe ---------------------------------------------------------
@@ -488,7 +582,7 @@ def test_set_auto_kernel_pins_and_restores(seeded: Seeded) -> None:
     a, b = seeded.i8((70, 130)), seeded.i8((130, 90))
     builtin = cpu.kernel_name("auto")
     try:
-        for impl in ["generic"] + (["vnni"] if HAS_VNNI else []) + (["amx"] if HAS_AMX else []):
+        for impl in ["generic"] + FAST_IMPLS:
             cpu.set_auto_kernel(impl)
             assert cpu.kernel_name("auto") == cpu.kernel_name(impl)
             check(cpu.i8gemm(a, b), ref(a, b), seeded, f"auto pinned to {impl}")
@@ -501,11 +595,22 @@ def test_set_auto_kernel_pins_and_restores(seeded: Seeded) -> None:
 
 def test_features_and_kernel_names() -> None:
     f = cpu.features()
-    assert set(f) == {"avx512_vnni", "avx512_vpopcntdq", "amx_int8"}
+    assert set(f) == {"avx512_vnni", "avx512_vpopcntdq", "amx_int8", "avx2"}
     assert all(isinstance(v, bool) for v in f.values())
     assert cpu.kernel_name("generic") in {"generic", "generic_avx2"}
-    best = "amx_int8" if f["amx_int8"] else "avx512_vnni" if f["avx512_vnni"] else cpu.kernel_name("generic")
+    best = (
+        "amx_int8"
+        if f["amx_int8"]
+        else "avx512_vnni"
+        if f["avx512_vnni"]
+        else "avx2"
+        if f["avx2"]
+        else cpu.kernel_name("generic")
+    )
     assert cpu.kernel_name("auto") == best
+    if f["avx2"]:
+        assert cpu.kernel_name("avx2") == "avx2"
+        assert cpu.kernel_name("generic") == "generic_avx2"  # "generic" stays the float kernel
     if f["amx_int8"]:
         assert cpu.kernel_name("amx") == "amx_int8"
     assert cpu.available() and cpu.load_error() is None

@@ -43,8 +43,8 @@ __all__ = [
 ]
 
 #: Valid values of the ``impl`` argument of :func:`i8gemm`.
-IMPLS: tuple[str, ...] = ("auto", "generic", "vnni", "amx")
-_IMPL_CODES = {"auto": 0, "generic": 1, "vnni": 2, "amx": 4}
+IMPLS: tuple[str, ...] = ("auto", "generic", "avx2", "vnni", "amx")
+_IMPL_CODES = {"auto": 0, "generic": 1, "avx2": 5, "vnni": 2, "amx": 4}
 
 #: Environment variable that sets the default thread count.
 ENV_THREADS = "EMUBLAS_NUM_THREADS"
@@ -137,9 +137,10 @@ def features() -> dict[str, bool]:
     -------
     dict of str to bool
         ``avx512_vnni`` (avx512f+bw+vl+vnni: the fast int8 GEMM),
-        ``avx512_vpopcntdq`` (avx512f+vpopcntdq) and ``amx_int8`` (AMX tiles
+        ``avx512_vpopcntdq`` (avx512f+vpopcntdq), ``amx_int8`` (AMX tiles
         with int8 products, the OS having granted the tile state: the
-        ``impl="amx"`` kernel, which ``"auto"`` does not pick yet).  All False when the extension is missing.
+        ``impl="amx"`` kernel, which ``"auto"`` does not pick yet) and ``avx2``
+        (avx2+fma: the ``impl="avx2"`` kernel).  All False when the extension is missing.
     """
     global _features
     if _features is None:
@@ -148,10 +149,12 @@ def features() -> dict[str, bool]:
         vnni = mod.lib.EMUBLAS_CPU_AVX512_VNNI if mod is not None else 1
         popc = mod.lib.EMUBLAS_CPU_AVX512_VPOPCNTDQ if mod is not None else 2
         amx = mod.lib.EMUBLAS_CPU_AMX_INT8 if mod is not None else 4
+        avx2 = mod.lib.EMUBLAS_CPU_AVX2 if mod is not None else 8
         _features = {
             "avx512_vnni": bool(mask & vnni),
             "avx512_vpopcntdq": bool(mask & popc),
             "amx_int8": bool(mask & amx),
+            "avx2": bool(mask & avx2),
         }
     return dict(_features)
 
@@ -202,6 +205,10 @@ def _impl_code(impl: str) -> int:
 
 
 def _check_supported(impl: str) -> None:
+    if impl == "avx2" and not features()["avx2"]:
+        raise RuntimeError(
+            "impl='avx2' needs AVX2 and FMA, which this CPU or OS does not provide; use impl='auto' or 'generic'"
+        )
     if impl == "vnni" and not features()["avx512_vnni"]:
         raise RuntimeError(
             "impl='vnni' needs AVX-512 VNNI (avx512f, avx512bw, avx512vl, avx512vnni), "
@@ -219,11 +226,11 @@ def set_auto_kernel(impl: str = "auto") -> None:
     """Make ``impl="auto"`` mean ``impl`` for every later int8 product of the process.
 
     The Ozaki-II loop's products included; ``"auto"`` restores the built-in choice
-    (AMX, else VNNI, else the portable kernel).  For comparing kernels in one process.
+    (AMX, else VNNI, else AVX2, else the portable kernel).  For comparing kernels in one process.
 
     Parameters
     ----------
-    impl : {"auto", "generic", "vnni", "amx"}
+    impl : {"auto", "generic", "avx2", "vnni", "amx"}
 
     Raises
     ------
@@ -244,13 +251,14 @@ def kernel_name(impl: str = "auto") -> str:
 
     Parameters
     ----------
-    impl : {"auto", "generic", "vnni", "amx"}
+    impl : {"auto", "generic", "avx2", "vnni", "amx"}
 
     Returns
     -------
     str
-        ``"amx_int8"``, ``"avx512_vnni"``, ``"generic_avx2"`` (the portable C kernel built for
-        AVX2+FMA) or ``"generic"`` (the same C for the baseline ISA).
+        ``"amx_int8"``, ``"avx512_vnni"``, ``"avx2"`` (int16 multiply-adds, vpmaddwd),
+        ``"generic_avx2"`` (the portable C kernel, float arithmetic, built for AVX2+FMA) or
+        ``"generic"`` (the same C for the baseline ISA).
     """
     code = _impl_code(impl)
     ffi, lib = require()
@@ -312,9 +320,10 @@ def i8gemm(
         Fortran-ordered array is returned.
     accumulate : bool, default False
         Add the product to ``out`` instead of overwriting it (needs ``out``).
-    impl : {"auto", "generic", "vnni", "amx"}, default "auto"
-        ``auto`` picks AVX-512 VNNI where available, else the portable C
-        kernel; all give identical results.
+    impl : {"auto", "generic", "avx2", "vnni", "amx"}, default "auto"
+        ``auto`` picks AVX-512 VNNI where available, else the AVX2 integer
+        kernel where AVX2 is, else the portable C kernel (``generic``, float
+        arithmetic); all give identical results.
     threads : int, optional
         Threads to use; default :func:`default_threads`.  Small products run
         on one thread regardless.
@@ -332,7 +341,8 @@ def i8gemm(
         Non-2-D inputs, non-conforming shapes, a read-only ``out``, a bad
         ``impl`` or ``threads``, ``accumulate`` without ``out``.
     RuntimeError
-        ``impl="vnni"`` on a CPU without AVX-512 VNNI, ``impl="amx"`` without AMX int8
+        ``impl="vnni"`` on a CPU without AVX-512 VNNI, ``impl="amx"`` without AMX int8,
+        ``impl="avx2"`` without AVX2
         (:class:`emublas.errors.BackendUnavailableError`, a RuntimeError,
         when the C extension is missing).
     MemoryError

@@ -2,7 +2,7 @@
  * emublas_cpu.h -- public C API of the emublas CPU kernels.
  *
  * int8 x int8 -> int32 GEMM (the leaf of the Ozaki-II backend) with a
- * portable C path and an AVX-512 VNNI path chosen at run time.
+ * portable C path and AVX2, AVX-512 VNNI and AMX paths chosen at run time.
  *
  * Arithmetic contract: every product and sum is computed in 32-bit two's
  * complement arithmetic that wraps modulo 2^32.  The result is therefore
@@ -46,6 +46,7 @@ extern "C" {
 #define EMUBLAS_CPU_AVX512_VPOPCNTDQ 2 /* avx512f+avx512vpopcntdq */
 #define EMUBLAS_CPU_AMX_INT8 4         /* amx-tile+amx-int8 with the tile state saved by the OS (the
                                           tile data itself is asked for when impl AMX is first used) */
+#define EMUBLAS_CPU_AVX2 8             /* avx2+fma (the AVX2 int8 GEMM kernel) */
 
 /* Values of the impl argument. */
 #define EMUBLAS_IMPL_AUTO 0    /* best available */
@@ -54,6 +55,8 @@ extern "C" {
 #define EMUBLAS_IMPL_GENERIC_BASELINE 3 /* portable C for the baseline ISA even
                                            where AVX2 exists (for tests) */
 #define EMUBLAS_IMPL_AMX 4     /* AMX int8 tiles (TDPBSSD); opt-in, auto does not pick it */
+#define EMUBLAS_IMPL_AVX2 5    /* AVX2 int16 multiply-adds (vpmaddwd); auto picks it where
+                                  AVX2 exists without AVX-512 VNNI */
 
 /* CPU features usable here (CPU and OS support), a mask of EMUBLAS_CPU_*. */
 int emublas_cpu_features(void);
@@ -71,8 +74,9 @@ int emublas_i8gemm(int impl, int64_t m, int64_t n, int64_t k,
                    int32_t *C, int64_t rsc, int64_t csc,
                    int accumulate, int nthreads);
 
-/* Name of the kernel that impl selects on this CPU ("avx512_vnni",
- * "generic_avx2", "generic"), or NULL when impl is invalid or unsupported. */
+/* Name of the kernel that impl selects on this CPU ("amx_int8", "avx512_vnni",
+ * "avx2", "generic_avx2", "generic"), or NULL when impl is invalid or
+ * unsupported. */
 const char *emublas_i8gemm_kernel_name(int impl);
 
 /* Make impl AUTO mean impl (EMUBLAS_IMPL_AUTO: the built-in choice again) for

@@ -72,7 +72,7 @@ static int probe(void)
         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw"))
         f |= EMUBLAS__CPU_AVX512_FVLDQBW;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        f |= EMUBLAS__CPU_AVX2_FMA;
+        f |= EMUBLAS__CPU_AVX2_FMA | EMUBLAS_CPU_AVX2;
     if (__builtin_cpu_supports("popcnt"))
         f |= EMUBLAS__CPU_POPCNT;
 #endif
@@ -96,5 +96,6 @@ int emublas__cpu_features(void)
 
 int emublas_cpu_features(void)
 {
-    return emublas__cpu_features() & (EMUBLAS_CPU_AVX512_VNNI | EMUBLAS_CPU_AVX512_VPOPCNTDQ | EMUBLAS_CPU_AMX_INT8);
+    return emublas__cpu_features() &
+           (EMUBLAS_CPU_AVX512_VNNI | EMUBLAS_CPU_AVX512_VPOPCNTDQ | EMUBLAS_CPU_AMX_INT8 | EMUBLAS_CPU_AVX2);
 }

@@ -39,7 +39,7 @@
 
 /* Bits of emublas__cpu_features(): the public EMUBLAS_CPU_* bits
  * (emublas_cpu.h) and these, which only the kernels' dispatch asks about. */
-#define EMUBLAS__CPU_AVX2_FMA (1 << 8)        /* avx2+fma: the generic int8 GEMM's build */
+#define EMUBLAS__CPU_AVX2_FMA (1 << 8)        /* avx2+fma: the AVX2 int8 GEMM kernels, the Ozaki-II passes */
 #define EMUBLAS__CPU_AVX512_FVLDQBW (1 << 9)  /* avx512f+vl+dq+bw: the Ozaki-II passes */
 #define EMUBLAS__CPU_AVX512BW (1 << 10)       /* avx512f+bw: with VPOPCNTDQ, the boolpack kernel */
 #define EMUBLAS__CPU_POPCNT (1 << 11)         /* popcnt: the generic boolpack kernel's build */
@@ -116,6 +116,7 @@ typedef struct emublas__i8kernel {
 
 #if EMUBLAS_X86
 EMUBLAS_HIDDEN extern const emublas__i8kernel emublas__i8kernel_vnni;
+EMUBLAS_HIDDEN extern const emublas__i8kernel emublas__i8kernel_avx2;
 #endif
 #if EMUBLAS_HAVE_AMX
 EMUBLAS_HIDDEN extern const emublas__i8kernel emublas__i8kernel_amx;
