@@ -52,15 +52,18 @@ static int cert_ok(const emublas_oz_cert *C, int64_t i, int64_t j, double cr, do
     const double E = fmax(fmax(re, ce), C->crt_err);
     double B = -INFINITY;
     const double a = fmax(fabs(cr), fabs(ci));
+    /* an infinite a or d is an infinite lower bound, as getexp reads it on the SIMD paths
+     * (frexp leaves its exponent unspecified there) */
     if (a > 0) {
-        const double g = (double)(floor_log2(a) - 1);
+        const double g = isinf(a) ? INFINITY : (double)(floor_log2(a) - 1);
         if (g >= E)
             B = g;
     }
     if (C->W) {
         const double d = (double)C->W[i + j * C->ldw] - C->row_wsum[i] - C->col_wsum[j];
         if (d > 0)
-            B = fmax(B, ((double)C->row_budget[i] + (double)C->col_budget[j]) + (double)(floor_log2(d) - 14));
+            B = fmax(B, isinf(d) ? INFINITY
+                                 : ((double)C->row_budget[i] + (double)C->col_budget[j]) + (double)(floor_log2(d) - 14));
     }
     return E <= C->target + B;
 }
@@ -343,7 +346,7 @@ OZ_TARGET OZ_INLINE __mmask8 vcert_bad(const emublas_oz_cert *C, int64_t i, int6
         B = _mm512_mask_max_pd(B, pos, B, gw);
     }
     const __mmask8 ok = _mm512_cmp_pd_mask(E, _mm512_add_pd(_mm512_set1_pd(C->target), B), _CMP_LE_OQ);
-    return (__mmask8)(k & ~(ok | zero | (wzero & ~dead)));
+    return (__mmask8)(k & (dead | ~(ok | zero | wzero))); /* cert_ok's order: a NaN/Inf row first */
 }
 
 OZ_TARGET static void fin_cols_simd(fin_job *J, int tid, int64_t j0, int64_t j1)
@@ -542,7 +545,7 @@ OZ_TARGET2 static int vcert_bad4(const emublas_oz_cert *C, int64_t i, int64_t j,
         B = _mm256_blendv_pd(B, _mm256_max_pd(B, gw), pos);
     }
     const int ok = _mm256_movemask_pd(_mm256_cmp_pd(E, _mm256_add_pd(_mm256_set1_pd(C->target), B), _CMP_LE_OQ));
-    int bad = 0xf & ~(ok | zrow | (wzero & ~dead));
+    int bad = 0xf & (dead | ~(ok | zrow | wzero)); /* cert_ok's order: a NaN/Inf row first */
     if (odd & ~dead & ~zrow & ~wzero) { /* a subnormal, Inf or NaN that decides: cert_ok's own steps */
         double vr[4], vi[4];
         _mm256_storeu_pd(vr, cr);
