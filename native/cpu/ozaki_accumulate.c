@@ -59,14 +59,10 @@ OZ_TARGET OZ_INLINE void acc8(const acc_vc *C, __m512d x1, __m512d x2, double *p
     }
 }
 
-/* Rows i0 .. i0+nr-1 (nr <= 8; the rest zero), columns j .. j+7 (lanes kc) of
- * a matrix contiguous along j, transposed: c[q] holds column j+q. */
-OZ_TARGET OZ_INLINE void load_t8x8(const int32_t *X, int64_t rs, int64_t i0, int nr, int64_t j, __mmask8 kc,
-                                   __m256i c[8])
+/* c[q] = column q of the 8 x 8 int32 matrix whose rows are r[0..7], in registers
+ * (AVX2 instructions: both SIMD paths use it). */
+__attribute__((target("avx2"))) OZ_INLINE void transpose8x8_epi32(const __m256i r[8], __m256i c[8])
 {
-    __m256i r[8];
-    for (int q = 0; q < 8; q++)
-        r[q] = q < nr ? _mm256_maskz_loadu_epi32(kc, X + (i0 + q) * rs + j) : _mm256_setzero_si256();
     __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
     __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
     __m256i t4 = _mm256_unpacklo_epi32(r[4], r[5]), t5 = _mm256_unpackhi_epi32(r[4], r[5]);
@@ -85,11 +81,39 @@ OZ_TARGET OZ_INLINE void load_t8x8(const int32_t *X, int64_t rs, int64_t i0, int
     c[7] = _mm256_permute2x128_si256(u3, u7, 0x31);
 }
 
+/* Rows i0 .. i0+nr-1 (nr <= 8; the rest zero), columns j .. j+7 (lanes kc) of
+ * a matrix contiguous along j, transposed: c[q] holds column j+q. */
+OZ_TARGET OZ_INLINE void load_t8x8(const int32_t *X, int64_t rs, int64_t i0, int nr, int64_t j, __mmask8 kc,
+                                   __m256i c[8])
+{
+    __m256i r[8];
+    for (int q = 0; q < 8; q++)
+        r[q] = q < nr ? _mm256_maskz_loadu_epi32(kc, X + (i0 + q) * rs + j) : _mm256_setzero_si256();
+    transpose8x8_epi32(r, c);
+}
+
 #define OZ_TB 32 /* columns per transposed block */
 
 /* Columns jb .. jb+nc-1 (nc <= OZ_TB), rows [r0, r1) of X (contiguous along
  * j, row stride rs) into buf: column q at buf + q*ld, 8x8 tiles transposed in
  * registers, each row's cache lines used up before the next row. */
+/* The row ranges [ra, rb) of columns jb .. jb+nc-1 (row_range) and their union [*lo, *hi)
+ * (empty: *lo >= *hi): the rows a block of transposed columns must read. */
+static inline void block_rows(int64_t m, int uplo, int64_t jb, int nc, int64_t *ra, int64_t *rb, int64_t *lo,
+                              int64_t *hi)
+{
+    int64_t l = m, h = 0;
+    for (int q = 0; q < nc; q++) {
+        row_range(m, uplo, jb + q, &ra[q], &rb[q]);
+        if (ra[q] < rb[q]) {
+            l = ra[q] < l ? ra[q] : l;
+            h = rb[q] > h ? rb[q] : h;
+        }
+    }
+    *lo = l;
+    *hi = h;
+}
+
 OZ_TARGET static void transpose_block(const int32_t *X, int64_t rs, int64_t ld, int64_t r0, int64_t r1, int64_t jb,
                                       int nc, int32_t *buf)
 {
@@ -123,14 +147,8 @@ OZ_TARGET static int acc_cols_transposed(acc_job *J, const acc_vc *C, int64_t j0
     const int first = J->first;
     for (int64_t jb = j0; jb < j1; jb += OZ_TB) {
         const int nc = j1 - jb < OZ_TB ? (int)(j1 - jb) : OZ_TB;
-        int64_t ra[OZ_TB], rb[OZ_TB], lo_i = m, hi_i = 0;
-        for (int q = 0; q < nc; q++) {
-            row_range(m, J->uplo, jb + q, &ra[q], &rb[q]);
-            if (ra[q] < rb[q]) {
-                lo_i = ra[q] < lo_i ? ra[q] : lo_i;
-                hi_i = rb[q] > hi_i ? rb[q] : hi_i;
-            }
-        }
+        int64_t ra[OZ_TB], rb[OZ_TB], lo_i, hi_i;
+        block_rows(m, J->uplo, jb, nc, ra, rb, &lo_i, &hi_i);
         if (lo_i >= hi_i)
             continue;
         if (t1)
@@ -243,22 +261,7 @@ OZ_TARGET2 static void transpose8x8_avx2(const int32_t *X, int64_t rs, int64_t i
     __m256i r[8], c[8];
     for (int q = 0; q < 8; q++)
         r[q] = _mm256_loadu_si256((const __m256i *)(X + (i0 + q) * rs + j));
-    __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
-    __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
-    __m256i t4 = _mm256_unpacklo_epi32(r[4], r[5]), t5 = _mm256_unpackhi_epi32(r[4], r[5]);
-    __m256i t6 = _mm256_unpacklo_epi32(r[6], r[7]), t7 = _mm256_unpackhi_epi32(r[6], r[7]);
-    __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
-    __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
-    __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
-    __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
-    c[0] = _mm256_permute2x128_si256(u0, u4, 0x20);
-    c[1] = _mm256_permute2x128_si256(u1, u5, 0x20);
-    c[2] = _mm256_permute2x128_si256(u2, u6, 0x20);
-    c[3] = _mm256_permute2x128_si256(u3, u7, 0x20);
-    c[4] = _mm256_permute2x128_si256(u0, u4, 0x31);
-    c[5] = _mm256_permute2x128_si256(u1, u5, 0x31);
-    c[6] = _mm256_permute2x128_si256(u2, u6, 0x31);
-    c[7] = _mm256_permute2x128_si256(u3, u7, 0x31);
+    transpose8x8_epi32(r, c);
     for (int q = 0; q < 8; q++)
         _mm256_storeu_si256((__m256i *)(buf + q * ld + i0), c[q]);
 }
@@ -294,14 +297,8 @@ OZ_TARGET2 static int acc_cols_transposed_avx2(acc_job *J, const acc_vc4 *C, int
     int32_t *b1 = buf, *b2 = buf + (t1 ? ld * OZ_TB : 0);
     for (int64_t jb = j0; jb < j1; jb += OZ_TB) {
         const int nc = j1 - jb < OZ_TB ? (int)(j1 - jb) : OZ_TB;
-        int64_t ra[OZ_TB], rb[OZ_TB], lo_i = m, hi_i = 0;
-        for (int q = 0; q < nc; q++) {
-            row_range(m, J->uplo, jb + q, &ra[q], &rb[q]);
-            if (ra[q] < rb[q]) {
-                lo_i = ra[q] < lo_i ? ra[q] : lo_i;
-                hi_i = rb[q] > hi_i ? rb[q] : hi_i;
-            }
-        }
+        int64_t ra[OZ_TB], rb[OZ_TB], lo_i, hi_i;
+        block_rows(m, J->uplo, jb, nc, ra, rb, &lo_i, &hi_i);
         if (lo_i >= hi_i)
             continue;
         if (t1)

@@ -18,6 +18,9 @@
 #pragma GCC optimize("fp-contract=off") /* see ozaki.h */
 
 #include "ozaki.h"
+#if EMUBLAS_X86
+#include "simd_avx2.h"
+#endif
 
 /* Symmetric residue of any finite integer-valued y; sets *bad for NaN/Inf. */
 static double red_any(double y, const ozmod *M, int *bad)
@@ -426,19 +429,7 @@ OZ_TARGET2 OZ_INLINE int res_stage_vec4(const res_job *J, res_stage4 *S, int v, 
     const int64_t off = i0 * J->rsx + j * J->csx;
     __m256d xr, xi = zero;
     if (ilv && n == 4) { /* 4 interleaved (re, im) pairs */
-        if (J->dtype) {
-            const __m256d c0 = _mm256_loadu_pd((const double *)J->Xr + off);
-            const __m256d c1 = _mm256_loadu_pd((const double *)J->Xr + off + 4);
-            const __m256d lo = _mm256_permute2f128_pd(c0, c1, 0x20); /* r0 i0 r2 i2 */
-            const __m256d hi = _mm256_permute2f128_pd(c0, c1, 0x31); /* r1 i1 r3 i3 */
-            xr = _mm256_unpacklo_pd(lo, hi);
-            xi = _mm256_unpackhi_pd(lo, hi);
-        } else {
-            const __m256 c = _mm256_permutevar8x32_ps(_mm256_loadu_ps((const float *)J->Xr + off),
-                                                      _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
-            xr = _mm256_cvtps_pd(_mm256_castps256_ps128(c));
-            xi = _mm256_cvtps_pd(_mm256_extractf128_ps(c, 1));
-        }
+        avx2_load4_cplx(J->Xr + off * (J->dtype ? 8 : 4), J->dtype, &xr, &xi);
     } else {
         xr = load4x(J, J->Xr, off, J->rsx, n);
         if (kind != RES_REAL)

@@ -33,6 +33,7 @@
 #include <immintrin.h>
 #define SC_TARGET __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw")))
 #define SC_TARGET2 __attribute__((target("avx2,fma")))
+#include "simd_avx2.h"
 #endif
 
 typedef struct {
@@ -310,19 +311,7 @@ SC_TARGET2 static inline __m256d sc_mag4(const scale_job *J, int64_t off, int64_
     if (J->xi && n == 4 && stride == 2 && J->xi == J->xr + (J->dtype ? 8 : 4)) {
         /* interleaved complex: 4 (re, im) pairs in one or two loads */
         __m256d re, im;
-        if (J->dtype) {
-            const __m256d c0 = _mm256_loadu_pd((const double *)J->xr + off);
-            const __m256d c1 = _mm256_loadu_pd((const double *)J->xr + off + 4);
-            const __m256d lo = _mm256_permute2f128_pd(c0, c1, 0x20); /* r0 i0 r2 i2 */
-            const __m256d hi = _mm256_permute2f128_pd(c0, c1, 0x31); /* r1 i1 r3 i3 */
-            re = _mm256_unpacklo_pd(lo, hi);
-            im = _mm256_unpackhi_pd(lo, hi);
-        } else {
-            const __m256 c = _mm256_permutevar8x32_ps(_mm256_loadu_ps((const float *)J->xr + off),
-                                                      _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
-            re = _mm256_cvtps_pd(_mm256_castps256_ps128(c));
-            im = _mm256_cvtps_pd(_mm256_extractf128_ps(c, 1));
-        }
+        avx2_load4_cplx(J->xr + off * (J->dtype ? 8 : 4), J->dtype, &re, &im);
         return sc_cmag(re, im, 4);
     }
     const __m256d re = sc_load4(J, J->xr, off, stride, idx, k64, k32, n);
