@@ -116,7 +116,9 @@ DIFFERENT = [
         "dgemm",
         (0.0, np.full((3, 3), np.nan), B),
         {},
-        lambda v: v[0] == "ok" and np.isnan(v[1]).all(),
+        # OpenBLAS propagates the NaN with some CPUs' kernels (seen on Intel Xeons) and returns
+        # zeros with others (seen on an AMD EPYC without AVX-512): scipy's side depends on the host
+        lambda v: v[0] == "ok" and (np.isnan(v[1]).all() or (v[1] == 0).all()),
         "zeros",
     ),
     ("3-D a with axes of length 1", "dgemm", (1.0, A.reshape(3, 3, 1), B), {}, _scipy_ok, ValueError),
