@@ -1,6 +1,9 @@
 # Sourced by the GPU jobs of benchmarks/device_run.sh on the lent GPU machine: install the
-# carried cffi/pycparser wheels (.whl/, carry it) and build the package in place.
+# carried wheels (.whl/, carry it) and build the package in place.
 # Sets OUT (the tool's output folder, or a temporary one) and PYTHONPATH.
+# The device's Python lacks cffi/pycparser (the shared wheels) and platformdirs (auto's cost
+# table cache; without it auto's tests and bench_auto.py fail there). Before the first call, here:
+#   cp ../shared/wheels/*.whl .whl/ && python3 -m pip download --no-deps --only-binary=:all: -d .whl platformdirs
 set -uo pipefail
 OUT=${OUT:-$(mktemp -d)}
 export PYTHONUNBUFFERED=1
