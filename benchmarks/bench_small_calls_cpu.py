@@ -1,13 +1,11 @@
-"""ozaki2's small calls on the CPU: threads and the pool hold, beside OpenBLAS called alone.
+"""ozaki2's small calls on the CPU, on all threads and on one, beside OpenBLAS called alone.
 
     python3 benchmarks/bench_small_calls_cpu.py --sizes 128 256 512 --calls 50 --rounds 3
 
 Each configuration runs in a subprocess of its own, so that no other library's
 threads are awake in it: OpenBLAS's dgemm alone; emublas's dgemm through ozaki2
-(16 moduli, accurate, φ = 0.5 inputs from one seed) with its default threads
-and the pool hold (as shipped), with the hold switched off (the worker threads
-sleep between the call's parallel regions; a commit without the hold runs the
-same in both columns), and on one thread (``EMUBLAS_NUM_THREADS=1``).  A subprocess makes a warm-up call, then
+(16 moduli, accurate, φ = 0.5 inputs from one seed) with its default threads and
+on one thread (``EMUBLAS_NUM_THREADS=1``).  A subprocess makes a warm-up call, then
 ``--calls`` calls back to back, and reports their median; rounds take the
 configurations in turn, and the table gives the median over rounds with
 [min–max].  ``PYTHONPATH=/path/to/other/checkout`` times another commit's build.
@@ -28,15 +26,12 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 WORKER = r"""
-import contextlib, json, statistics, sys, time
+import json, statistics, sys, time
 import numpy as np
 import scipy.linalg.blas as sblas
 import emublas
-from emublas.backends.ozaki2 import calls
 print(json.dumps(emublas.__file__))
 n, count, config = {n}, {calls}, {config!r}
-if config == "nohold":
-    calls.pool_hold = contextlib.nullcontext  # the workers sleep between the call's regions
 rng = np.random.default_rng(1)
 a = np.asfortranarray(rng.random((n, n)) - 0.5)
 b = np.asfortranarray(rng.random((n, n)) - 0.5)
@@ -53,7 +48,7 @@ for _ in range(count):
 print(json.dumps(statistics.median(times)))
 """
 
-CONFIGS = ("openblas", "hold", "nohold", "one_thread")
+CONFIGS = ("openblas", "threads", "one_thread")
 
 
 def run(config: str, n: int, calls: int) -> tuple[str, float]:
@@ -90,15 +85,15 @@ def main(argv=None) -> int:
     print(f"CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; dgemm, ozaki2 16 moduli")
     print(f"emublas: {where}")
     print(f"median of {args.calls} back-to-back calls per subprocess; median over {args.rounds} rounds [min-max], ms")
-    print("| n | OpenBLAS alone | ozaki2, hold | ozaki2, no hold | ozaki2, one thread | hold / OpenBLAS |")
-    print("|---:|---|---|---|---|---:|")
+    print("| n | OpenBLAS alone | ozaki2 | ozaki2, one thread | ozaki2 / OpenBLAS |")
+    print("|---:|---|---|---|---:|")
     for row in rows:
 
         def cell(c, row=row):
             v = row[c]
             return f"{1e3 * statistics.median(v):.3f} [{1e3 * min(v):.3f}–{1e3 * max(v):.3f}]"
 
-        ratio = statistics.median(row["hold"]) / statistics.median(row["openblas"])
+        ratio = statistics.median(row["threads"]) / statistics.median(row["openblas"])
         cells = " | ".join(cell(c) for c in CONFIGS)
         print(f"| {row['n']} | {cells} | {ratio:.1f} |")
     if args.json:

@@ -503,32 +503,6 @@ def test_fork_after_threads(seeded: Seeded) -> None:
     assert os.waitstatus_to_exitcode(status) == 0, f"wrong result in child (seed={seeded.seed})"
 
 
-def test_pool_hold_nests_and_changes_no_result(seeded: Seeded) -> None:
-    # While a hold is open the idle workers spin between regions instead of sleeping; the
-    # results are those of the sleeping pool, holds nest, and closing the last one ends it
-    # (also when the block raises), so the workers sleep again for the next library.
-    _, lib = cpu.require()
-    a, b = seeded.i8((300, 200)), seeded.i8((200, 300))
-    want = ref(a, b)
-    held = 1 if cpu.default_threads() > 1 else 0
-    assert lib.emublas_pool_hold(-1) == 0
-    with cpu.pool_hold():
-        assert lib.emublas_pool_hold(-1) == held
-        with cpu.pool_hold():
-            assert lib.emublas_pool_hold(-1) == 2 * held
-            outs = [cpu.i8gemm(a, b, threads=2) for _ in range(3)]
-        assert lib.emublas_pool_hold(-1) == held
-        time.sleep(0.005)  # past the workers' spin limit: they sleep, and must wake for this one
-        outs.append(cpu.i8gemm(a, b, threads=2))
-    assert lib.emublas_pool_hold(-1) == 0
-    with pytest.raises(RuntimeError, match="inside"), cpu.pool_hold():
-        raise RuntimeError("inside")
-    assert lib.emublas_pool_hold(-1) == 0
-    outs.append(cpu.i8gemm(a, b, threads=2))
-    for out in outs:
-        check(out, want, seeded, "under a pool hold")
-
-
 # ---- errors -------------------------------------------------------------------------
 
 

@@ -15,11 +15,9 @@ implementation and thread count gives bit-identical results.
 
 from __future__ import annotations
 
-import contextlib
 import operator
 import os
 import threading
-from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
@@ -42,7 +40,6 @@ __all__ = [
     "require",
     "load",
     "threads_for",
-    "pool_hold",
 ]
 
 #: Valid values of the ``impl`` argument of :func:`i8gemm`.
@@ -295,34 +292,6 @@ def threads_for(threads: int | None) -> int:
     if n <= 0:
         raise ValueError(f"threads={threads!r} must be a positive integer")
     return n
-
-
-@contextlib.contextmanager
-def pool_hold() -> Iterator[None]:
-    """Keep the C kernels' worker threads spinning between the kernels run inside.
-
-    A call that runs several parallel kernels in a row (an Ozaki-II call runs
-    six or more, with Python work between them) would otherwise pay two
-    thread wake-ups per kernel, 80-100 us each in a virtual machine.  While
-    the hold is open, idle workers spin (at most 2 ms after their last
-    kernel); when it closes they sleep again, so a BLAS library called next
-    gets the cores.  Opening it also wakes the workers, so they are ready by
-    the first kernel.  Does nothing where the extension is missing or one
-    thread is used.
-
-    Yields
-    ------
-    None
-    """
-    mod = load()
-    if mod is None or default_threads() <= 1:
-        yield
-        return
-    mod.lib.emublas_pool_hold(1)
-    try:
-        yield
-    finally:
-        mod.lib.emublas_pool_hold(0)
 
 
 def i8gemm(

@@ -16,8 +16,8 @@
  * overlap the inputs.
  *
  * Threads: a small pthread pool whose idle workers block on a condition
- * variable (they do not spin after a call returns unless a hold is open, so
- * a BLAS library called right afterwards gets the cores).  On Linux each worker is pinned to an
+ * variable (they never spin after a call returns, so a BLAS library called
+ * right afterwards gets the cores).  On Linux each worker is pinned to an
  * allowed CPU other than the calling thread's (see pool.c for why).  Calls
  * from several threads at once are safe; a call that finds the pool busy
  * runs on its own thread.  fork() in a process that used the pool is safe.
@@ -60,14 +60,6 @@ extern "C" {
 
 /* CPU features usable here (CPU and OS support), a mask of EMUBLAS_CPU_*. */
 int emublas_cpu_features(void);
-
-/* Opens (open > 0) or closes (open == 0) a hold on the thread pool: while a
- * hold is open its idle workers spin between parallel regions (at most 2 ms
- * after the last one) instead of sleeping, so a caller that runs several
- * kernels in a row pays no wake-up between them.  Opening one also wakes
- * the sleeping workers.  Holds nest; every open needs its close.  open < 0
- * only asks.  Returns the number of holds open before the call. */
-int emublas_pool_hold(int open);
 
 /*
  * C = A*B (accumulate == 0) or C += A*B (accumulate != 0).

@@ -13,19 +13,6 @@
  * second Python thread, the GIL being released) simply runs its task on its
  * own thread with nthreads = 1.
  *
- * Bursts: a caller that is about to run several regions in a row (one
- * Ozaki-II call runs six or more, with Python work between them) brackets
- * them with emublas_pool_hold(1) ... emublas_pool_hold(0).  While a hold
- * is open, idle workers spin instead of sleeping (for at most
- * POOL_HOLD_SPIN_NS after their last region, in case the caller is slow),
- * so each region starts and ends in about a microsecond instead of two
- * futex wake-ups (about 40 us each on bare metal, 80-100 us measured in a
- * KVM guest, where a sleeping vCPU halts).  Opening a hold also wakes the
- * sleeping workers, so they are spinning by the time the first region is
- * posted.  With no hold open the pool behaves as described above: idle
- * workers sleep as soon as their region ends.  The caller itself always
- * spins briefly for its workers to finish (it has nothing else to do).
- *
  * Placement (Linux): when the region has no more threads than the caller
  * may use CPUs, each worker is pinned to one of those CPUs other than the
  * one the caller runs on.  Without this the scheduler often wakes the worker
@@ -43,7 +30,6 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -55,14 +41,12 @@ static pthread_cond_t done = PTHREAD_COND_INITIALIZER;       /* the caller waits
 static pthread_mutex_t barrier_lock = PTHREAD_MUTEX_INITIALIZER; /* emublas__barrier_wait's sleepers */
 static pthread_cond_t barrier_wake = PTHREAD_COND_INITIALIZER;
 static int nworkers;            /* started workers have ids 1 .. nworkers */
-static uint64_t generation;     /* bumped once per region; read without the lock by spinners */
+static uint64_t generation;     /* bumped once per region */
 static uint64_t start_gen[EMUBLAS_MAX_THREADS];
 static emublas_task_fn job_fn;
 static void *job_ctx;
 static int job_nthreads;
 static int pending;             /* workers of the current region not finished */
-static int hold;                /* open holds (emublas_pool_hold) */
-static uint64_t hold_epoch;     /* bumped when a hold opens: wakes the sleepers to spin */
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static pthread_t worker_thread[EMUBLAS_MAX_THREADS];
 #if defined(__linux__) && defined(CPU_SET)
@@ -72,41 +56,6 @@ static int worker_cpu[EMUBLAS_MAX_THREADS]; /* pinned CPU, or -1: caller's mask 
 #define POOL_PINNING 0
 #endif
 
-/* A worker spins at most this long after its last region while a hold is
- * open; the caller spins at most this long for its workers to finish. */
-#define POOL_HOLD_SPIN_NS 2000000L
-#define POOL_DONE_SPIN_NS 200000L
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
-
-static int64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
-/* Spins until *gen moves from seen (returns 1), or until the hold closes or
- * limit_ns pass (returns 0). */
-static int spin_for_region(uint64_t seen, int64_t limit_ns)
-{
-    const int64_t t0 = now_ns();
-    for (;;) {
-        for (int i = 0; i < 64; i++) {
-            if (__atomic_load_n(&generation, __ATOMIC_ACQUIRE) != seen)
-                return 1;
-            cpu_relax();
-        }
-        if (__atomic_load_n(&hold, __ATOMIC_RELAXED) == 0 || now_ns() - t0 > limit_ns)
-            return 0;
-    }
-}
-
 static void *worker_main(void *arg)
 {
     int id = (int)(intptr_t)arg;
@@ -114,23 +63,9 @@ static void *worker_main(void *arg)
     /* start_gen was recorded before this thread existed, so a region posted
      * between pthread_create and here is not missed. */
     uint64_t seen = start_gen[id];
-    uint64_t epoch = hold_epoch;
     for (;;) {
-        /* with a hold open, spin for the next region rather than sleep */
-        while (generation == seen && hold > 0) {
-            pthread_mutex_unlock(&lock);
-            const int got = spin_for_region(seen, POOL_HOLD_SPIN_NS);
-            pthread_mutex_lock(&lock);
-            if (!got) {
-                epoch = hold_epoch; /* timed out or closed: sleep until a new hold or region */
-                break;
-            }
-        }
-        while (generation == seen && !(hold > 0 && hold_epoch != epoch))
+        while (generation == seen)
             pthread_cond_wait(&wake, &lock);
-        epoch = hold_epoch;
-        if (generation == seen)
-            continue; /* a hold opened: go and spin */
         seen = generation;
         emublas_task_fn fn = job_fn;
         void *ctx = job_ctx;
@@ -139,7 +74,7 @@ static void *worker_main(void *arg)
         if (id < nt)
             fn(ctx, id, nt);
         pthread_mutex_lock(&lock);
-        if (id < nt && __atomic_sub_fetch(&pending, 1, __ATOMIC_ACQ_REL) == 0)
+        if (id < nt && --pending == 0)
             pthread_cond_signal(&done);
     }
     return NULL;
@@ -159,7 +94,6 @@ static void atfork_child(void)
     barrier_wake = c0;
     nworkers = 0;
     pending = 0;
-    hold = 0;
 }
 
 static void register_atfork(void)
@@ -248,8 +182,8 @@ int emublas__parallel(emublas_task_fn fn, void *ctx, int nthreads)
         job_fn = fn;
         job_ctx = ctx;
         job_nthreads = nt;
-        __atomic_store_n(&pending, nt - 1, __ATOMIC_RELAXED);
-        __atomic_store_n(&generation, generation + 1, __ATOMIC_RELEASE);
+        pending = nt - 1;
+        generation++;
         pthread_cond_broadcast(&wake);
     }
     pthread_mutex_unlock(&lock);
@@ -257,12 +191,6 @@ int emublas__parallel(emublas_task_fn fn, void *ctx, int nthreads)
     fn(ctx, 0, nt);
 
     if (nt > 1) {
-        /* the workers usually finish within microseconds of the caller */
-        const int64_t t0 = now_ns();
-        int spins = 0;
-        while (__atomic_load_n(&pending, __ATOMIC_ACQUIRE) > 0 &&
-               ((++spins & 63) != 0 || now_ns() - t0 < POOL_DONE_SPIN_NS))
-            cpu_relax();
         pthread_mutex_lock(&lock);
         while (pending > 0)
             pthread_cond_wait(&done, &lock);
@@ -270,23 +198,6 @@ int emublas__parallel(emublas_task_fn fn, void *ctx, int nthreads)
     }
     pthread_mutex_unlock(&run_lock);
     return nt;
-}
-
-int emublas_pool_hold(int open)
-{
-    pthread_once(&atfork_once, register_atfork);
-    pthread_mutex_lock(&lock);
-    const int was = hold;
-    if (open > 0) {
-        if (__atomic_fetch_add(&hold, 1, __ATOMIC_RELAXED) == 0 && nworkers > 0) {
-            hold_epoch++;
-            pthread_cond_broadcast(&wake);
-        }
-    } else if (open == 0 && hold > 0) {
-        __atomic_fetch_sub(&hold, 1, __ATOMIC_RELAXED);
-    }
-    pthread_mutex_unlock(&lock);
-    return was;
 }
 
 int emublas__online_cpus(void)
@@ -309,6 +220,13 @@ int emublas__online_cpus(void)
  * for all barriers (one region runs at a time, so its sleepers are the only
  * ones). */
 #define BARRIER_SPINS 4000
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
 
 void emublas__barrier_wait(emublas__barrier *b, int nthreads)
 {

@@ -14,7 +14,6 @@ import time
 import numpy as np
 
 from ..._arrays import namespace
-from ..._kernels.cpu import pool_hold
 from . import certify, cpu_stages, pipeline, scaling
 from .planning import job_for, nterms, plan, precision_of
 
@@ -189,18 +188,17 @@ def run_cpu(routine, recipe_name, family, x, y, out, alpha, beta, **kw):
     dict
         The call's last-run record.
     """
-    with pool_hold():  # the kernels below run back to back: keep the workers awake between them
-        pr = Prepared(routine, recipe_name, family, x, y, out, **kw)
-        x, y = dead_rows_zeroed(x, y, pr.x_shift, pr.y_shift)  # the C kernels read NaN/Inf rows as zeros
-        uplo, timer, jb = kw["uplo"], pr.timer, pr.jb
-        state = cpu_stages.new_state((x.shape[0], y.shape[0]), jb.complex_out)
-        stages = cpu_stages.CpuStages(
-            x, y, pr.x_shift, pr.y_shift, conj_x=kw["conj_x"], conj_y=kw["conj_y"], uplo=uplo, timer=timer
-        )
-        pipeline.run(jb, stages, state, batch=cpu_stages.batch_for(x, y, out, jb))
-        t0 = time.perf_counter()
-        cpu_stages.finalize(state, jb, pr.x_shift, pr.final_y_shift, out, alpha, beta, uplo=uplo, cert=pr.cert)
-        timer.add("crt", t0)
+    pr = Prepared(routine, recipe_name, family, x, y, out, **kw)
+    x, y = dead_rows_zeroed(x, y, pr.x_shift, pr.y_shift)  # the C kernels read NaN/Inf rows as zeros
+    uplo, timer, jb = kw["uplo"], pr.timer, pr.jb
+    state = cpu_stages.new_state((x.shape[0], y.shape[0]), jb.complex_out)
+    stages = cpu_stages.CpuStages(
+        x, y, pr.x_shift, pr.y_shift, conj_x=kw["conj_x"], conj_y=kw["conj_y"], uplo=uplo, timer=timer
+    )
+    pipeline.run(jb, stages, state, batch=cpu_stages.batch_for(x, y, out, jb))
+    t0 = time.perf_counter()
+    cpu_stages.finalize(state, jb, pr.x_shift, pr.final_y_shift, out, alpha, beta, uplo=uplo, cert=pr.cert)
+    timer.add("crt", t0)
     report(routine, pr.cert, pr.info, out.shape, uplo, kw["fallback"])
     return {**pr.info, "phases": dict(timer.phases)}
 
