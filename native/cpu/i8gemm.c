@@ -316,7 +316,7 @@ const emublas__i8kernel *emublas__i8gemm_kernel(int impl, int *err)
 #if EMUBLAS_X86
         if (vnni)
             return &emublas__i8kernel_vnni;
-        /* 1.4-1.7x the float kernel on one Zen 4 core, n = 128 ... 2048 */
+        /* about 1.4-1.5x the float kernel where there is no VNNI (bench_i8gemm.py) */
         if (avx2)
             return &emublas__i8kernel_avx2;
 #endif
