@@ -36,7 +36,7 @@ HOT = (
     "oz_res_split2m_f64",
     "oz_terms",
     "oz_terms_direct",
-    "oz_wmax_rows",
+    "oz_wmax",
     "oz_crt_final_real",
     "oz_crt_final_cplx",
     "oz_crt_fused_cplx",

@@ -135,6 +135,30 @@ def test_blocking_gives_the_same_result(emublas, cp, rng, monkeypatch, routine):
     cp.testing.assert_array_equal(blocked, whole)
 
 
+@pytest.mark.parametrize("routine", ["gemm", "herk", "syr2k"])
+def test_product_paths_agree(emublas, cp, rng, monkeypatch, routine):
+    """gemmEx, cuBLASLt's timed choice and "auto" (cuBLASLt's first heuristic proposal at
+    these sizes) give the same result bit for bit, and "auto" falls back to gemmEx while
+    the stream is captured (the CUDA-graph replays)."""
+    from emublas.backends.ozaki2 import kernels_gpu
+
+    run = _square_call(emublas, cp, rng, routine)
+    results = {}
+    for path in ("gemmex", "lt", "auto"):
+        monkeypatch.setattr(kernels_gpu, "PRODUCTS", path)
+        results[path] = run()
+    cp.testing.assert_array_equal(results["lt"], results["gemmex"])
+    cp.testing.assert_array_equal(results["auto"], results["gemmex"])
+    stream = cp.cuda.Stream(non_blocking=True)
+    assert not kernels_gpu._capturing(stream.ptr)
+    with stream:
+        stream.begin_capture()
+        try:
+            assert kernels_gpu._capturing(stream.ptr)
+        finally:
+            stream.end_capture()
+
+
 @pytest.mark.parametrize("path", ["gemmex", "lt"])
 @pytest.mark.parametrize("routine", ["gemm", "herk", "syr2k"])
 def test_products_in_column_blocks_give_the_same_result(emublas, cp, rng, monkeypatch, path, routine):

@@ -671,21 +671,42 @@ extern "C" __global__ void __launch_bounds__(256) oz_terms_direct(
     }
 }
 
-/* Row maxima of the bound product W (accurate mode's scaling): w holds nb
- * columns of W, column j at j*ld, entries i < rows; rowmax[i] = max over
- * the columns, merged by atomicMax (W >= 0, rowmax starts at 0).  Coalesced
- * along i, 64 columns per thread.  Grid (ceil(rows/256), ceil(nb/64)). */
-extern "C" __global__ void __launch_bounds__(256) oz_wmax_rows(long long rows, long long nb, const int *w,
-                                                               long long ld, int *rowmax)
+/* Row and column maxima of the bound product W (accurate mode's scaling): w holds nb
+ * columns of W, column j at j*ld, entries i < rows; rowmax[i] and colmax[j] are the
+ * maxima over them, merged by atomicMax (W >= 0, both start at 0), so that blocks may
+ * come in any order.  Coalesced along i, 64 columns per thread; a column's maximum over
+ * the block's 256 rows by a warp butterfly, then across the warps in shared memory: one
+ * atomic per column and block.  Grid (ceil(rows/256), ceil(nb/64)). */
+extern "C" __global__ void __launch_bounds__(256) oz_wmax(long long rows, long long nb, const int *w, long long ld,
+                                                          unsigned long long *rowmax, unsigned long long *colmax)
 {
+    __shared__ int swarp[8][64];
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= rows)
-        return;
-    const long long j0 = (long long)blockIdx.y * 64, j1 = j0 + 64 < nb ? j0 + 64 : nb;
+    const bool live = i < rows;
+    const long long j0 = (long long)blockIdx.y * 64;
+    const int nj = (int)(nb - j0 < 64 ? nb - j0 : 64);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int mx = 0;
-    for (long long j = j0; j < j1; j++)
-        mx = max(mx, w[j * ld + i]);
-    atomicMax(rowmax + i, mx);
+    for (int u = 0; u < nj; u++) {
+        int v = live ? w[(j0 + u) * ld + i] : 0;
+        mx = max(mx, v);
+#pragma unroll
+        for (int d = 16; d > 0; d /= 2)
+            v = max(v, __shfl_xor_sync(0xffffffffu, v, d));
+        if (lane == 0)
+            swarp[warp][u] = v;
+    }
+    if (live && mx > 0)
+        atomicMax(rowmax + i, (unsigned long long)mx);
+    __syncthreads();
+    if (threadIdx.x < nj) {
+        int c = 0;
+#pragma unroll
+        for (int q = 0; q < 8; q++)
+            c = max(c, swarp[q][threadIdx.x]);
+        if (c > 0)
+            atomicMax(colmax + j0 + threadIdx.x, (unsigned long long)c);
+    }
 }
 
 /* ---- the per-entry accuracy certificate (see emublas_cpu.h, emublas_oz_cert) ----

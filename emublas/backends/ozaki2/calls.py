@@ -334,7 +334,8 @@ def gpu_budget(x, y, out) -> int:
     """
     import cupy
 
-    free, _ = cupy.cuda.runtime.memGetInfo()
-    free += cupy.get_default_memory_pool().free_bytes()
     wanted = max(8 * (x.nbytes + (0 if y is x else y.nbytes) + out.nbytes), GPU_MIN_WORKSPACE)
+    free, _ = cupy.cuda.runtime.memGetInfo()
+    if wanted > 0.6 * free:  # only then count the pool's cached blocks (a walk of its free lists)
+        free += cupy.get_default_memory_pool().free_bytes()
     return int(min(wanted, 0.6 * free))  # headroom: scaling temporaries, the allocator's rounding

@@ -17,7 +17,7 @@ cuBLAS's int8 tensor-core GEMM); products are column-major int32.
 from __future__ import annotations
 
 import threading
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import numpy as np
 
@@ -33,7 +33,7 @@ __all__ = [
     "row_plan",
     "residues",
     "gemm_tn",
-    "wmax_rows",
+    "w_maxima",
     "device_constants",
     "MAX_TERMS",
     "FUSED_MAX_TERMS",
@@ -67,6 +67,14 @@ def pad(n: int) -> int:
 
 
 def _fn(name: str):
+    """Kernel ``name`` of ozaki2.cu on the current device (looked up once: a call issues dozens)."""
+    import cupy
+
+    return _fn_on(cupy.cuda.runtime.getDevice(), name)
+
+
+@cache
+def _fn_on(device: int, name: str):
     return cuda_source.module("ozaki2.cu", _OPTIONS).get_function(name)
 
 
@@ -103,17 +111,30 @@ def row_stats(x):
     import cupy
 
     rows, cols = x.shape
-    out = cupy.zeros((3, max(rows, 1)), np.float64)
-    if rows and cols:
-        xr, xi, rs, cs, suffix, _ = _views(x)
-        by_rows = _by_rows(rs, cs)
-        per = 32 if by_rows else 8
-        _fn(f"oz_stats_{suffix}")(
-            ((rows + per - 1) // per,),
-            (256,),
-            (_i64(rows), _i64(cols), _ptr(xr), _ptr(xi), _i64(rs), _i64(cs), _i32(by_rows), out[0], out[1], out[2]),
-        )
-    return out[:, :rows]
+    if not (rows and cols):
+        return cupy.zeros((3, rows), np.float64)
+    out = cupy.empty((3, rows), np.float64)  # the kernel writes every entry
+    xr, xi, rs, cs, suffix, _ = _views(x)
+    by_rows = _by_rows(rs, cs)
+    per = 32 if by_rows else 8
+    p = out.data.ptr
+    _fn(f"oz_stats_{suffix}")(
+        ((rows + per - 1) // per,),
+        (256,),
+        (
+            _i64(rows),
+            _i64(cols),
+            _ptr(xr),
+            _ptr(xi),
+            _i64(rs),
+            _i64(cs),
+            _i32(by_rows),
+            _ptr(p),
+            _ptr(p + 8 * rows),
+            _ptr(p + 16 * rows),
+        ),
+    )
+    return out
 
 
 def row_stats_host(x) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -212,9 +233,9 @@ def row_plan(stats_d, wmax_d, L: float, log2_127sq: float, safety: float, log2k:
             (256,),
             (
                 _i64(rows),
-                _ptr(st[0].data.ptr),
-                _ptr(st[1].data.ptr),
-                _ptr(st[2].data.ptr),
+                _ptr(st.data.ptr),
+                _ptr(st.data.ptr + 8 * rows),
+                _ptr(st.data.ptr + 16 * rows),
                 _ptr(w),
                 np.float64(L),
                 np.float64(log2_127sq),
@@ -366,10 +387,14 @@ def residues(kind: str, x, shift_d, moduli, roots, conj: bool, out=None):
 
 #: Which cuBLAS path computes the int8 products: "gemmex" (cublasGemmEx, cuBLAS's own
 #: heuristic), "lt" (cuBLASLt with the algorithm chosen by timing on the first call of each
-#: shape, see :mod:`emublas._kernels.cublaslt`) or "auto" (the default: lt from
+#: shape, see :mod:`emublas._kernels.cublaslt`) or "auto" (the default): cuBLASLt timed from
 #: LT_MIN_VOLUME = m·n·k on, where it measured 1.4-4.9% faster per product on the H200;
-#: gemmex below, where the two take the same device time and gemmEx's call is cheaper on
-#: the host).  From EMUBLAS_OZAKI2_PRODUCTS.
+#: below it cuBLASLt's first heuristic proposal, as fast as gemmEx on the device (1.01× at
+#: 4096³) and cheaper on the host (16 µs a call against 28, bench_gpu_host_ops.py), which
+#: matters before the residue pass, where the device waits for the host; gemmEx for the
+#: column blocks and on a stream being captured (cuBLASLt's workspace is allocated per
+#: stream on first use, which must not happen inside a capture).
+#: From EMUBLAS_OZAKI2_PRODUCTS.
 PRODUCTS = env_value("EMUBLAS_OZAKI2_PRODUCTS", choice("gemmex", "lt", "auto"), "auto")
 LT_MIN_VOLUME = 2**37
 
@@ -406,16 +431,33 @@ def gemm_tn(a_ptr: int, b_ptr: int, m: int, n: int, k: int, lda: int, ldb: int, 
     w = PRODUCT_COLS if PRODUCT_COLS and n > PRODUCT_COLS and m * n * k >= SPLIT_MIN_VOLUME else n
     # blocks go through gemmEx under "auto": as fast as the timed cuBLASLt choice, and the
     # same kernel every run (the timed choice varied between processes)
-    lt = PRODUCTS == "lt" or (PRODUCTS == "auto" and m * n * k >= LT_MIN_VOLUME and w == n)
+    if PRODUCTS == "lt":
+        path = "best"
+    elif PRODUCTS == "gemmex" or w < n:
+        path = "gemmex"
+    elif m * n * k >= LT_MIN_VOLUME:
+        path = "best"
+    else:
+        path = "gemmex" if _capturing(stream) else "heuristic"
     for lo in range(0, n, w):  # integer products: the blocks' results are the whole product's, bit for bit
-        _gemm_tn(lt, stream, a_ptr, b_ptr + lo * ldb, m, min(w, n - lo), k, lda, ldb, c_ptr + 4 * lo * ldc, ldc)
+        _gemm_tn(path, stream, a_ptr, b_ptr + lo * ldb, m, min(w, n - lo), k, lda, ldb, c_ptr + 4 * lo * ldc, ldc)
 
 
-def _gemm_tn(lt: bool, stream: int, a_ptr, b_ptr, m, n, k, lda, ldb, c_ptr, ldc) -> None:
-    if lt:
+def _capturing(stream: int) -> bool:
+    import cupy
+
+    try:
+        return bool(cupy.cuda.runtime.streamIsCapturing(stream))
+    except Exception:  # an unanswerable query counts as a capture: gemmEx then, which always works
+        return True
+
+
+def _gemm_tn(path: str, stream: int, a_ptr, b_ptr, m, n, k, lda, ldb, c_ptr, ldc) -> None:
+    if path != "gemmex":
         from ..._kernels import cublaslt
 
-        cublaslt.matmul_i8_tn(m, n, k, a_ptr, lda, b_ptr, ldb, c_ptr, ldc, stream=stream, algo="best")
+        algo = "best" if path == "best" else None  # None: the heuristic's first proposal
+        cublaslt.matmul_i8_tn(m, n, k, a_ptr, lda, b_ptr, ldb, c_ptr, ldc, stream=stream, algo=algo)
         return
     import cupy
 
@@ -426,8 +468,10 @@ def _gemm_tn(lt: bool, stream: int, a_ptr, b_ptr, m, n, k, lda, ldb, c_ptr, ldc)
     )
 
 
-def wmax_rows(w, rows: int, nb: int, ld: int, rowmax) -> None:
-    """``rowmax[i] = max(rowmax[i], max_j w[j, i])`` over a block of the bound product W.
+def w_maxima(w, rows: int, nb: int, ld: int, rowmax, colmax) -> None:
+    """Fold a block of the bound product W into its row and column maxima (``oz_wmax``).
+
+    ``rowmax[i] = max(rowmax[i], max_j w[j, i])`` and ``colmax[j] = max(colmax[j], max_i w[j, i])``.
 
     Parameters
     ----------
@@ -439,14 +483,15 @@ def wmax_rows(w, rows: int, nb: int, ld: int, rowmax) -> None:
         Columns of W in the block.
     ld : int
         Leading dimension of ``w`` (elements between consecutive columns of W).
-    rowmax : cupy.ndarray
-        int32 per-row maxima, updated in place (start at 0; W >= 0).
+    rowmax, colmax : cupy.ndarray
+        int64 maxima (``rows`` and ``nb`` of them, contiguous), updated in place
+        (start at 0; W >= 0).
 
     Notes
     -----
     Queued on cupy's current stream; merged by atomicMax, so blocks may be processed in any order.
     """
-    _fn("oz_wmax_rows")(((rows + 255) // 256, (nb + 63) // 64), (256,), (_i64(rows), _i64(nb), w, _i64(ld), rowmax))
+    _fn("oz_wmax")(((rows + 255) // 256, (nb + 63) // 64), (256,), (_i64(rows), _i64(nb), w, _i64(ld), rowmax, colmax))
 
 
 MAX_TERMS = constants.OZ_MAX_TERMS  # oz_crt_final keeps the term constants in shared memory

@@ -251,16 +251,16 @@ def _bound_product_gpu(left: Side, right: Side):
     b = a if right is left else right.int8_bound()
     m, n = left.x.shape[0], right.x.shape[0]
     rp, kp = a.shape
-    block = max(kg.PAD, min(b.shape[0], (2**28 // (4 * rp)) // kg.PAD * kg.PAD))  # ≤ 1 GiB of int32 per block
-    rowmax = cupy.zeros(rp, np.int64)
-    rowmax32 = cupy.zeros(rp, np.int32)  # the maxima of int32 blocks (one k-chunk), by a kernel
-    colmax = []
+    bp = b.shape[0]
+    block = max(kg.PAD, min(bp, (2**28 // (4 * rp)) // kg.PAD * kg.PAD))  # ≤ 1 GiB of int32 per block
+    maxima = cupy.zeros(rp + bp, np.int64)  # W's row maxima, then its column maxima: one memset
+    rowmax, colmax = maxima[:rp], maxima[rp:]
     w = cupy.empty((block, rp), np.int32)
-    chunks = list(range(0, kp, K_CHUNK))
-    whole = block >= b.shape[0] and len(chunks) == 1  # one product is all of W: keep it, no copy
+    chunks = range(0, kp, K_CHUNK)
+    whole = block >= bp and len(chunks) == 1  # one product is all of W: keep it, no copy
     kept = w[:n, :m] if whole else cupy.empty((n, m), np.int32)  # W transposed, C order: W in Fortran order
-    for j0 in range(0, b.shape[0], block):
-        nb = min(block, b.shape[0] - j0)
+    for j0 in range(0, bp, block):
+        nb = min(block, bp - j0)
         acc = None
         for c0 in chunks:
             ck = min(kp, c0 + K_CHUNK) - c0
@@ -271,16 +271,15 @@ def _bound_product_gpu(left: Side, right: Side):
                 part = w[:nb].astype(np.int64)
                 acc = part if acc is None else acc + part
         assert acc is not None  # at least one k-chunk
-        if acc.dtype == np.int32:  # cupy's reduction along the strided axis is 5× slower than the kernel
-            kg.wmax_rows(acc, rp, nb, rp, rowmax32)
+        if acc.dtype == np.int32:  # one kernel for both maxima: cupy's reductions cost more host time
+            kg.w_maxima(acc, rp, nb, rp, rowmax, colmax[j0 : j0 + nb])
         else:
-            rowmax = cupy.maximum(rowmax, acc.max(axis=0))
-        colmax.append(acc.max(axis=1))
+            cupy.maximum(rowmax, acc.max(axis=0), out=rowmax)
+            colmax[j0 : j0 + nb] = acc.max(axis=1)
         if j0 < n and not whole:
             j1 = min(n, j0 + nb)
             kept[j0:j1] = acc[: j1 - j0, :m] if len(chunks) == 1 else cupy.minimum(acc[: j1 - j0, :m], 2**31 - 1)
-    rowmax = cupy.maximum(rowmax, rowmax32)
-    return rowmax[:m].astype(np.int64), cupy.concatenate(colmax)[:n].astype(np.int64), kept.T
+    return rowmax[:m], colmax[:n], kept.T
 
 
 def growth(side: Side, wmax=None) -> np.ndarray:
