@@ -14,7 +14,7 @@ isolated time then exceeds the device's own work by about the difference.
 
 Usage::
 
-    python3 benchmarks/profile_ozaki2_gpu_host.py --sizes 256 4096 --ops dgemm zgemm --moduli 16 [--top 25]
+    python3 benchmarks/bench_ozaki2_gpu_host.py --sizes 256 4096 --ops dgemm zgemm --moduli 16 [--top 25]
 """
 
 from __future__ import annotations
