@@ -13,7 +13,9 @@ calls (the ``graphs`` option; the profiled call always runs directly); ``--final
 planes`` with and without the fused final pass (``gpu_engine.FUSED_FINAL``; the
 table's ``final`` column says which ran: a call whose products do not fit uses
 the term planes either way); ``--product-cols 0 4096`` with the int8 products whole and
-in blocks of 4096 columns of C (``kernels_gpu.PRODUCT_COLS``).  ``isolated`` is the
+in blocks of 4096 columns of C (``kernels_gpu.PRODUCT_COLS``); ``--batched auto off`` with the
+products of a run of moduli as strided-batched calls where they pay, and one by one
+(``kernels_gpu.BATCHED``).  ``isolated`` is the
 median device time of 5 calls each between its own events after a synchronisation (as
 ``bench_gemmul8.py`` times): it shows where the GPU waits for the host inside a call,
 which back-to-back calls hide.
@@ -57,6 +59,13 @@ def main() -> None:
     ap.add_argument("--products", nargs="+", choices=["gemmex", "lt", "auto"], default=[kernels_gpu.PRODUCTS])
     ap.add_argument("--graphs", nargs="+", choices=["auto", "off"], default=["auto"])
     ap.add_argument(
+        "--batched",
+        nargs="+",
+        choices=["auto", "off"],
+        default=[kernels_gpu.BATCHED],
+        help="the products of a run of moduli as one strided-batched call where it pays (auto), or one by one",
+    )
+    ap.add_argument(
         "--final",
         nargs="+",
         choices=["fused", "planes"],
@@ -97,10 +106,17 @@ def main() -> None:
                 b = None
                 f = partial(lambda fn, alpha, a, b, **kw: fn(alpha, a, **kw), f)
             _, native = _per_call(partial(f, 1.0, a, b, backend="native"))
-            runs = [(fi, pa, w) for fi in args.final for pa in args.products for w in args.product_cols]
-            for final, path, cols in runs:
+            runs = [
+                (fi, pa, w, bt)
+                for fi in args.final
+                for pa in args.products
+                for w in args.product_cols
+                for bt in args.batched
+            ]
+            for final, path, cols, batched in runs:
                 gpu_engine.FUSED_FINAL = final == "fused"
                 kernels_gpu.PRODUCTS, kernels_gpu.PRODUCT_COLS = path, cols
+                kernels_gpu.BATCHED = batched
                 for graphs in args.graphs:
                     kw = {"mode": args.mode} if args.mode else {}
                     call = partial(f, 1.0, a, b, backend="ozaki2", moduli=args.moduli, graphs=graphs, **kw)
@@ -122,6 +138,7 @@ def main() -> None:
                             "phi": args.phi,
                             "products": path,
                             "product_cols": cols,
+                            "batched": batched,
                             "graphs": graphs,
                             "final": final,
                             "fused_final": routines.last_run()["gpu_plan"]["fused_final"],
@@ -142,7 +159,7 @@ def main() -> None:
         f" phi = {args.phi}, per call (ms):"
     )
     print(
-        "| op | n | products/cols | graphs (last call) | final | host | device | isolated | cuBLAS | × cuBLAS"
+        "| op | n | products/cols/batched | graphs (last call) | final | host | device | isolated | cuBLAS | × cuBLAS"
         " | scaling | residues | int8 GEMMs | CRT | GEMM share |"
     )
     print("|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -150,7 +167,7 @@ def main() -> None:
         p = r["phases"]
         total = sum(p.get(k, 0.0) for k in ("scaling", "residues", "gemm", "crt"))
         print(
-            f"| {r['op']} | {r['n']} | {r['products']}/{r['product_cols'] or 'whole'} |"
+            f"| {r['op']} | {r['n']} | {r['products']}/{r['product_cols'] or 'whole'}/{r['batched']} |"
             f" {r['graphs']} ({r['graph'] or 'direct'}) |"
             f" {'fused' if r['fused_final'] else 'planes'} |"
             f" {1e3 * r['host_s']:.3f} | {1e3 * r['device_s']:.3f} | {1e3 * r['isolated_s']:.3f} |"

@@ -383,6 +383,61 @@ class GpuStages:
         self.ev.mark("gemm")
         return self.P if resident is None else resident[first : first + jb.nprod]
 
+    def run_products(self, T, planes, jb: pipeline.Job, start: int, stop: int) -> None:
+        """The products (and reductions) of a run of moduli, in :func:`pipeline.run`'s place.
+
+        Resident products of one recipe product and k-chunk lie at a constant stride over
+        the run's moduli, as their planes do, so each such set is one strided-batched
+        call where :func:`.kernels_gpu.gemm_tn_batched` takes it; otherwise (and for the
+        term-plane path) each modulus's products are formed and reduced in the driver's order.
+
+        Parameters
+        ----------
+        T : cupy.ndarray
+            The block's term planes or resident products (the driver's state).
+        planes : tuple
+            What :meth:`planes` returned for the run.
+        jb : pipeline.Job
+            The schedule.
+        start, stop : int
+            The run's moduli.
+        """
+        if self.resident is not None and not self.swap and stop - start > 1:
+            px, py = planes[0], planes[1]
+            rec = jb.recipes[start]  # one plane kind, hence one recipe, per run
+            per = PLANES_PER_MODULUS[rec.planes]
+            plane = self.bp * self.rp
+            left = []
+            for c in range(jb.nchunks):
+                c0, c1 = jb.chunk(c, px.shape[2])
+                done = all(
+                    kg.gemm_tn_batched(
+                        _plane(px, a) + c0,
+                        _plane(py, b) + c0,
+                        self.rp,
+                        self.bp,
+                        c1 - c0,
+                        px.shape[2],
+                        py.shape[2],
+                        self.resident,
+                        self.rp,
+                        ((start * jb.nchunks + c) * jb.nprod + idx) * plane,
+                        stop - start,
+                        per * px.shape[1] * px.shape[2],
+                        per * py.shape[1] * py.shape[2],
+                        jb.nchunks * jb.nprod * plane,
+                    )
+                    for idx, (a, b) in enumerate(rec.products)
+                )  # all or none: the test does not depend on the product
+                if not done:
+                    left.append(c)
+            self.ev.mark("gemm")
+        else:
+            left = list(range(jb.nchunks))
+        for l in range(start, stop):
+            for c in left:
+                self.reduce(T, self.products(planes, jb, l - start, l, c), jb, l, c)
+
     def reduce(self, T, prods, jb: pipeline.Job, l: int, c: int) -> None:
         """Turn modulus l's products of k-chunk c into its int8 CRT term planes in ``T``.
 

@@ -33,6 +33,7 @@ __all__ = [
     "row_plan",
     "residues",
     "gemm_tn",
+    "gemm_tn_batched",
     "w_maxima",
     "device_constants",
     "MAX_TERMS",
@@ -441,6 +442,85 @@ def gemm_tn(a_ptr: int, b_ptr: int, m: int, n: int, k: int, lda: int, ldb: int, 
         path = "gemmex" if _capturing(stream) else "heuristic"
     for lo in range(0, n, w):  # integer products: the blocks' results are the whole product's, bit for bit
         _gemm_tn(path, stream, a_ptr, b_ptr + lo * ldb, m, min(w, n - lo), k, lda, ldb, c_ptr + 4 * lo * ldc, ldc)
+
+
+#: Whether the products of a run of moduli may go to cuBLASLt as one strided-batched call
+#: ("auto", the default) or always one call per product ("off"): from EMUBLAS_OZAKI2_BATCHED.
+#: Under "auto" a batch is formed for products of BATCH_MIN_VOLUME <= m·n·k < BATCH_MAX_VOLUME
+#: (where one batched call with the timed algorithm measured faster than the loop on the
+#: H200: 4.5% per product at 4096³, and slower from 8192³), outside stream capture.
+BATCHED = env_value("EMUBLAS_OZAKI2_BATCHED", choice("auto", "off"), "auto")
+BATCH_MIN_VOLUME = 2**33
+BATCH_MAX_VOLUME = 2**37
+
+
+def gemm_tn_batched(
+    a_ptr: int,
+    b_ptr: int,
+    m: int,
+    n: int,
+    k: int,
+    lda: int,
+    ldb: int,
+    c,
+    ldc: int,
+    c_offset: int,
+    batch: int,
+    stride_a: int,
+    stride_b: int,
+    stride_c: int,
+) -> bool:
+    """``C_i = A_iᵀ·B_i`` for ``i < batch`` as one strided-batched cuBLASLt call, where it pays.
+
+    The algorithm is chosen by timing on the first call of a shape (which synchronises);
+    the integers are :func:`gemm_tn`'s, bit for bit.
+
+    Parameters
+    ----------
+    a_ptr, b_ptr, m, n, k, lda, ldb, c, ldc, c_offset
+        As for :func:`gemm_tn`, for the first product.
+    batch : int
+        Products.
+    stride_a, stride_b, stride_c : int
+        Elements from one product's A, B and C to the next's.
+
+    Returns
+    -------
+    bool
+        Whether the products were queued; False (nothing queued) outside the volumes
+        where a batch is faster, under ``EMUBLAS_OZAKI2_BATCHED=off`` or a forced
+        product path, and on a stream being captured: then the caller issues them one
+        by one.
+    """
+    import cupy
+
+    if BATCHED != "auto" or PRODUCTS != "auto" or batch < 2:
+        return False
+    if not BATCH_MIN_VOLUME <= m * n * k < BATCH_MAX_VOLUME:
+        return False
+    stream = cupy.cuda.get_current_stream().ptr
+    if _capturing(stream):
+        return False
+    from ..._kernels import cublaslt
+
+    cublaslt.matmul_i8_tn(
+        m,
+        n,
+        k,
+        a_ptr,
+        lda,
+        b_ptr,
+        ldb,
+        c.data.ptr + 4 * c_offset,
+        ldc,
+        batch=batch,
+        stride_a=stride_a,
+        stride_b=stride_b,
+        stride_c=stride_c,
+        stream=stream,
+        algo="best",
+    )
+    return True
 
 
 def _capturing(stream: int) -> bool:

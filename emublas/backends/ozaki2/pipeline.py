@@ -17,8 +17,10 @@ What a device does at each step is its *stages* object (:mod:`.cpu_stages`,
 :mod:`.gpu_stages`); this module owns the order, which is what makes the
 results bit-identical between the CPU, the GPU, several GPUs and Dask blocks.
 A stages object with a ``run_products(state, planes, job, start, stop)`` method
-(the CPU's: one C call) runs steps 2 and 3 of a whole run of moduli itself, in
-the order above; :func:`run` calls it instead of the per-modulus loop.
+runs steps 2 and 3 of a whole run of moduli itself (the CPU's: one C call, in the
+order above; the GPU's: one strided-batched product per recipe product and k-chunk
+where that is faster, whose exact int32 results stay resident for the final pass,
+so their order does not matter); :func:`run` calls it instead of the per-modulus loop.
 
 The :class:`Job` is everything about a call that depends only on its recipe,
 moduli and k: the per-term CRT factors, the term table of the GPU's final pass.
