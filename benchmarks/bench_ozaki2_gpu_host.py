@@ -86,7 +86,8 @@ def timeline(call, sync, calls_: int = 5) -> tuple[dict, list]:
 
         return wrapped
 
-    traced = TRACED + [("cupy.empty", cupy, "empty"), ("cupy.zeros", cupy, "zeros")]
+    # (an older tree may lack some of them: bench_against_commit-style comparisons run this script on it)
+    traced = [t for t in TRACED if hasattr(t[1], t[2])] + [("cupy.empty", cupy, "empty"), ("cupy.zeros", cupy, "zeros")]
     originals = [(mod, attr, getattr(mod, attr)) for _, mod, attr in STEPS + traced]
     marks: dict = {label: [] for label, _, _ in STEPS}
     marks["end"] = []

@@ -448,9 +448,10 @@ def gemm_tn(a_ptr: int, b_ptr: int, m: int, n: int, k: int, lda: int, ldb: int, 
 #: ("auto", the default) or always one call per product ("off"): from EMUBLAS_OZAKI2_BATCHED.
 #: Under "auto" a batch is formed for products of BATCH_MIN_VOLUME <= m·n·k < BATCH_MAX_VOLUME,
 #: outside stream capture.  On the H200 (bench_ozaki2_gpu_phases.py --batched off auto) whole
-#: calls at n = 3072 gained 12-20% (their products 20%); at 4096 dgemm gained 1-5% and zgemm
-#: lost up to 13%, and from 8192³ a batch was slower per product: so the window ends below
-#: 4096³.  Below 2048³ calls replay as CUDA graphs, which capture the products one by one.
+#: calls at n = 3072 gained 12-14% back to back (their products 20-23%); at 4096 dgemm gained
+#: 1-5% and zgemm lost up to 13%, and from 8192³ a batch was slower per product: so the window
+#: ends below 4096³.  Below 2048³ calls replay as CUDA graphs, which capture the products one
+#: by one.
 BATCHED = env_value("EMUBLAS_OZAKI2_BATCHED", choice("auto", "off"), "auto")
 BATCH_MIN_VOLUME = 2**33
 BATCH_MAX_VOLUME = 2**36
