@@ -90,14 +90,27 @@ __all__ = [
     "tuned",
     "matmul_i8_tn",
     "clear_caches",
+    "capturing",
 ]
 
 _best: dict[tuple[int, Shape], Heuristic] = {}
 _timings: dict[tuple[int, Shape], tuple[tuple[int, float | None], ...]] = {}
 
 
-def _capturing(stream: int) -> bool:
-    """Whether ``stream`` is being captured (an unanswerable query counts as yes: no sync then)."""
+def capturing(stream: int) -> bool:
+    """Whether ``stream`` is being captured into a CUDA graph.
+
+    Parameters
+    ----------
+    stream : int
+        The stream (``cudaStream_t`` as an int).
+
+    Returns
+    -------
+    bool
+        The runtime's answer; an unanswerable query counts as yes (callers then take
+        the path that is safe under capture: no synchronisation, no allocation).
+    """
     import cupy
 
     try:  # the runtime's query on the pointer: no stream object (cupy deprecates ExternalStream)
@@ -225,7 +238,7 @@ def best_algo(
         if key in _best:
             return _best[key]
     proposals = _heuristics(dev, s, count)
-    if _capturing(st):
+    if capturing(st):
         return proposals[0]
     scratch: list[Any] = []
     if a_ptr == 0:

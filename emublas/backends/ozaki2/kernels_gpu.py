@@ -439,7 +439,9 @@ def gemm_tn(a_ptr: int, b_ptr: int, m: int, n: int, k: int, lda: int, ldb: int, 
     elif m * n * k >= LT_MIN_VOLUME:
         path = "best"
     else:
-        path = "gemmex" if _capturing(stream) else "heuristic"
+        from ..._kernels import cublaslt
+
+        path = "gemmex" if cublaslt.capturing(stream) else "heuristic"
     for lo in range(0, n, w):  # integer products: the blocks' results are the whole product's, bit for bit
         _gemm_tn(path, stream, a_ptr, b_ptr + lo * ldb, m, min(w, n - lo), k, lda, ldb, c_ptr + 4 * lo * ldc, ldc)
 
@@ -501,10 +503,11 @@ def gemm_tn_batched(
         return False
     if not BATCH_MIN_VOLUME <= m * n * k < BATCH_MAX_VOLUME:
         return False
-    stream = cupy.cuda.get_current_stream().ptr
-    if _capturing(stream):
-        return False
     from ..._kernels import cublaslt
+
+    stream = cupy.cuda.get_current_stream().ptr
+    if cublaslt.capturing(stream):
+        return False
 
     cublaslt.matmul_i8_tn(
         m,
@@ -524,15 +527,6 @@ def gemm_tn_batched(
         algo="best",
     )
     return True
-
-
-def _capturing(stream: int) -> bool:
-    import cupy
-
-    try:
-        return bool(cupy.cuda.runtime.streamIsCapturing(stream))
-    except Exception:  # an unanswerable query counts as a capture: gemmEx then, which always works
-        return True
 
 
 def _gemm_tn(path: str, stream: int, a_ptr, b_ptr, m, n, k, lda, ldb, c_ptr, ldc) -> None:
