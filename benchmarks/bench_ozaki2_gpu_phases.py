@@ -10,7 +10,8 @@ same product.  Inputs rand − 0.5 (complex: both parts), times exp(φ·randn) w
 cuBLASLt with timed algorithm choice: ``kernels_gpu.PRODUCTS``), in the same run;
 ``--graphs auto off`` times each with and without the CUDA-graph replay of small
 calls (the ``graphs`` option; the profiled call always runs directly); ``--final fused
-planes`` with and without the fused final pass (``gpu_engine.FUSED_FINAL``; the
+unpaired planes`` with the fused final pass, with it but 2M's term pairs read term by term
+(``gpu_stages.PAIRED_FINAL``), and without it (``gpu_engine.FUSED_FINAL``; the
 table's ``final`` column says which ran: a call whose products do not fit uses
 the term planes either way); ``--product-cols 0 4096`` with the int8 products whole and
 in blocks of 4096 columns of C (``kernels_gpu.PRODUCT_COLS``); ``--batched auto off`` with the
@@ -33,7 +34,7 @@ import json
 from functools import partial
 
 import emublas
-from emublas.backends.ozaki2 import calls, gpu_engine, kernels_gpu, routines
+from emublas.backends.ozaki2 import calls, gpu_engine, gpu_stages, kernels_gpu, routines
 from emublas.timing import cuda_batch, cuda_times
 
 
@@ -68,9 +69,10 @@ def main() -> None:
     ap.add_argument(
         "--final",
         nargs="+",
-        choices=["fused", "planes"],
+        choices=["fused", "unpaired", "planes"],
         default=["fused"],
-        help="the final pass from resident products where they fit (fused), or always from int8 term planes",
+        help="the final pass from resident products where they fit (fused; unpaired: 2M's term pairs read"
+        " term by term), or always from int8 term planes",
     )
     ap.add_argument(
         "--product-cols",
@@ -114,7 +116,8 @@ def main() -> None:
                 for bt in args.batched
             ]
             for final, path, cols, batched in runs:
-                gpu_engine.FUSED_FINAL = final == "fused"
+                gpu_engine.FUSED_FINAL = final != "planes"
+                gpu_stages.PAIRED_FINAL = final != "unpaired"
                 kernels_gpu.PRODUCTS, kernels_gpu.PRODUCT_COLS = path, cols
                 kernels_gpu.BATCHED = batched
                 for graphs in args.graphs:
@@ -151,7 +154,7 @@ def main() -> None:
                             "phases": phases,
                         }
                     )
-            gpu_engine.FUSED_FINAL = True
+            gpu_engine.FUSED_FINAL = gpu_stages.PAIRED_FINAL = True
             del a, b
             cupy.get_default_memory_pool().free_all_blocks()
     print(
@@ -169,7 +172,7 @@ def main() -> None:
         print(
             f"| {r['op']} | {r['n']} | {r['products']}/{r['product_cols'] or 'whole'}/{r['batched']} |"
             f" {r['graphs']} ({r['graph'] or 'direct'}) |"
-            f" {'fused' if r['fused_final'] else 'planes'} |"
+            f" {r['final'] if r['fused_final'] else 'planes'} |"
             f" {1e3 * r['host_s']:.3f} | {1e3 * r['device_s']:.3f} | {1e3 * r['isolated_s']:.3f} |"
             f" {1e3 * r['native_s']:.2f} | {r['vs_native']:.2f} |"
             + "".join(f" {1e3 * p.get(k, 0.0):.2f} |" for k in ("scaling", "residues", "gemm", "crt"))

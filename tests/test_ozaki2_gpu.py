@@ -232,6 +232,34 @@ def test_fused_final_pass_matches_the_term_planes(emublas, cp, rng, monkeypatch,
     cp.testing.assert_array_equal(fused, planes)
 
 
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+@pytest.mark.parametrize(
+    "shape,phi,moduli", [((130, 97, 75), 0.5, None), ((67, 33, 41), 6.0, 12), ((3, 2, 5), 1.0, 20)]
+)
+def test_paired_final_pass_matches_term_by_term(emublas, cp, rng, monkeypatch, dtype, shape, phi, moduli):
+    """2M's real and imaginary terms of a modulus, read as a pair (oz_crt_fused2), give the
+    term-by-term fused pass's result and the CPU's bit for bit: rows that leave a lane short,
+    more moduli than pairs in flight, and (phi = 6, 12 moduli) entries sent to the fallback."""
+    from emublas.backends.ozaki2 import gpu_stages, kernels_gpu_crt, routines
+
+    m, n, k = shape
+    a, b = _wide(rng, (m, k), dtype, phi), _wide(rng, (k, n), dtype, phi)
+    c = randn(rng, (m, n), dtype)
+    opts = {"backend": "ozaki2", "graphs": "off", **({"moduli": moduli} if moduli else {})}
+    args = (0.75 - 0.5j, cp.asarray(a), cp.asarray(b), 1.25 + 0.5j)
+    seen = []
+    real_final = kernels_gpu_crt.crt_final
+    monkeypatch.setattr(kernels_gpu_crt, "crt_final", lambda *x, **kw: seen.append(kw["fused"]) or real_final(*x, **kw))
+    paired = emublas.gemm(*args, cp.asarray(c), **opts)
+    assert routines.last_run()["gpu_plan"]["fused_final"] is True and seen[-1][4] is True
+    monkeypatch.setattr(gpu_stages, "PAIRED_FINAL", False)
+    single = emublas.gemm(*args, cp.asarray(c), **opts)
+    assert seen[-1][4] is False
+    cp.testing.assert_array_equal(paired, single)
+    host = emublas.gemm(0.75 - 0.5j, a, b, 1.25 + 0.5j, c.copy(), **{o: v for o, v in opts.items() if o != "graphs"})
+    np.testing.assert_array_equal(cp.asnumpy(paired), host)
+
+
 def test_fused_final_pass_needs_room_for_every_product(emublas, cp, rng, monkeypatch):
     """A budget that holds the term planes but not every modulus's products keeps the
     term-plane path, unblocked; rank-k terms that read a product transposed never fuse."""

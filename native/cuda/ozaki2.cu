@@ -1174,6 +1174,62 @@ __device__ __forceinline__ void sum_fused_async(const term_src &S, const term_sm
     emublas_cp_async_wait<0>();
 }
 
+/* Complex tables whose terms come in pairs reading the same two products (2M: a
+ * modulus's real and imaginary terms): each pair's products are loaded and converted
+ * once, where term by term they were loaded and converted twice, and OZ_PAIR_DEPTH
+ * pairs' loads stay in flight (twice the bytes sum_fused keeps in flight with the same
+ * registers: the pass waited on memory).  Each term's value is add_fused's, bit for bit. */
+#ifndef OZ_PAIR_DEPTH
+#define OZ_PAIR_DEPTH 4
+#endif
+
+template <int ENT, int MT>
+__device__ __forceinline__ void add_pair_term(const term_smem<true, MT> &sm, const fused_term &f, const double *x,
+                                              const double *y, const double3 &w, bool imag, double (*re)[3],
+                                              double (*im)[3])
+{
+    const ozmod M = sm.mod[f.mod];
+    double v[ENT];
+#pragma unroll
+    for (int e = 0; e < ENT; e++)
+        v[e] = red_small(fma(f.w1, x[e], f.w2 * y[e]), M); /* exact: |v| < 2^49 */
+    add_values<true, ENT>(v, w, imag, re, im);
+}
+
+template <int ENT, bool FULL, int MT>
+__device__ __forceinline__ void sum_fused_pairs(const term_src &S, const term_smem<true, MT> &sm, const double3 *sw,
+                                                const signed char *spart, int nterms, long long j, long long i0,
+                                                int left, double (*re)[3], double (*im)[3])
+{
+    constexpr int D = OZ_PAIR_DEPTH;
+    const int *col = S.prods + j * S.ldp + i0;
+    const int npairs = nterms / 2;
+    int a[D][ENT], b[D][ENT];
+#pragma unroll
+    for (int d = 0; d < D; d++)
+        if (d < npairs)
+            load_fused<ENT, true, FULL>(col, left, fused_term_of(S, sm, 2 * d), a[d], b[d]);
+    for (int p = 0; p < npairs; p += D) {
+#pragma unroll
+        for (int d = 0; d < D; d++) {
+            const int q = p + d;
+            if (q < npairs) {
+                double x[ENT], y[ENT];
+#pragma unroll
+                for (int e = 0; e < ENT; e++) {
+                    x[e] = (double)a[d][e];
+                    y[e] = (double)b[d][e];
+                }
+                if (q + D < npairs) /* the slot's next pair, in flight while these are summed */
+                    load_fused<ENT, true, FULL>(col, left, fused_term_of(S, sm, 2 * (q + D)), a[d], b[d]);
+                add_pair_term<ENT>(sm, fused_term_of(S, sm, 2 * q), x, y, sw[2 * q], spart[2 * q], re, im);
+                add_pair_term<ENT>(sm, fused_term_of(S, sm, 2 * q + 1), x, y, sw[2 * q + 1], spart[2 * q + 1], re,
+                                   im);
+            }
+        }
+    }
+}
+
 /* ENT consecutive term bytes at p (aligned to ENT): one load. */
 template <int ENT, bool FULL> __device__ __forceinline__ void load_bytes(const signed char *p, int left, signed char *v)
 {
@@ -1221,7 +1277,7 @@ __device__ __forceinline__ void sum_planes(const term_src &S, const double3 *sw,
  * as one run of 8 · 32 ENT values of one column, where eight columns' shorter
  * runs scattered the block's requests over as many DRAM rows.  Grid
  * (ceil(cols / (8 / wpc)), ceil(rows / (wpc · 32 ENT))), 256 threads. */
-template <bool CPLX, int ENT, bool FUSED, bool TWO = true>
+template <bool CPLX, int ENT, bool FUSED, bool TWO = true, bool PAIRS = false>
 __device__ __forceinline__ void crt_final(
     long long rows, long long cols, long long r0, long long j0, const term_src &S, int nterms,
     const signed char *part, const double *bw, const oz_crtk &K, const int *row_shift, const int *col_shift, double ar, double ai, double br, double bi, int beta0, int dtype,
@@ -1259,7 +1315,12 @@ __device__ __forceinline__ void crt_final(
         if constexpr (FUSED) {
             /* complex (two entries a lane, 8-byte copies): the ring measured slower than
              * sum_fused's two register buffers */
-            if constexpr (!CPLX) {
+            if constexpr (PAIRS) {
+                if (left == ENT)
+                    sum_fused_pairs<ENT, true>(S, sm, sw, spart, nterms, j, i0, left, re, im);
+                else
+                    sum_fused_pairs<ENT, false>(S, sm, sw, spart, nterms, j, i0, left, re, im);
+            } else if constexpr (!CPLX) {
                 if (left == ENT)
                     sum_fused_async<CPLX, ENT, TWO>(S, sm, sw, spart, nterms, j, i0, re, im);
                 else
@@ -1305,9 +1366,9 @@ __device__ __forceinline__ void crt_final(
                        uncertified, mask, tiles, ldm, ntr};                                                      \
     const oz_crtk K = {P1, P2, P3, Pinv, u1, iu1, u2, iu2}
 
-#define OZ_CRT_TAIL_CALL(CPLX, ENT, FUSED, TWO)                                                                      \
+#define OZ_CRT_TAIL_CALL(CPLX, ENT, FUSED, TWO, PAIRS)                                                              \
     OZ_CRT_TAIL_STRUCTS;                                                                                         \
-    crt_final<CPLX, ENT, FUSED, TWO>(rows, cols, r0, j0, S, nterms, part, bw, K, row_shift,                      \
+    crt_final<CPLX, ENT, FUSED, TWO, PAIRS>(rows, cols, r0, j0, S, nterms, part, bw, K, row_shift,                      \
                                 col_shift, ar, ai, br, bi, beta0, dtype, out, rso, cso, uplo,                    \
                                 C, certify != 0, lwpc)
 
@@ -1317,7 +1378,7 @@ __device__ __forceinline__ void crt_final(
              long long plane_stride, long long ldt, OZ_CRT_TAIL_PARAMS)                                          \
     {                                                                                                            \
         const term_src S = {terms, plane_stride, ldt, nullptr, 0, 0, nullptr, nullptr, 0};                      \
-        OZ_CRT_TAIL_CALL(CPLX, ENT, false, true);                                                                      \
+        OZ_CRT_TAIL_CALL(CPLX, ENT, false, true, false);                                                                      \
     }
 
 /* The final pass straight from the int32 products (no term planes): as oz_crt_final, with
@@ -1330,19 +1391,21 @@ __device__ __forceinline__ void crt_final(
              long long prod_stride, long long ldp, const int4 *spec, const double *mods, int nmod,               \
              OZ_CRT_TAIL_PARAMS)
 
-#define OZ_CRT_FUSED(NAME, CPLX, ENT, TWO)                                                                          \
+#define OZ_CRT_FUSED(NAME, CPLX, ENT, TWO, PAIRS)                                                                   \
     OZ_CRT_FUSED_HEAD(NAME, 3)                                                                                   \
     {                                                                                                            \
         const term_src S = {nullptr, 0, 0, prods, prod_stride, ldp, spec, mods, nmod};                          \
-        OZ_CRT_TAIL_CALL(CPLX, ENT, true, TWO);                                                                       \
+        OZ_CRT_TAIL_CALL(CPLX, ENT, true, TWO, PAIRS);                                                                \
     }
 
 OZ_CRT_FINAL(oz_crt_final_real, false, 4)
 OZ_CRT_FINAL(oz_crt_final_cplx, true, 2)
-OZ_CRT_FUSED(oz_crt_fused_real, false, 4, true)
-OZ_CRT_FUSED(oz_crt_fused_cplx, true, 2, true)
-OZ_CRT_FUSED(oz_crt_fused1_real, false, 4, false)
-OZ_CRT_FUSED(oz_crt_fused1_cplx, true, 2, false)
+OZ_CRT_FUSED(oz_crt_fused_real, false, 4, true, false)
+OZ_CRT_FUSED(oz_crt_fused_cplx, true, 2, true, false)
+OZ_CRT_FUSED(oz_crt_fused1_real, false, 4, false, false)
+OZ_CRT_FUSED(oz_crt_fused1_cplx, true, 2, false, false)
+/* complex tables of term pairs (sum_fused_pairs) */
+OZ_CRT_FUSED(oz_crt_fused2_cplx, true, 2, true, true)
 
 /* The fused final pass for the rank-k recipes, whose terms read X1 = P[i, j] and X2 =
  * P[j, i] (the whole square output in one block: r0 == j0 == 0, rows == cols).  One

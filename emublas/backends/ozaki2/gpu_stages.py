@@ -201,8 +201,10 @@ def fused_constants(jb: pipeline.Job):
     -------
     tuple
         ``(spec, mods)`` of :func:`fused_table` as cupy arrays, whether every
-        term reads a single product (the kernel then keeps no second values) and
-        whether some term reads one transposed (``oz_crt_fused_tr``).
+        term reads a single product (the kernel then keeps no second values),
+        whether some term reads one transposed (``oz_crt_fused_tr``) and whether
+        the terms come in pairs that read the same two products (2M's real and
+        imaginary terms of a modulus: ``oz_crt_fused2`` loads them once a pair).
     """
     import cupy
 
@@ -211,7 +213,14 @@ def fused_constants(jb: pipeline.Job):
     if got is None:
         spec, mods = fused_table(jb)
         single = bool((spec[:, 1] < 0).all())
-        got = jb.memo[key] = (cupy.asarray(spec), cupy.asarray(mods), single, bool(jb.transposed))
+        pairs = spec.reshape(-1, 2, 4) if len(spec) % 2 == 0 else None
+        paired = bool(
+            pairs is not None
+            and not jb.transposed
+            and (spec[:, 1] >= 0).all()
+            and (pairs[:, 0, :2] == pairs[:, 1, :2]).all()
+        )
+        got = jb.memo[key] = (cupy.asarray(spec), cupy.asarray(mods), single, bool(jb.transposed), paired)
     return got
 
 
@@ -531,8 +540,18 @@ def final(jb: pipeline.Job, on, T, r0, r1, j0, j1, alpha, beta, out, uplo, out_j
         uplo,
         out_j0,
         cert=cert,
-        fused=fused_constants(jb) if fused else None,
+        fused=_fused_args(jb) if fused else None,
     )
+
+
+#: Whether a complex table of term pairs takes the pair-wise fused pass (``oz_crt_fused2``);
+#: off, it takes ``oz_crt_fused`` term by term, with the same result (the tests compare them).
+PAIRED_FINAL = True
+
+
+def _fused_args(jb: pipeline.Job) -> tuple:
+    spec, mods, single, transposed, paired = fused_constants(jb)
+    return spec, mods, single, transposed, paired and PAIRED_FINAL
 
 
 def _plane(planes, idx: int) -> int:

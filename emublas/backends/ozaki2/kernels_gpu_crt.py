@@ -284,12 +284,14 @@ def crt_final(
     cert : dict, optional
         The certificate's device arrays, or None: no certificate, no fix pass.
     fused : tuple, optional
-        ``(spec_d, mods_d, single, transposed)`` of :func:`.gpu_stages.fused_constants`:
-        ``term_planes`` are the products and the fused pass (``oz_crt_fused``;
-        ``oz_crt_fused1`` when ``single``: no term reads a second product;
-        ``oz_crt_fused_tr`` when ``transposed``: the rank-k terms, the whole square
-        output in one block) reduces each term as :func:`terms` would have, so the
-        result is the term planes' bit for bit.
+        ``(spec_d, mods_d, single, transposed, paired)`` of
+        :func:`.gpu_stages.fused_constants`: ``term_planes`` are the products and
+        the fused pass (``oz_crt_fused``; ``oz_crt_fused1`` when ``single``: no term
+        reads a second product; ``oz_crt_fused_tr`` when ``transposed``: the rank-k
+        terms, the whole square output in one block; ``oz_crt_fused2`` for complex
+        output when ``paired``: terms 2u and 2u + 1 read the same two products)
+        reduces each term as :func:`terms` would have, so the result is the term
+        planes' bit for bit.
 
     Notes
     -----
@@ -307,9 +309,11 @@ def crt_final(
     kernel = "oz_crt_final"
     transposed = False
     if fused is not None:
-        spec_d, mods_d, single, transposed = fused
+        spec_d, mods_d, single, transposed, paired = fused
         source = (*source, spec_d, mods_d, _i32(mods_d.shape[0]))
         kernel = "oz_crt_fused_tr" if transposed else "oz_crt_fused1" if single else "oz_crt_fused"
+        if paired and out.dtype.kind == "c":
+            kernel = "oz_crt_fused2"
     if nterms > MAX_TERMS:
         raise ValueError(f"ozaki2 on the GPU: {nterms} CRT terms exceed {MAX_TERMS} (k too long)")
     if fused is not None and not transposed and nterms > FUSED_MAX_TERMS:
