@@ -957,7 +957,7 @@ struct term_src {
  * to MT terms */
 #define OZ_FUSED_MAX_TERMS EMUBLAS_OZ_FUSED_MAX_TERMS
 template <bool FUSED, int MT = OZ_MAX_TERMS> struct term_smem {
-    __device__ void load(const term_src &, int) {}
+    __device__ void load(const term_src &, int, const double *) {}
 };
 template <int MT> struct term_smem<true, MT> {
     int4 spec[MT];
@@ -978,31 +978,67 @@ __device__ __forceinline__ double i2d(int x)
     return __hiloint2double(0x43300000, x ^ (int)0x80000000) - 4503601774854144.0; /* 2^52 + 2^31 */
 }
 
-/* What term t of the fused pass needs besides its values (block-uniform, read once per
- * term): the element offsets of its products (off2 < 0: none), its weights, its modulus. */
+/* What term t of the fused pass needs besides its values (block-uniform): the element
+ * offsets of its products (off2 < 0: none), their weights, its modulus and its CRT
+ * weight's three pieces. */
 struct fused_term {
     long long off1, off2;
     double w1, w2;
-    int mod;
+    ozmod M;
+    double3 w;
+};
+
+/* A term of the fused pass's table in shared memory, decoded once per block and laid out
+ * for 16-byte reads: decoding it where it was used took as many instructions per lane as
+ * its arithmetic. */
+struct __align__(16) fused_rec {
+    double w1, w2, m, inv, bias, wx, wy, wz;
+    long long off1, off2;
+};
+
+template <int MT> struct fused_smem {
+    fused_rec rec[MT];
+    __device__ void load(const term_src &S, int nterms, const double *bw)
+    {
+        for (int u = threadIdx.x; u < nterms; u += blockDim.x) {
+            const int4 sp = S.spec[u];
+            const double *md = S.mods + 3 * sp.w;
+            rec[u] = fused_rec{(double)(short)(sp.z & 0xffff),
+                               (double)(sp.z >> 16),
+                               md[0],
+                               md[1],
+                               md[2],
+                               bw[3 * u],
+                               bw[3 * u + 1],
+                               bw[3 * u + 2],
+                               (long long)sp.x * S.prod_stride,
+                               sp.y >= 0 ? (long long)sp.y * S.prod_stride : -1};
+        }
+    }
+};
+
+/* the final pass's table: none for term planes, fused_smem for products */
+template <bool FUSED, int MT> struct final_smem {
+    using type = term_smem<false, MT>;
+};
+template <int MT> struct final_smem<true, MT> {
+    using type = fused_smem<MT>;
 };
 
 template <int MT>
-__device__ __forceinline__ fused_term fused_term_of(const term_src &S, const term_smem<true, MT> &sm, int t)
+__device__ __forceinline__ fused_term fused_term_of(const term_src &, const fused_smem<MT> &sm, int t)
 {
-    const int4 sp = sm.spec[t];
-    fused_term f;
-    f.off1 = (long long)sp.x * S.prod_stride;
-    f.off2 = sp.y >= 0 ? (long long)sp.y * S.prod_stride : -1;
-    f.w1 = (double)(short)(sp.z & 0xffff);
-    f.w2 = (double)(sp.z >> 16);
-    f.mod = sp.w;
-    return f;
+    const fused_rec &r = sm.rec[t];
+    return fused_term{r.off1, r.off2, r.w1, r.w2, ozmod{r.m, r.inv, r.bias, 0.0}, make_double3(r.wx, r.wy, r.wz)};
 }
 
 /* ENT consecutive int32 at p (aligned to ENT of them): one vector load. */
 template <int ENT> __device__ __forceinline__ void load_ints(const int *p, int *v)
 {
-    if constexpr (ENT == 4) {
+    if constexpr (ENT == 8) {
+        load_ints<4>(p, v);
+        load_ints<4>(p + 4, v + 4);
+    } else if constexpr (ENT == 4) {
         const int4 q = *(const int4 *)p;
         v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
     } else if constexpr (ENT == 2) {
@@ -1058,10 +1094,10 @@ __device__ __forceinline__ void add_values(const double *v, const double3 &w, bo
 
 /* Term t's values (w1 X1 + w2 X2) mod m for ENT entries, summed into the accumulators. */
 template <bool CPLX, int ENT, bool TWO, int MT>
-__device__ __forceinline__ void add_fused(const term_smem<true, MT> &sm, const fused_term &f, const int *a, const int *b,
+__device__ __forceinline__ void add_fused(const fused_smem<MT> &sm, const fused_term &f, const int *a, const int *b,
                                           const double3 &w, bool imag, double (*re)[3], double (*im)[3])
 {
-    const ozmod M = sm.mod[f.mod];
+    const ozmod M = f.M;
     double v[ENT];
     if (TWO && f.off2 >= 0) {
         /* with two products the kernel is bound by issue: the conversion instruction's one
@@ -1085,30 +1121,26 @@ __device__ __forceinline__ void add_fused(const term_smem<true, MT> &sm, const f
  * loop waiting on memory.  TWO = false: no term has a second product (the real recipe),
  * which frees the registers of the second values. */
 template <bool CPLX, int ENT, bool TWO, bool FULL, int MT>
-__device__ __forceinline__ void sum_fused(const term_src &S, const term_smem<true, MT> &sm, const double3 *sw,
-                                          const signed char *spart, int nterms, long long j, long long i0,
+__device__ __forceinline__ void sum_fused(const term_src &S, const fused_smem<MT> &sm, const signed char *spart,
+                                          int nterms, long long j, long long i0,
                                           int left, double (*re)[3], double (*im)[3])
 {
     const int *col = S.prods + j * S.ldp + i0;
     int a0[ENT], b0[ENT], a1[ENT], b1[ENT];
-    fused_term f0 = fused_term_of(S, sm, 0), f1 = f0;
-    load_fused<ENT, TWO, FULL>(col, left, f0, a0, b0);
-    if (nterms > 1) {
-        f1 = fused_term_of(S, sm, 1);
-        load_fused<ENT, TWO, FULL>(col, left, f1, a1, b1);
-    }
+    /* a term's table entry is read where it is used, not held across the loop in registers */
+    load_fused<ENT, TWO, FULL>(col, left, fused_term_of(S, sm, 0), a0, b0);
+    if (nterms > 1)
+        load_fused<ENT, TWO, FULL>(col, left, fused_term_of(S, sm, 1), a1, b1);
     for (int t = 0; t < nterms; t += 2) {
-        add_fused<CPLX, ENT, TWO>(sm, f0, a0, b0, sw[t], spart[t], re, im);
-        if (t + 2 < nterms) {
-            f0 = fused_term_of(S, sm, t + 2);
-            load_fused<ENT, TWO, FULL>(col, left, f0, a0, b0);
-        }
+        const fused_term f0 = fused_term_of(S, sm, t);
+        add_fused<CPLX, ENT, TWO>(sm, f0, a0, b0, f0.w, spart[t], re, im);
+        if (t + 2 < nterms)
+            load_fused<ENT, TWO, FULL>(col, left, fused_term_of(S, sm, t + 2), a0, b0);
         if (t + 1 < nterms) {
-            add_fused<CPLX, ENT, TWO>(sm, f1, a1, b1, sw[t + 1], spart[t + 1], re, im);
-            if (t + 3 < nterms) {
-                f1 = fused_term_of(S, sm, t + 3);
-                load_fused<ENT, TWO, FULL>(col, left, f1, a1, b1);
-            }
+            const fused_term f1 = fused_term_of(S, sm, t + 1);
+            add_fused<CPLX, ENT, TWO>(sm, f1, a1, b1, f1.w, spart[t + 1], re, im);
+            if (t + 3 < nterms)
+                load_fused<ENT, TWO, FULL>(col, left, fused_term_of(S, sm, t + 3), a1, b1);
         }
     }
 }
@@ -1125,15 +1157,18 @@ template <int ENT, bool TWO> struct fused_ring {
 
 template <int ENT> __device__ __forceinline__ void copy_ints(int *dst, const int *src)
 {
-    if constexpr (ENT == 4)
+    if constexpr (ENT == 8) {
+        emublas_cp_async16(dst, src);
+        emublas_cp_async16(dst + 4, src + 4);
+    } else if constexpr (ENT == 4)
         emublas_cp_async16(dst, src);
     else
         emublas_cp_async<4 * ENT>(dst, src);
 }
 
 template <bool CPLX, int ENT, bool TWO, int MT>
-__device__ __forceinline__ void sum_fused_async(const term_src &S, const term_smem<true, MT> &sm, const double3 *sw,
-                                                const signed char *spart, int nterms, long long j, long long i0,
+__device__ __forceinline__ void sum_fused_async(const term_src &S, const fused_smem<MT> &sm, const signed char *spart,
+                                                int nterms, long long j, long long i0,
                                                 double (*re)[3], double (*im)[3])
 {
     using R = fused_ring<ENT, TWO>;
@@ -1167,7 +1202,7 @@ __device__ __forceinline__ void sum_fused_async(const term_src &S, const term_sm
                 for (int e = 0; e < ENT; e++)
                     b[e] = 0;
         }
-        add_fused<CPLX, ENT, TWO>(sm, f, a, b, sw[t], spart[t], re, im);
+        add_fused<CPLX, ENT, TWO>(sm, f, a, b, f.w, spart[t], re, im);
         issue(t + R::STAGES, slot); /* after the values are used: the slot is free */
         slot = slot + 1 == R::STAGES ? 0 : slot + 1;
     }
@@ -1179,16 +1214,17 @@ __device__ __forceinline__ void sum_fused_async(const term_src &S, const term_sm
  * once, where term by term they were loaded and converted twice, and OZ_PAIR_DEPTH
  * pairs' loads stay in flight (twice the bytes sum_fused keeps in flight with the same
  * registers: the pass waited on memory).  Each term's value is add_fused's, bit for bit. */
+#define OZ_FUSED1_ENT EMUBLAS_OZ_FUSED1_ROWS
 #ifndef OZ_PAIR_DEPTH
 #define OZ_PAIR_DEPTH 4
 #endif
 
 template <int ENT, int MT>
-__device__ __forceinline__ void add_pair_term(const term_smem<true, MT> &sm, const fused_term &f, const double *x,
+__device__ __forceinline__ void add_pair_term(const fused_smem<MT> &sm, const fused_term &f, const double *x,
                                               const double *y, const double3 &w, bool imag, double (*re)[3],
                                               double (*im)[3])
 {
-    const ozmod M = sm.mod[f.mod];
+    const ozmod M = f.M;
     double v[ENT];
 #pragma unroll
     for (int e = 0; e < ENT; e++)
@@ -1197,8 +1233,8 @@ __device__ __forceinline__ void add_pair_term(const term_smem<true, MT> &sm, con
 }
 
 template <int ENT, bool FULL, int MT>
-__device__ __forceinline__ void sum_fused_pairs(const term_src &S, const term_smem<true, MT> &sm, const double3 *sw,
-                                                const signed char *spart, int nterms, long long j, long long i0,
+__device__ __forceinline__ void sum_fused_pairs(const term_src &S, const fused_smem<MT> &sm, const signed char *spart,
+                                                int nterms, long long j, long long i0,
                                                 int left, double (*re)[3], double (*im)[3])
 {
     constexpr int D = OZ_PAIR_DEPTH;
@@ -1222,9 +1258,12 @@ __device__ __forceinline__ void sum_fused_pairs(const term_src &S, const term_sm
                 }
                 if (q + D < npairs) /* the slot's next pair, in flight while these are summed */
                     load_fused<ENT, true, FULL>(col, left, fused_term_of(S, sm, 2 * (q + D)), a[d], b[d]);
-                add_pair_term<ENT>(sm, fused_term_of(S, sm, 2 * q), x, y, sw[2 * q], spart[2 * q], re, im);
-                add_pair_term<ENT>(sm, fused_term_of(S, sm, 2 * q + 1), x, y, sw[2 * q + 1], spart[2 * q + 1], re,
-                                   im);
+                {
+                    const fused_term f = fused_term_of(S, sm, 2 * q);
+                    add_pair_term<ENT>(sm, f, x, y, f.w, spart[2 * q], re, im);
+                }
+                const fused_term f = fused_term_of(S, sm, 2 * q + 1);
+                add_pair_term<ENT>(sm, f, x, y, f.w, spart[2 * q + 1], re, im);
             }
         }
     }
@@ -1284,14 +1323,15 @@ __device__ __forceinline__ void crt_final(
     void *out, long long rso, long long cso, int uplo, const oz_cert &C, bool certify, int lwpc)
 {
     constexpr int MT = FUSED ? OZ_FUSED_MAX_TERMS : OZ_MAX_TERMS; /* the host keeps nterms <= MT */
-    __shared__ double3 sw[MT]; /* the weight's three pieces */
+    __shared__ double3 sw[FUSED ? 1 : MT]; /* the weight's three pieces (fused: in sm's table) */
     __shared__ signed char spart[MT];
-    __shared__ term_smem<FUSED, MT> sm;
+    __shared__ typename final_smem<FUSED, MT>::type sm;
     for (int u = threadIdx.x; u < nterms; u += blockDim.x) {
-        sw[u] = make_double3(bw[3 * u], bw[3 * u + 1], bw[3 * u + 2]);
+        if (!FUSED)
+            sw[u] = make_double3(bw[3 * u], bw[3 * u + 1], bw[3 * u + 2]);
         spart[u] = part[u];
     }
-    sm.load(S, nterms);
+    sm.load(S, nterms, bw);
     __syncthreads();
     const int lane = threadIdx.x % 32;
     const int w = threadIdx.x / 32; /* segment w & (wpc - 1) of column w >> lwpc */
@@ -1317,18 +1357,18 @@ __device__ __forceinline__ void crt_final(
              * sum_fused's two register buffers */
             if constexpr (PAIRS) {
                 if (left == ENT)
-                    sum_fused_pairs<ENT, true>(S, sm, sw, spart, nterms, j, i0, left, re, im);
+                    sum_fused_pairs<ENT, true>(S, sm, spart, nterms, j, i0, left, re, im);
                 else
-                    sum_fused_pairs<ENT, false>(S, sm, sw, spart, nterms, j, i0, left, re, im);
+                    sum_fused_pairs<ENT, false>(S, sm, spart, nterms, j, i0, left, re, im);
             } else if constexpr (!CPLX) {
                 if (left == ENT)
-                    sum_fused_async<CPLX, ENT, TWO>(S, sm, sw, spart, nterms, j, i0, re, im);
+                    sum_fused_async<CPLX, ENT, TWO>(S, sm, spart, nterms, j, i0, re, im);
                 else
-                    sum_fused<CPLX, ENT, TWO, false>(S, sm, sw, spart, nterms, j, i0, left, re, im);
+                    sum_fused<CPLX, ENT, TWO, false>(S, sm, spart, nterms, j, i0, left, re, im);
             } else if (left == ENT)
-                sum_fused<CPLX, ENT, TWO, true>(S, sm, sw, spart, nterms, j, i0, left, re, im);
+                sum_fused<CPLX, ENT, TWO, true>(S, sm, spart, nterms, j, i0, left, re, im);
             else
-                sum_fused<CPLX, ENT, TWO, false>(S, sm, sw, spart, nterms, j, i0, left, re, im);
+                sum_fused<CPLX, ENT, TWO, false>(S, sm, spart, nterms, j, i0, left, re, im);
         } else {
             if (left == ENT)
                 sum_planes<CPLX, ENT, true>(S, sw, spart, nterms, j, i0, left, re, im);
@@ -1391,8 +1431,8 @@ __device__ __forceinline__ void crt_final(
              long long prod_stride, long long ldp, const int4 *spec, const double *mods, int nmod,               \
              OZ_CRT_TAIL_PARAMS)
 
-#define OZ_CRT_FUSED(NAME, CPLX, ENT, TWO, PAIRS)                                                                   \
-    OZ_CRT_FUSED_HEAD(NAME, 3)                                                                                   \
+#define OZ_CRT_FUSED(NAME, CPLX, ENT, TWO, PAIRS, MINB)                                                             \
+    OZ_CRT_FUSED_HEAD(NAME, MINB)                                                                                \
     {                                                                                                            \
         const term_src S = {nullptr, 0, 0, prods, prod_stride, ldp, spec, mods, nmod};                          \
         OZ_CRT_TAIL_CALL(CPLX, ENT, true, TWO, PAIRS);                                                                \
@@ -1400,12 +1440,14 @@ __device__ __forceinline__ void crt_final(
 
 OZ_CRT_FINAL(oz_crt_final_real, false, 4)
 OZ_CRT_FINAL(oz_crt_final_cplx, true, 2)
-OZ_CRT_FUSED(oz_crt_fused_real, false, 4, true, false)
-OZ_CRT_FUSED(oz_crt_fused_cplx, true, 2, true, false)
-OZ_CRT_FUSED(oz_crt_fused1_real, false, 4, false, false)
-OZ_CRT_FUSED(oz_crt_fused1_cplx, true, 2, false, false)
+OZ_CRT_FUSED(oz_crt_fused_real, false, 4, true, false, 3)
+OZ_CRT_FUSED(oz_crt_fused_cplx, true, 2, true, false, 3)
+/* the real gemm's table (one product a term): eight rows a lane, so that a term's fixed
+ * work (its table entry, the ring's copy and wait) is shared by twice the entries */
+OZ_CRT_FUSED(oz_crt_fused1_real, false, OZ_FUSED1_ENT, false, false, OZ_FUSED1_ENT == 8 ? 2 : 3)
+OZ_CRT_FUSED(oz_crt_fused1_cplx, true, 2, false, false, 3)
 /* complex tables of term pairs (sum_fused_pairs) */
-OZ_CRT_FUSED(oz_crt_fused2_cplx, true, 2, true, true)
+OZ_CRT_FUSED(oz_crt_fused2_cplx, true, 2, true, true, 3)
 
 /* The fused final pass for the rank-k recipes, whose terms read X1 = P[i, j] and X2 =
  * P[j, i] (the whole square output in one block: r0 == j0 == 0, rows == cols).  One
