@@ -103,9 +103,22 @@ __device__ __forceinline__ double red_split(const split49 &s, double y, const oz
     return red_small(fma(s.a, M.c49, s.b), M);
 }
 
+/* x 2^e exactly as ldexp(x, e): one multiplication where the result is normal, zero or x is
+ * zero (exact there), ldexp's slower sequence for the rest (subnormal results, overflow,
+ * NaN/Inf and |e| > 1023). */
+__device__ __forceinline__ double scale2(double x, int e)
+{
+    if (e >= -1022 && e <= 1023) {
+        const double y = x * __hiloint2double((e + 1023) << 20, 0);
+        if (x == 0.0 || (fabs(y) >= 0x1p-1022 && fabs(y) <= 1.7976931348623157e308))
+            return y;
+    }
+    return ldexp(x, e);
+}
+
 __device__ __forceinline__ double trunc_scaled(double x, int shift)
 {
-    return trunc(ldexp(x, shift));
+    return trunc(scale2(x, shift));
 }
 
 /* ---- residues ------------------------------------------------------------- */
@@ -738,6 +751,8 @@ struct oz_cert {
 
 __device__ __forceinline__ int floor_log2(double a) /* a > 0, finite */
 {
+    if (a >= 0x1p-1022) /* normal: the exponent field, where frexp takes a dozen instructions */
+        return ((__double2hiint(a) >> 20) & 0x7ff) - 1023;
     int e;
     frexp(a, &e);
     return e - 1;
@@ -848,7 +863,7 @@ __device__ __forceinline__ void store_entry(double vr, double vi, int ee, double
         double c = 0.0;
         if (!beta0)
             c = dtype == 0 ? emublas_f2d(((const float *)out)[off]) : ((const double *)out)[off];
-        const double x = ldexp(ar * vr, ee);
+        const double x = scale2(ar * vr, ee);
         double re = beta0 ? x : x + br * c;
         if (dtype == 0)
             ((float *)out)[off] = emublas_d2f(re);
@@ -866,7 +881,7 @@ __device__ __forceinline__ void store_entry(double vr, double vi, int ee, double
             ci = ((const double *)out)[2 * off + 1];
         }
     }
-    double xr = ldexp(ar * vr - ai * vi, ee), xi = ldexp(ar * vi + ai * vr, ee);
+    double xr = scale2(ar * vr - ai * vi, ee), xi = scale2(ar * vi + ai * vr, ee);
     const bool one = br == 1.0 && bi == 0.0; /* beta = 1 adds c, as native BLAS: no inf*0 */
     double re = beta0 ? xr : xr + (one ? cr : br * cr - bi * ci);
     double im = beta0 ? xi : xi + (one ? ci : br * ci + bi * cr);
@@ -1035,10 +1050,7 @@ __device__ __forceinline__ fused_term fused_term_of(const term_src &, const fuse
 /* ENT consecutive int32 at p (aligned to ENT of them): one vector load. */
 template <int ENT> __device__ __forceinline__ void load_ints(const int *p, int *v)
 {
-    if constexpr (ENT == 8) {
-        load_ints<4>(p, v);
-        load_ints<4>(p + 4, v + 4);
-    } else if constexpr (ENT == 4) {
+    if constexpr (ENT == 4) {
         const int4 q = *(const int4 *)p;
         v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
     } else if constexpr (ENT == 2) {
@@ -1157,10 +1169,7 @@ template <int ENT, bool TWO> struct fused_ring {
 
 template <int ENT> __device__ __forceinline__ void copy_ints(int *dst, const int *src)
 {
-    if constexpr (ENT == 8) {
-        emublas_cp_async16(dst, src);
-        emublas_cp_async16(dst + 4, src + 4);
-    } else if constexpr (ENT == 4)
+    if constexpr (ENT == 4)
         emublas_cp_async16(dst, src);
     else
         emublas_cp_async<4 * ENT>(dst, src);
@@ -1214,7 +1223,6 @@ __device__ __forceinline__ void sum_fused_async(const term_src &S, const fused_s
  * once, where term by term they were loaded and converted twice, and OZ_PAIR_DEPTH
  * pairs' loads stay in flight (twice the bytes sum_fused keeps in flight with the same
  * registers: the pass waited on memory).  Each term's value is add_fused's, bit for bit. */
-#define OZ_FUSED1_ENT EMUBLAS_OZ_FUSED1_ROWS
 #ifndef OZ_PAIR_DEPTH
 #define OZ_PAIR_DEPTH 4
 #endif
@@ -1442,9 +1450,7 @@ OZ_CRT_FINAL(oz_crt_final_real, false, 4)
 OZ_CRT_FINAL(oz_crt_final_cplx, true, 2)
 OZ_CRT_FUSED(oz_crt_fused_real, false, 4, true, false, 3)
 OZ_CRT_FUSED(oz_crt_fused_cplx, true, 2, true, false, 3)
-/* the real gemm's table (one product a term): eight rows a lane, so that a term's fixed
- * work (its table entry, the ring's copy and wait) is shared by twice the entries */
-OZ_CRT_FUSED(oz_crt_fused1_real, false, OZ_FUSED1_ENT, false, false, OZ_FUSED1_ENT == 8 ? 2 : 3)
+OZ_CRT_FUSED(oz_crt_fused1_real, false, 4, false, false, 3)
 OZ_CRT_FUSED(oz_crt_fused1_cplx, true, 2, false, false, 3)
 /* complex tables of term pairs (sum_fused_pairs) */
 OZ_CRT_FUSED(oz_crt_fused2_cplx, true, 2, true, true, 3)
