@@ -51,7 +51,7 @@ def main() -> None:
                 runs["cupy"].append(cuda_batch(cupy, lambda: cupy.matmul(a, a), args.reps, warmups=3))
             for be in ("native", "auto"):
                 runs[be].append(cuda_batch(cupy, lambda be=be: fn(*args_, backend=be), args.reps, warmups=3))
-        med = {k: (statistics.median(h for h, _ in v), statistics.median(d for _, d in v)) for k, v in runs.items() if v}
+        med = {k: tuple(statistics.median(x) for x in zip(*v)) for k, v in runs.items() if v}
         chose = emublas.auto_last()["backend"]
         ratio = med["auto"][1] / med["native"][1]
         rows.append({"case": case, "rounds": runs, "medians": med, "auto_chose": chose, "auto_vs_native": ratio})
