@@ -103,22 +103,9 @@ __device__ __forceinline__ double red_split(const split49 &s, double y, const oz
     return red_small(fma(s.a, M.c49, s.b), M);
 }
 
-/* x 2^e exactly as ldexp(x, e): one multiplication where the result is normal, zero or x is
- * zero (exact there), ldexp's slower sequence for the rest (subnormal results, overflow,
- * NaN/Inf and |e| > 1023). */
-__device__ __forceinline__ double scale2(double x, int e)
-{
-    if (e >= -1022 && e <= 1023) {
-        const double y = x * __hiloint2double((e + 1023) << 20, 0);
-        if (x == 0.0 || (fabs(y) >= 0x1p-1022 && fabs(y) <= 1.7976931348623157e308))
-            return y;
-    }
-    return ldexp(x, e);
-}
-
 __device__ __forceinline__ double trunc_scaled(double x, int shift)
 {
-    return trunc(scale2(x, shift));
+    return trunc(ldexp(x, shift));
 }
 
 /* ---- residues ------------------------------------------------------------- */
@@ -751,8 +738,6 @@ struct oz_cert {
 
 __device__ __forceinline__ int floor_log2(double a) /* a > 0, finite */
 {
-    if (a >= 0x1p-1022) /* normal: the exponent field, where frexp takes a dozen instructions */
-        return ((__double2hiint(a) >> 20) & 0x7ff) - 1023;
     int e;
     frexp(a, &e);
     return e - 1;
@@ -863,7 +848,7 @@ __device__ __forceinline__ void store_entry(double vr, double vi, int ee, double
         double c = 0.0;
         if (!beta0)
             c = dtype == 0 ? emublas_f2d(((const float *)out)[off]) : ((const double *)out)[off];
-        const double x = scale2(ar * vr, ee);
+        const double x = ldexp(ar * vr, ee);
         double re = beta0 ? x : x + br * c;
         if (dtype == 0)
             ((float *)out)[off] = emublas_d2f(re);
@@ -881,7 +866,7 @@ __device__ __forceinline__ void store_entry(double vr, double vi, int ee, double
             ci = ((const double *)out)[2 * off + 1];
         }
     }
-    double xr = scale2(ar * vr - ai * vi, ee), xi = scale2(ar * vi + ai * vr, ee);
+    double xr = ldexp(ar * vr - ai * vi, ee), xi = ldexp(ar * vi + ai * vr, ee);
     const bool one = br == 1.0 && bi == 0.0; /* beta = 1 adds c, as native BLAS: no inf*0 */
     double re = beta0 ? xr : xr + (one ? cr : br * cr - bi * ci);
     double im = beta0 ? xi : xi + (one ? ci : br * ci + bi * cr);
