@@ -40,6 +40,7 @@ HOT = (
     "oz_crt_final_real",
     "oz_crt_final_cplx",
     "oz_crt_fused_cplx",
+    "oz_crt_fused2_cplx",
     "oz_crt_fused1_real",
     "oz_crt_fused1_cplx",
     "oz_crt_fused_tr_real",
