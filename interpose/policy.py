@@ -11,6 +11,7 @@ and the per-call line of ``EMUBLAS_VERBOSE``.  The scipy and cupy parts ask
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import threading
@@ -28,6 +29,7 @@ __all__ = [
     "QuantizationWarning",
     "min_dim",
     "verbose",
+    "emublas_module",
     "selection",
     "explicit_options",
     "fallthrough_reason",
@@ -111,6 +113,30 @@ def verbose() -> bool:
 _READERS: dict[str, Any] = {}
 
 
+_MODULES: dict[str, Any] = {}
+
+
+def emublas_module(name: str) -> Any:
+    """The module ``emublas.<name>``, imported on first use (importing interpose stays light).
+
+    An ``import`` statement inside a function costs about half a microsecond on every call,
+    and the shim's steps run on every BLAS call it intercepts.
+
+    Parameters
+    ----------
+    name : str
+        The submodule, e.g. ``"config"``.
+
+    Returns
+    -------
+    module
+    """
+    mod = _MODULES.get(name)
+    if mod is None:
+        mod = _MODULES[name] = importlib.import_module("emublas." + name)
+    return mod
+
+
 def selection(device: str = "cpu") -> tuple[str, dict, bool]:
     """The backend selected for this call (thread-aware) and whether it can run on ``device``.
 
@@ -128,9 +154,7 @@ def selection(device: str = "cpu") -> tuple[str, dict, bool]:
     usable : bool
         Whether it is ready on ``device``.
     """
-    from emublas import config
-
-    backend, opts = config.resolve(None, None)
+    backend, opts = emublas_module("config").resolve(None, None)
     return backend.name, opts, backend.ready(device)
 
 
@@ -218,10 +242,9 @@ def fallthrough_reason(
     if min(dims[:3]) < min_dim():
         return f"min dim < {min_dim()}"
     if backend == "auto" and routine is not None and prefix is not None:
-        from emublas import backends
-
         m, n, k = dims[:3]
-        if backends.get("auto").choice(routine, prefix, m, n, k, device, options or {}) == "native":
+        auto = emublas_module("backends").get("auto")
+        if auto.choice(routine, prefix, m, n, k, device, options or {}) == "native":
             return "auto: native"
     return ""
 

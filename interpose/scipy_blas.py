@@ -100,10 +100,9 @@ def call_dims(name: str, args: tuple, kwargs: dict):
     tuple or None
         ``(m, n, k, dtype)``; None where scipy should handle the call itself.
     """
-    from emublas import blas as front
-
     if name[1:] in ("symm", "hemm", "trmm", "trsm"):
         return level3_dims(name, args, kwargs)
+    front = policy.emublas_module("blas")
     p = _SIGNATURES[name[1:]](args, kwargs)
     if p is None:
         return None
@@ -260,9 +259,8 @@ def level3_dims(name: str, args: tuple, kwargs: dict):
         ``(m, n, k, dtype)``; None where the arguments are ones scipy should
         handle itself (bad codes or shapes, non-2-D operands, emublas-only keywords).
     """
-    from emublas import blas as front
-    from emublas import level3
-
+    front = policy.emublas_module("blas")
+    level3 = policy.emublas_module("level3")
     binder = _LEVEL3_BINDERS.get(name)
     if binder is None:
         binder = _LEVEL3_BINDERS[name] = _Binder(level3.ROUTINES[name])

@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..._env import env_texts
+
 __all__ = [
     "FORMAT",
     "ENV_TABLE",
@@ -412,6 +414,7 @@ def table_source(device: str, explicit: str | None = None, *, read_env: bool = T
 #: must not pay for path lookups and stat calls; a new calibration is seen within this).
 RECHECK_S = 2.0
 _resolved: dict[tuple, tuple[float, Table]] = {}
+_TABLE_VAR = (ENV_TABLE,)
 
 
 def table_for(device: str, explicit: str | None = None, *, read_env: bool = True) -> Table:
@@ -435,7 +438,9 @@ def table_for(device: str, explicit: str | None = None, *, read_env: bool = True
     ValueError
         A named file that is missing or bad, or a table for the other device.
     """
-    key = (device, explicit, os.environ.get(ENV_TABLE, "") if read_env else None)
+    # env_texts: os.environ.get of an unset variable costs a caught KeyError, and the shim
+    # asks for the table on every call it intercepts
+    key = (device, explicit, (env_texts(_TABLE_VAR)[0] or "") if read_env else None)
     hit = _resolved.get(key)
     now = time.monotonic()
     if hit is not None and now - hit[0] < RECHECK_S:
