@@ -394,6 +394,48 @@ static void acc_terms_entry(const acc_term *T, int nterm, double *const acc[2], 
     }
 }
 
+/* NV vectors of 4 entries from off on, every term in turn: the sums of each part in named
+ * registers (indexed by the term's part, a [2][3] array lived on the stack and every term
+ * waited for its store).  IM: some term has an imaginary part.  A real table takes two
+ * vectors at a time, so that the FMA chains of the sums overlap; a complex one's twelve
+ * sums would not fit the sixteen registers. */
+OZ_TARGET2 OZ_INLINE void acc_terms_vec4(const acc_term *T, const acc_vc4 *C, int nterm, const int *used,
+                                         double *const acc[2], int64_t plane, int64_t off, const int NV,
+                                         const int IM)
+{
+    const __m256d zero = _mm256_setzero_pd();
+    __m256d r[2][3], q[2][3];
+    for (int u = 0; u < NV; u++)
+        for (int s = 0; s < 3; s++) {
+            r[u][s] = used[0] ? _mm256_loadu_pd(acc[0] + s * plane + off + 4 * u) : zero;
+            q[u][s] = IM && used[1] ? _mm256_loadu_pd(acc[1] + s * plane + off + 4 * u) : zero;
+        }
+    for (int t = 0; t < nterm; t++) {
+        const acc_vc4 *c = &C[t];
+        const int first = T[t].first, imag = T[t].part;
+        for (int u = 0; u < NV; u++) {
+            const int64_t o = off + 4 * u;
+            __m256d x1 = _mm256_cvtepi32_pd(_mm_loadu_si128((const __m128i *)(T[t].x1 + o)));
+            __m256d x2 = T[t].x2 ? _mm256_cvtepi32_pd(_mm_loadu_si128((const __m128i *)(T[t].x2 + o))) : zero;
+            __m256d v = _mm256_fmadd_pd(c->w1, x1, _mm256_mul_pd(c->w2, x2));
+            __m256d tt = vred4(v, c->m, c->inv, c->bias);
+            if (!IM || !imag)
+                for (int s = 0; s < 3; s++)
+                    r[u][s] = _mm256_fmadd_pd(tt, c->b[s], first ? zero : r[u][s]);
+            else
+                for (int s = 0; s < 3; s++)
+                    q[u][s] = _mm256_fmadd_pd(tt, c->b[s], first ? zero : q[u][s]);
+        }
+    }
+    for (int u = 0; u < NV; u++)
+        for (int s = 0; s < 3; s++) {
+            if (used[0])
+                _mm256_storeu_pd(acc[0] + s * plane + off + 4 * u, r[u][s]);
+            if (IM && used[1])
+                _mm256_storeu_pd(acc[1] + s * plane + off + 4 * u, q[u][s]);
+        }
+}
+
 /* acc_terms_simd on 4 entries at a time. */
 OZ_TARGET2 static void acc_terms_avx2(int64_t m, int uplo, const acc_term *T, int nterm, double *const acc[2],
                                       int64_t plane, int64_t j0, int64_t j1)
@@ -404,31 +446,18 @@ OZ_TARGET2 static void acc_terms_avx2(int64_t m, int uplo, const acc_term *T, in
         acc_vc4_init(&C[t], &T[t].M, T[t].w1, T[t].w2, T[t].b);
         used[T[t].part] = 1;
     }
-    const __m256d zero = _mm256_setzero_pd();
     for (int64_t j = j0; j < j1; j++) {
         int64_t i0, i1;
         row_range(m, uplo, j, &i0, &i1);
         int64_t i = i0;
-        for (; i + 4 <= i1; i += 4) {
-            const int64_t off = i + j * m;
-            __m256d a[2][3];
-            for (int p = 0; p < 2; p++)
-                for (int s = 0; s < 3; s++)
-                    a[p][s] = used[p] ? _mm256_loadu_pd(acc[p] + s * plane + off) : zero;
-            for (int t = 0; t < nterm; t++) {
-                const acc_vc4 *c = &C[t];
-                const int p = T[t].part;
-                __m256d x1 = _mm256_cvtepi32_pd(_mm_loadu_si128((const __m128i *)(T[t].x1 + off)));
-                __m256d x2 = T[t].x2 ? _mm256_cvtepi32_pd(_mm_loadu_si128((const __m128i *)(T[t].x2 + off))) : zero;
-                __m256d v = _mm256_fmadd_pd(c->w1, x1, _mm256_mul_pd(c->w2, x2));
-                __m256d tt = vred4(v, c->m, c->inv, c->bias);
-                for (int s = 0; s < 3; s++)
-                    a[p][s] = _mm256_fmadd_pd(tt, c->b[s], T[t].first ? zero : a[p][s]);
-            }
-            for (int p = 0; p < 2; p++)
-                if (used[p])
-                    for (int s = 0; s < 3; s++)
-                        _mm256_storeu_pd(acc[p] + s * plane + off, a[p][s]);
+        if (!used[1]) {
+            for (; i + 8 <= i1; i += 8)
+                acc_terms_vec4(T, C, nterm, used, acc, plane, i + j * m, 2, 0);
+            for (; i + 4 <= i1; i += 4)
+                acc_terms_vec4(T, C, nterm, used, acc, plane, i + j * m, 1, 0);
+        } else {
+            for (; i + 4 <= i1; i += 4)
+                acc_terms_vec4(T, C, nterm, used, acc, plane, i + j * m, 1, 1);
         }
         for (; i < i1; i++)
             acc_terms_entry(T, nterm, acc, plane, i + j * m);
