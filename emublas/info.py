@@ -6,28 +6,11 @@ import platform
 from typing import Any
 
 from . import backends as _registry
+from ._hardware import cpu_model
 from ._version import __version__
 from .config import get_backend, resolve
 
 __all__ = ["info", "format_info", "cpu_model", "gpu_devices"]
-
-
-def cpu_model() -> str:
-    """The CPU's model name.
-
-    Returns
-    -------
-    str
-        From /proc/cpuinfo where there is one, else what :mod:`platform` says.
-    """
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _extension() -> dict[str, Any]:

@@ -417,6 +417,26 @@ def test_shipped_tables_load_and_h200_table_is_a_calibration():
     assert model.decide(t, "herk", "z", 16384, 16384, 16384).backend == "ozaki2"
 
 
+def test_shipped_cpu_table_follows_the_cpu_model(monkeypatch):
+    """Each shipped CPU table is chosen on the CPU model it was measured on; any other model
+    gets the default table."""
+    shipped = sorted(tables.shipped_path("gpu").parent.glob("costs_cpu*.json"))
+    assert len(shipped) >= 2
+    models = {}
+    for path in shipped:
+        t = tables.load(path, shipped=True)
+        assert t.device == "cpu" and t.has("gemm", "d") and t.has("gemm", "z")
+        assert t.hardware not in models, f"two shipped tables for {t.hardware}"
+        models[t.hardware] = path
+    for hardware, path in models.items():
+        monkeypatch.setattr(tables, "cpu_model", lambda h=hardware: h)
+        assert tables.shipped_path("cpu") == path
+        assert tables.table_source("cpu", read_env=False) in ((path, True), (tables.cache_path("cpu"), False))
+    monkeypatch.setattr(tables, "cpu_model", lambda: "a CPU no table was measured on")
+    assert tables.shipped_path("cpu").name == "costs_cpu.json"
+    assert tables.shipped_path("gpu").name == "costs_gpu_h200.json"
+
+
 def test_decision_cache_follows_shape_table_and_options(forced, tmp_path, monkeypatch):
     """The per-shape decision cache: each call's own record, a new table option or bits seen at
     once, a changed table file seen within RECHECK_S, and bounded in size."""

@@ -358,13 +358,15 @@ def _decide(
             chosen = min(timed, key=lambda t: t[0])[1] if timed else emulated[0]
             reason = "native does not meet the requirement: the fastest predicted qualifying backend"
     elif small < table.min_dim_for(mr, prefix):
-        chosen, reason = (
-            native,
-            (
-                f"min(m, n, k) = {small} < {table.min_dim_for(mr, prefix)} (from this size up"
-                f" an emulated {prefix}{mr} beat native at every measured size)"
-            ),
+        edge, largest = table.min_dim_for(mr, prefix), table.largest_measured(mr, prefix)
+        why = (
+            f"no emulated {prefix}{mr} beat native at the largest measured size, {largest}"
+            if largest is not None and edge > largest and table.fixed_min_dim is None
+            else f"from this size up an emulated {prefix}{mr} beat native at every measured size"
+            if table.fixed_min_dim is None
+            else "the table's fixed threshold"
         )
+        chosen, reason = native, f"min(m, n, k) = {small} < {edge} ({why})"
     else:
         ratios = [(c.ratio, c) for c in emulated if c.ratio is not None]
         best_ratio, best = min(ratios, key=lambda t: t[0]) if ratios else (None, None)

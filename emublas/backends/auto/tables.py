@@ -14,7 +14,9 @@ Which table is used, first match wins:
 1. ``EMUBLAS_COST_TABLE`` (or the auto backend's ``table`` option): a path;
 2. the user cache, ``<platformdirs user_cache_dir>/emublas/costs-<device>.json``,
    written by ``emublas calibrate``;
-3. the table shipped in ``emublas/data`` for the device.
+3. the table shipped in ``emublas/data`` for the device; on the CPU, the one whose
+   ``hardware`` is this CPU's model name where there is one (``costs_cpu_*.json``), else
+   ``costs_cpu.json``.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 from ..._env import env_texts
+from ..._hardware import cpu_model
 
 __all__ = [
     "FORMAT",
@@ -104,6 +108,7 @@ class Table:
         # per (routine, prefix): the smallest size from which every larger measured size has an
         # emulated entry that beat native (an isolated noisy win below does not count)
         self._min_dims: dict[tuple[str, str], int] = {}
+        self._largest: dict[tuple[str, str], int] = {}  # the largest measured size
         for routine, prefix in natives:
             sizes = sorted(natives[(routine, prefix)])
             wins = {
@@ -114,7 +119,8 @@ class Table:
                 and e["backend"] != "native"
                 and float(e["ratio"]) < 1.0
             }
-            edge = 2 * sizes[-1] + 1
+            self._largest[(routine, prefix)] = sizes[-1]
+            edge = 2 * sizes[-1] + 1  # no win at the largest size: native up to twice it
             for n in reversed(sizes):
                 if n not in wins:
                     break
@@ -147,6 +153,21 @@ class Table:
             The threshold (huge when nothing emulated ever beat native).
         """
         return self._min_dims.get((routine, prefix), 2**62)
+
+    def largest_measured(self, routine: str, prefix: str) -> int | None:
+        """The largest size measured for ``prefix``+``routine`` (None: not measured).
+
+        Parameters
+        ----------
+        routine : str
+            Routine kind without prefix, as the table names it.
+        prefix : {"s", "d", "c", "z"}
+
+        Returns
+        -------
+        int or None
+        """
+        return self._largest.get((routine, prefix))
 
     def knobs(self, backend: str, routine: str, prefix: str) -> list:
         """The knob values measured for ``backend`` (moduli counts, levels), sorted.
@@ -367,7 +388,8 @@ def cache_path(device: str) -> Path:
 
 
 def shipped_path(device: str) -> Path:
-    """The table shipped with emublas for ``device``.
+    """The table shipped with emublas for ``device``: on the CPU, the one measured on this CPU
+    model where emublas ships one, else the default.
 
     Parameters
     ----------
@@ -377,7 +399,24 @@ def shipped_path(device: str) -> Path:
     -------
     pathlib.Path
     """
+    if device == "cpu":
+        own = _shipped_cpu_tables().get(cpu_model())
+        if own is not None:
+            return own
     return _DATA / _SHIPPED[device]
+
+
+@cache
+def _shipped_cpu_tables() -> dict[str, Path]:
+    """The shipped CPU tables by the CPU model they were measured on (their ``hardware``)."""
+    found = {}
+    for path in sorted(_DATA.glob("costs_cpu*.json")):
+        try:
+            with open(path) as fh:
+                found.setdefault(json.load(fh).get("hardware", ""), path)
+        except (OSError, ValueError):
+            continue  # a damaged file is reported where it is loaded, not here
+    return found
 
 
 def table_source(device: str, explicit: str | None = None, *, read_env: bool = True) -> tuple[Path, bool]:
