@@ -409,7 +409,7 @@ def shipped_path(device: str) -> Path:
 @cache
 def _shipped_cpu_tables() -> dict[str, Path]:
     """The shipped CPU tables by the CPU model they were measured on (their ``hardware``)."""
-    found = {}
+    found: dict[str, Path] = {}
     for path in sorted(_DATA.glob("costs_cpu*.json")):
         try:
             with open(path) as fh:
