@@ -23,6 +23,7 @@ LAYERS = [
             "emublas._version",
             "emublas.errors",
             "emublas._env",
+            "emublas._hardware",
             "emublas._arrays",
             "emublas._float32",
             "emublas._triangles",
