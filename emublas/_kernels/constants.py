@@ -23,6 +23,7 @@ __all__ = [
     "OZ_MAX_MODULI",
     "OZ_MAX_TERMS",
     "OZ_FUSED_MAX_TERMS",
+    "OZ_FUSED1_ROWS",
     "OZ_PAD",
     "OZ_RES_TILES",
     "I8GEMM_K_EXACT",
@@ -111,6 +112,8 @@ OZ_MAX_MODULI: int = _VALUES["EMUBLAS_OZ_MAX_MODULI"]
 OZ_MAX_TERMS: int = _VALUES["EMUBLAS_OZ_MAX_TERMS"]
 #: CRT terms the GPU's fused final pass (straight from the products) holds.
 OZ_FUSED_MAX_TERMS: int = _VALUES["EMUBLAS_OZ_FUSED_MAX_TERMS"]
+#: Output rows one lane of the real gemm's fused final pass (oz_crt_fused1_real) takes.
+OZ_FUSED1_ROWS: int = _VALUES["EMUBLAS_OZ_FUSED1_ROWS"]
 #: 32 x 32 tiles one block of the GPU residue kernels takes in turn.
 OZ_RES_TILES: int = _VALUES["EMUBLAS_OZ_RES_TILES"]
 #: Padding of the GPU residue planes (and the CUDA kernels' tile edge).

@@ -1035,7 +1035,10 @@ __device__ __forceinline__ fused_term fused_term_of(const term_src &, const fuse
 /* ENT consecutive int32 at p (aligned to ENT of them): one vector load. */
 template <int ENT> __device__ __forceinline__ void load_ints(const int *p, int *v)
 {
-    if constexpr (ENT == 4) {
+    if constexpr (ENT == 8) {
+        load_ints<4>(p, v);
+        load_ints<4>(p + 4, v + 4);
+    } else if constexpr (ENT == 4) {
         const int4 q = *(const int4 *)p;
         v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
     } else if constexpr (ENT == 2) {
@@ -1154,7 +1157,10 @@ template <int ENT, bool TWO> struct fused_ring {
 
 template <int ENT> __device__ __forceinline__ void copy_ints(int *dst, const int *src)
 {
-    if constexpr (ENT == 4)
+    if constexpr (ENT == 8) {
+        emublas_cp_async16(dst, src);
+        emublas_cp_async16(dst + 4, src + 4);
+    } else if constexpr (ENT == 4)
         emublas_cp_async16(dst, src);
     else
         emublas_cp_async<4 * ENT>(dst, src);
@@ -1208,6 +1214,7 @@ __device__ __forceinline__ void sum_fused_async(const term_src &S, const fused_s
  * once, where term by term they were loaded and converted twice, and OZ_PAIR_DEPTH
  * pairs' loads stay in flight (twice the bytes sum_fused keeps in flight with the same
  * registers: the pass waited on memory).  Each term's value is add_fused's, bit for bit. */
+#define OZ_FUSED1_ENT EMUBLAS_OZ_FUSED1_ROWS
 #ifndef OZ_PAIR_DEPTH
 #define OZ_PAIR_DEPTH 4
 #endif
@@ -1435,7 +1442,9 @@ OZ_CRT_FINAL(oz_crt_final_real, false, 4)
 OZ_CRT_FINAL(oz_crt_final_cplx, true, 2)
 OZ_CRT_FUSED(oz_crt_fused_real, false, 4, true, false, 3)
 OZ_CRT_FUSED(oz_crt_fused_cplx, true, 2, true, false, 3)
-OZ_CRT_FUSED(oz_crt_fused1_real, false, 4, false, false, 3)
+/* the real gemm's table (one product a term): eight rows a lane, so that a term's fixed
+ * work (its table entry, the ring's copy and wait) is shared by twice the entries */
+OZ_CRT_FUSED(oz_crt_fused1_real, false, OZ_FUSED1_ENT, false, false, OZ_FUSED1_ENT == 8 ? 2 : 3)
 OZ_CRT_FUSED(oz_crt_fused1_cplx, true, 2, false, false, 3)
 /* complex tables of term pairs (sum_fused_pairs) */
 OZ_CRT_FUSED(oz_crt_fused2_cplx, true, 2, true, true, 3)

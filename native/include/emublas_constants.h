@@ -37,6 +37,11 @@
  * 48 KiB of static shared memory.  A call with more terms sums term planes instead. */
 #define EMUBLAS_OZ_FUSED_MAX_TERMS 256
 
+/* Output rows one lane of the real gemm's fused final pass takes (oz_crt_fused1_real;
+ * the host sizes its grid by it): eight, so that a term's fixed work is shared by as
+ * many entries. */
+#define EMUBLAS_OZ_FUSED1_ROWS 8
+
 /* GPU residue planes are padded with zeros to multiples of this in both
  * dimensions (cuBLAS's int8 TN layout); it is also the edge of the CUDA
  * kernels' tiles, so a padded plane is a whole number of tiles. */

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._kernels.constants import OZ_FIX_SPARSE as FIX_SPARSE
+from ..._kernels.constants import OZ_FUSED1_ROWS as FUSED1_ROWS
 from .kernels_gpu import FUSED_MAX_TERMS, MAX_TERMS, PAD, _fn, _i32, _i64, _ptr, _views
 
 # oz_fix_entries' grid: enough threads to fill an H200 (132 SMs) a few times over; its
@@ -322,10 +323,11 @@ def crt_final(
     size = out.itemsize
     rso, cso = out.strides[0] // size, out.strides[1] // size
     alpha, beta = complex(alpha), complex(beta)
-    # 4 (real) or 2 (complex) rows per lane; the block's 8 warps on wpc row segments of
-    # 8 / wpc columns, as many segments as the rows fill (up to 8: one column per block)
+    # 4 (real; oz_crt_fused1: FUSED1_ROWS) or 2 (complex) rows per lane; the block's 8 warps
+    # on wpc row segments of 8 / wpc columns, as many segments as the rows fill (up to 8: one
+    # column per block)
     cplx = code >= 2
-    per_warp = 64 if cplx else 128
+    per_warp = 32 * (2 if cplx else FUSED1_ROWS if kernel == "oz_crt_fused1" else 4)
     wpc = 1
     while wpc < 8 and wpc * per_warp < rows:
         wpc *= 2
