@@ -183,11 +183,11 @@ class AutoBackend(Backend):
     def __init__(self):
         self._usable: dict[str, tuple[str, ...]] = {}
         self._decisions: dict[tuple, tuple] = {}
-        # (options dict, its (accuracy, bits, table, device)): the front hands every call of a
-        # process the same shared dict, so the three lookups are made once per dict and device
-        self._opts_key: tuple = (None, (None, None, None, None))
-        # (options dict, (kind, prefix, m, n, k), entry, array type) of the last call :meth:`route` took
-        self._last_route: tuple = (None, None, None, None)
+        # (options dict, its (accuracy, bits, table, "cpu")): the front hands every call of a
+        # process the same shared dict, so the three lookups are made once per dict
+        self._opts_key: tuple = (None, None)
+        # (options dict, (kind, prefix, m, n, k), entry) of the last CPU call :meth:`route` took
+        self._last_route: tuple = (None, None, None)
 
     # -- readiness -----------------------------------------------------------
     def device_readiness(self, device):
@@ -344,7 +344,7 @@ class AutoBackend(Backend):
     def _cached(self, routine, prefix, device, m, n, k, opts) -> tuple:
         """The decision of a call shape (see :meth:`_choose`), cached, delivered (:func:`_deliver`)."""
         seen = self._opts_key  # one read: another thread may replace it meanwhile
-        if seen[0] is opts and seen[1][3] == device:
+        if seen[0] is opts and device == "cpu":
             key = (routine, prefix, m, n, k, seen[1])
         else:
             key = (routine, prefix, m, n, k, self._options_key(opts, device))
@@ -357,9 +357,10 @@ class AutoBackend(Backend):
 
     def _options_key(self, opts: dict, device: str) -> tuple:
         """``(accuracy, bits, table, device)``: the decision key's tail, kept with the options
-        dict's identity (the front hands every call of a process the same dict)."""
+        dict's identity for CPU calls (the front hands every call of a process the same dict)."""
         tail = (opts.get("accuracy", "native"), opts.get("bits"), opts.get("table"), device)
-        self._opts_key = (opts, tail)  # holds opts alive, so its identity cannot be reused
+        if device == "cpu":
+            self._opts_key = (opts, tail)  # holds opts alive, so its identity cannot be reused
         return tail
 
     def _refresh(self, key: tuple, hit: tuple | None, now: float) -> tuple:
@@ -423,22 +424,21 @@ class AutoBackend(Backend):
             ``(backend, name, options)``: the chosen backend, its name and the
             options to call it with.
         """
-        # This runs on every auto call of the fronts: a call of the same shape, options dict and
-        # array type as the last one takes its entry, still checked for age, without building a
-        # key (the front's prefix is out's dtype and the array type fixes the device, so the key
-        # is these values).
+        # This runs on every auto call of the fronts: a CPU call of the same shape and options
+        # dict as the last one takes its entry, still checked for age, without building a key
+        # (the front's prefix is out's dtype, so the key is these values and the device).
         last = self._last_route  # one read: another thread may replace it meanwhile
         call = (kind, prefix, m, n, k)
-        kind_of_array = type(out)
         hit = None
-        if last[0] is opts and last[1] == call and last[3] is kind_of_array:
+        if last[0] is opts and last[1] == call and type(out) is np.ndarray:
             hit = last[2]
             if time.monotonic() - hit[0] >= tables.RECHECK_S:
                 hit = None
         if hit is None:
-            device = "cpu" if kind_of_array is np.ndarray else _device(out)
-            hit = self._cached(kind, prefix, device, m, n, k, opts)
-            self._last_route = (opts, call, hit, kind_of_array)  # holds opts alive: its id stays its own
+            on_cpu = type(out) is np.ndarray
+            hit = self._cached(kind, prefix, "cpu" if on_cpu else _device(out), m, n, k, opts)
+            if on_cpu:
+                self._last_route = (opts, call, hit)  # holds opts alive: its id stays its own
         else:
             _deliver(hit)
         return hit[6]  # its options dict: callers only read it
