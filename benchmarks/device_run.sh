@@ -22,12 +22,6 @@
 #                                                     given together run side by side; 16 workers in all,
 #                                                     one line per test in $OUT/pytest_gpu_PART.log, the
 #                                                     slowest 25 listed; exits with pytest's status)  (carry: .whl)
-#   bash benchmarks/device_run.sh ab ROUNDS [ARGS]    build; this tree against an older one in the same call:
-#                                                     bench_ozaki2_gpu_phases.py ARGS, each tree running its
-#                                                     own script and package, alternating new, old ROUNDS
-#                                                     times: $OUT/phases_{new,old}_R.json  (carry: .whl, .old)
-#         before ab, here: rm -rf .old && mkdir .old && git archive OLD | tar -x -C .old \
-#                          && git rev-parse --short OLD >.old/COMMIT
 #   bash benchmarks/device_run.sh min-dim [OUT_DIR]   CPU, no build: the sweep behind EMUBLAS_MIN_DIM
 #                                                     (BENCHMARKS.md, "The interpose size threshold")
 #
@@ -109,24 +103,6 @@ products)
     python3 benchmarks/bench_int8_products_gpu.py --json "$OUT/products.json" --budget-s $((560 - SECONDS)) "$@" \
         2>&1 | tee "$OUT/products.md"
     ;;
-ab)
-    rounds=${1:-2}
-    shift || true
-    [ -f .old/COMMIT ] || { echo "ab: no .old/COMMIT (see the usage at the top) or .old not carried"; exit 1; }
-    source "$here/_device_setup.sh"
-    # the editable install would shadow PYTHONPATH, so that both runs imported this tree
-    python3 -m pip uninstall -y -q emublas >/dev/null 2>&1
-    cp emublas/_kernels/_cpu*.so .old/emublas/_kernels/ # the C extension: GPU calls need only its import
-    echo "new: $(git rev-parse --short HEAD 2>/dev/null || echo 'this tree'), old: $(cat .old/COMMIT)"
-    for r in $(seq "$rounds"); do
-        for t in new old; do
-            tree=$PWD
-            [ "$t" = old ] && tree=$PWD/.old
-            PYTHONPATH="$tree:/tmp/site" python3 "$tree/benchmarks/bench_ozaki2_gpu_phases.py" "$@" \
-                --json "$OUT/phases_${t}_$r.json" 2>&1 | grep -E "^\| [a-z]+ \|" | sed "s/^/$t /"
-        done
-    done
-    ;;
 min-dim)
     set -euo pipefail
     out=${1:-min-dim-out}
@@ -134,7 +110,7 @@ min-dim)
         --grid 'ozaki2:moduli=16' --families phi0.5 --reps 5 --no-plots --out "$out"
     ;;
 *)
-    echo "usage: bash benchmarks/device_run.sh {foundation|ozaki2|gemmul8|products|gpu-tests a|b|c|d|ab|min-dim} [ARGS...]" >&2
+    echo "usage: bash benchmarks/device_run.sh {foundation|ozaki2|gemmul8|products|gpu-tests a|b|c|min-dim} [ARGS...]" >&2
     exit 2
     ;;
 esac
