@@ -1259,3 +1259,101 @@ def test_scale_avx2_matches_generic(rng, dtype):
                 got = _paths(kernels_cpu.oz_bound_int8, cl, ea, threads=threads)
                 np.testing.assert_array_equal(got[0], got[1])
                 assert (got[0][live] >= 0).all() and (got[0][cl != 0] >= 1).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128, np.complex64])
+def test_stats_bound_one_read_matches_two_passes(rng, impl, dtype):
+    """oz_stats_bound (statistics and bounds from one read, rows in cache-sized blocks)
+    gives the bits of oz_row_stats then oz_bound_int8 on the NaN/Inf-zeroed copy, with
+    ea = frexp of each finite row maximum (0 otherwise), on every kernel path and layout,
+    for row counts across several blocks and both thread counts."""
+    real = np.zeros(1, dtype).real.dtype
+    fin = np.finfo(real)
+    for rows, cols in ((1, 1), (9, 13), (300, 5), (70, 3000), (5, 0), (0, 4)):
+        x = rng.standard_normal((rows, cols)) * np.exp2(rng.integers(-30, 30, size=(rows, 1)))
+        if np.dtype(dtype).kind == "c":
+            x = x + 1j * rng.standard_normal((rows, cols))
+        x = x.astype(dtype)
+        if rows >= 9 and cols:
+            x[0, cols // 2] = np.nan
+            x[1, cols - 1] = -np.inf
+            x[2] = 0
+            x[3] *= fin.tiny / 2**10  # subnormal: the two-step bounds
+            x[4] = (rng.random(cols) - 0.5) * fin.max  # squares overflow: hypot
+            x[8, 0] = np.inf * (1j if np.dtype(dtype).kind == "c" else 1)
+        for xv in _layouts(x):
+            for threads in (1, 2):
+                rowmax, sumsq, l1, ea, bound = kernels_cpu.oz_stats_bound(xv, threads=threads)
+                _same_stats((rowmax, sumsq, l1), kernels_cpu.oz_row_stats(xv, threads=threads))
+                live = rowmax <= np.finfo(np.float64).max
+                want_ea = np.frexp(np.where(live, rowmax, 0.0))[1].astype(np.int32)
+                np.testing.assert_array_equal(ea, want_ea)
+                clean = xv.copy()
+                clean[~live] = 0
+                np.testing.assert_array_equal(bound, kernels_cpu.oz_bound_int8(clean, want_ea, threads=threads))
+                assert bound.shape == (rows, cols) and bound.flags.c_contiguous
+                assert not bound[~live].any()
+
+
+def _row_plan_formulas(stats, wmax, L, log2_127sq, safety, log2k, k, slack):
+    """The row plan's formulas written in numpy, as the reference of the C kernel."""
+    rowmax, sumsq, l1 = stats
+    big = np.finfo(np.float64).max
+    live = rowmax <= big
+    rm = np.where(live, rowmax, 0.0)
+    ea = np.frexp(rm)[1].astype(np.int64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if wmax is not None:
+            w = np.asarray(wmax, np.float64)
+            g = np.where(w > 0, (np.log2(np.where(w > 0, w, 1.0)) - log2_127sq) + safety, -np.inf)
+        else:
+            ok = (sumsq > 0) & (sumsq <= big)
+            g = np.where(ok, (np.log2(np.where(ok, sumsq, 1.0)) - 2.0 * ea) + safety, log2k + safety)
+        g = np.where(rm == 0, -np.inf, g)
+        uu = np.floor((L - g) * 0.5)
+        u = np.where(np.isfinite(uu), uu, 0).astype(np.int64)
+        ok1 = l1 <= big
+        lg = np.where(rm == 0, -np.inf, np.where(ok1, np.log2(np.where(ok1, l1, 1.0)), ea + log2k))
+        shift = u - ea
+        err = (shift + lg) + slack
+        wsum = np.where(
+            ok1,
+            (127.0 * np.ldexp(np.where(ok1, l1, 0.0), -ea.astype(np.int32))) * (1.0 + 2.0**-40) + float(k) + 1.0,
+            (127.0 * k + k) + 1.0,
+        )
+    return (
+        np.where(live, shift, -(2**31)).astype(np.int32),
+        np.where(live, err, np.inf),
+        np.where(live, wsum, 0.0),
+        np.where(live, u, 0).astype(np.int32),
+    )
+
+
+@pytest.mark.parametrize("accurate", [False, True])
+def test_row_plan_kernel_matches_formulas(rng, accurate):
+    """oz_row_plan against its formulas in numpy: shifts and budgets exactly, the error
+    terms and plane sums to the last bit of log2 (libm's and numpy's may differ there),
+    on rows of every magnitude, zero rows, NaN/Inf rows, overflowed sums, zero W maxima."""
+    from emublas.backends.ozaki2 import scaling
+
+    for trial in range(60):
+        rows, k = int(rng.integers(0, 200)), int(rng.integers(1, 5000))
+        x = rng.standard_normal((rows, k)) * np.exp2(rng.integers(-1070, 1020, size=(rows, 1)))
+        if rows > 6:
+            x[1, 0], x[2], x[4, 1] = np.nan, 0.0, np.inf
+            x[5] = np.finfo(np.float64).max / 3  # the sums overflow
+        with np.errstate(over="ignore", invalid="ignore"):
+            stats = kernels_cpu.oz_row_stats(x)
+        wmax = rng.integers(0, 2**40, size=rows).astype(np.int64) if accurate else None
+        if accurate and rows:
+            wmax[0] = 0
+        args = (wmax, float(rng.uniform(30, 130)), scaling.LOG2_127SQ, 2.0**-20, math.log2(k), k, float(rng.random() * 3))
+        got = kernels_cpu.oz_row_plan(stats, *args)
+        want = _row_plan_formulas(stats, *args)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[3], want[3])
+        for g, w in zip(got[1:3], want[1:3]):
+            np.testing.assert_array_equal(np.isfinite(g), np.isfinite(w))
+            np.testing.assert_array_equal(g[~np.isfinite(g)], w[~np.isfinite(w)])
+            np.testing.assert_allclose(g[np.isfinite(g)], w[np.isfinite(w)], rtol=2**-50, atol=0)
+        assert got[0].dtype == np.int32 and got[3].dtype == np.int32

@@ -322,6 +322,26 @@ int emublas_oz_row_stats_carry(int dtype, int64_t rows, int64_t cols, const void
 int emublas_oz_bound_int8(int dtype, int64_t rows, int64_t cols, const void *Xr, const void *Xi,
                           int64_t rsx, int64_t csx, const int32_t *ea, int8_t *out, int64_t rso,
                           int64_t cso, int nthreads);
+/* row_stats and bound_int8 in one read of the input (rows in blocks that stay in
+ * cache between the two): the same statistics, ea[row] = frexp exponent of max |x|
+ * (0 for a zero row or one holding NaN/Inf) written here, and the same bounds
+ * (all zero on a row holding NaN/Inf). */
+int emublas_oz_stats_bound(int dtype, int64_t rows, int64_t cols, const void *Xr, const void *Xi, int64_t rsx,
+                           int64_t csx, double *rowmax, double *sumsq, double *l1, int32_t *ea, int8_t *out,
+                           int64_t rso, int64_t cso, int nthreads);
+/* The scaling plan of each row (as the GPU's oz_plan): from max |x| (non-finite for
+ * a row holding NaN/Inf), sum |x|^2, sum |x| and, in accurate mode, the bound
+ * product's row maxima wmax (NULL: fast mode), for the product bound 2^L:
+ *   ea = frexp exponent of max |x| (0 for a zero row),
+ *   g  = log2(wmax) - log2_127sq + safety (accurate) or (log2(sumsq) - 2 ea) + safety
+ *        (fast; log2k + safety where the sum over/underflowed), -inf for a zero row,
+ *   u  = floor((L - g) / 2) (0 where not finite), shift = u - ea, budget = u,
+ *   err = (shift + lg) + slack, lg = log2(sum |x|) (ea + log2k where it overflowed),
+ *   wsum = (127 ldexp(sum |x|, -ea)) (1 + 2^-40) + kd + 1 (127 kd + kd + 1 where it overflowed);
+ * a row holding NaN/Inf gets shift EMUBLAS_OZ_DEAD, err +inf, wsum 0, budget 0. */
+int emublas_oz_row_plan(int64_t rows, const double *rowmax, const double *sumsq, const double *l1,
+                        const int64_t *wmax, double L, double log2_127sq, double safety, double log2k, double kd,
+                        double slack, int32_t *shift, double *err, double *wsum, int32_t *budget);
 
 #ifdef __cplusplus
 }

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "emublas_constants.h"
 #include "internal.h"
 
 #if EMUBLAS_X86
@@ -82,11 +83,9 @@ SC_TARGET2 static void bound_avx2(scale_job *J, int64_t i0, int64_t i1);
 static int sc_avx2(void);
 #endif
 
-static void stats_task(void *ctx, int tid, int nt)
+/* The statistics of rows [i0, i1): one pass over their columns. */
+static void stats_range(scale_job *J, int64_t i0, int64_t i1)
 {
-    scale_job *J = ctx;
-    int64_t i0, i1;
-    rows_of(J->rows, tid, nt, &i0, &i1);
 #if EMUBLAS_X86
     if (sc_simd()) {
         stats_simd(J, i0, i1);
@@ -516,11 +515,9 @@ SC_TARGET2 static void bound_avx2(scale_job *J, int64_t i0, int64_t i1)
 }
 #endif
 
-static void bound_task(void *ctx, int tid, int nt)
+/* The bound planes of rows [i0, i1), from J->ea. */
+static void bound_range(scale_job *J, int64_t i0, int64_t i1)
 {
-    scale_job *J = ctx;
-    int64_t i0, i1;
-    rows_of(J->rows, tid, nt, &i0, &i1);
 #if EMUBLAS_X86
     if (sc_simd()) {
         bound_simd(J, i0, i1);
@@ -552,6 +549,56 @@ static void bound_task(void *ctx, int tid, int nt)
             for (int64_t j = 0; j < J->cols; j++)
                 J->out[i * J->rso + j * J->cso] = bound_of(mag(J, i * J->rsx + j * J->csx), f, J->ea[i]);
         }
+    }
+}
+
+static void stats_task(void *ctx, int tid, int nt)
+{
+    scale_job *J = ctx;
+    int64_t i0, i1;
+    rows_of(J->rows, tid, nt, &i0, &i1);
+    stats_range(J, i0, i1);
+}
+
+static void bound_task(void *ctx, int tid, int nt)
+{
+    scale_job *J = ctx;
+    int64_t i0, i1;
+    rows_of(J->rows, tid, nt, &i0, &i1);
+    bound_range(J, i0, i1);
+}
+
+/* Bytes of input a block of the fused pass holds, so that its second sweep (the
+ * bounds) reads it from the core's cache rather than from memory. */
+#define SB_BYTES (192 * 1024)
+
+/* Statistics and bounds in one read of the input: the rows are taken in blocks
+ * small enough to stay in cache between the two sweeps, each block's statistics
+ * then its exponents then its bounds, with the arithmetic of the two separate
+ * passes (same bits).  A row holding NaN/Inf gets ea 0 and a zero bound row, as
+ * the separate passes give it from the zeroed copy the caller would make. */
+static void stats_bound_task(void *ctx, int tid, int nt)
+{
+    scale_job *J = ctx;
+    int64_t i0, i1;
+    rows_of(J->rows, tid, nt, &i0, &i1);
+    const int64_t row_bytes = J->cols * (J->dtype ? 8 : 4) * (J->xi ? 2 : 1);
+    int64_t blk = row_bytes > 0 ? SB_BYTES / row_bytes : i1 - i0;
+    blk = blk < 8 ? 8 : blk & ~(int64_t)7; /* whole SIMD lanes of rows */
+    int32_t *ea = (int32_t *)J->ea;        /* this pass writes the exponents it reads */
+    for (int64_t b0 = i0; b0 < i1; b0 += blk) {
+        const int64_t b1 = i1 - b0 < blk ? i1 : b0 + blk;
+        stats_range(J, b0, b1);
+        for (int64_t i = b0; i < b1; i++) {
+            int e = 0;
+            frexp(J->rowmax[i] <= 1.7976931348623157e308 ? J->rowmax[i] : 0.0, &e);
+            ea[i] = e;
+        }
+        bound_range(J, b0, b1);
+        for (int64_t i = b0; i < b1; i++)
+            if (!(J->rowmax[i] <= 1.7976931348623157e308)) /* its bounds above came from NaN/Inf */
+                for (int64_t j = 0; j < J->cols; j++)
+                    J->out[i * J->rso + j * J->cso] = 0;
     }
 }
 
@@ -596,5 +643,59 @@ int emublas_oz_bound_int8(int dtype, int64_t rows, int64_t cols, const void *Xr,
         return EMUBLAS_EINVAL;
     scale_job J = {dtype, rows, cols, Xr, Xi, rsx, csx, NULL, NULL, NULL, ea, out, rso, cso, 0};
     emublas__parallel(bound_task, &J, threads_for(nthreads, rows, cols));
+    return EMUBLAS_OK;
+}
+
+int emublas_oz_stats_bound(int dtype, int64_t rows, int64_t cols, const void *Xr, const void *Xi, int64_t rsx,
+                           int64_t csx, double *rowmax, double *sumsq, double *l1, int32_t *ea, int8_t *out,
+                           int64_t rso, int64_t cso, int nthreads)
+{
+    if ((dtype != 0 && dtype != 1) || rows < 0 || cols < 0 || !rowmax || !sumsq || !l1 || !ea ||
+        (rows * cols > 0 && (!Xr || !out)))
+        return EMUBLAS_EINVAL;
+    scale_job J = {dtype, rows, cols, Xr, Xi, rsx, csx, rowmax, sumsq, l1, ea, out, rso, cso, 0};
+    emublas__parallel(stats_bound_task, &J, threads_for(nthreads, rows, cols));
+    return EMUBLAS_OK;
+}
+
+/* The plan of each row from its statistics; the formulas and their order are the
+ * GPU's oz_plan (native/cuda/ozaki2.cu) and the header's description. */
+int emublas_oz_row_plan(int64_t rows, const double *rowmax, const double *sumsq, const double *l1,
+                        const int64_t *wmax, double L, double log2_127sq, double safety, double log2k, double kd,
+                        double slack, int32_t *shift, double *err, double *wsum, int32_t *budget)
+{
+    if (rows < 0 || (rows > 0 && (!rowmax || !sumsq || !l1 || !shift || !err || !wsum || !budget)))
+        return EMUBLAS_EINVAL;
+    const double big = 1.7976931348623157e308;
+    for (int64_t i = 0; i < rows; i++) {
+        const double rm = rowmax[i];
+        if (!(rm <= big)) {
+            shift[i] = EMUBLAS_OZ_DEAD;
+            err[i] = INFINITY;
+            wsum[i] = 0.0;
+            budget[i] = 0;
+            continue;
+        }
+        int ea = 0;
+        frexp(rm, &ea);
+        double g;
+        if (rm == 0.0)
+            g = -INFINITY;
+        else if (wmax)
+            g = wmax[i] > 0 ? (log2((double)wmax[i]) - log2_127sq) + safety : -INFINITY;
+        else {
+            const double s = sumsq[i];
+            g = s > 0.0 && s <= big ? (log2(s) - 2.0 * (double)ea) + safety : log2k + safety;
+        }
+        const double uu = floor((L - g) * 0.5);
+        const int64_t u = uu <= big && uu >= -big ? (int64_t)uu : 0;
+        const double s1 = l1[i];
+        const int ok1 = s1 <= big;
+        const double lg = rm == 0.0 ? -INFINITY : ok1 ? log2(s1) : (double)ea + log2k;
+        shift[i] = (int32_t)(u - ea);
+        err[i] = ((double)(u - ea) + lg) + slack;
+        wsum[i] = ok1 ? (127.0 * ldexp(s1, -ea)) * (1.0 + 0x1p-40) + kd + 1.0 : (127.0 * kd + kd) + 1.0;
+        budget[i] = (int32_t)u;
+    }
     return EMUBLAS_OK;
 }

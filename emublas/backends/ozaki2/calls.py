@@ -80,8 +80,8 @@ class Prepared:
         if sides is not None:
             left, right = sides
         else:
-            left = scaling.side(bx)
-            right = left if by is bx else scaling.side(by)
+            left = scaling.side(bx, bound=mode != "fast")
+            right = left if by is bx else scaling.side(by, bound=mode != "fast")
         wrow = wcol = W = None
         if mode != "fast":
             wrow, wcol, W = scaling.bound_product(left, right)

@@ -16,7 +16,16 @@ import numpy as np
 from ..._kernels.cpu import require, threads_for
 from ..._kernels.operands import elem_strides, ptr
 
-__all__ = ["oz_kernel_name", "oz_residues", "oz_row_stats", "oz_bound_int8", "oz_residues_cplx", "oz_residues_3m"]
+__all__ = [
+    "oz_kernel_name",
+    "oz_residues",
+    "oz_row_stats",
+    "oz_bound_int8",
+    "oz_stats_bound",
+    "oz_row_plan",
+    "oz_residues_cplx",
+    "oz_residues_3m",
+]
 
 
 def oz_kernel_name() -> str:
@@ -343,6 +352,120 @@ def oz_row_stats(
     )
     _oz_check(rc, "oz_row_stats")
     return out[0], out[1], out[2]
+
+
+def oz_stats_bound(x: np.ndarray, *, threads: int | None = None):
+    """:func:`oz_row_stats` and :func:`oz_bound_int8` in one read of ``x``.
+
+    The rows are taken in blocks small enough to stay in the core's cache between
+    the statistics and the bounds, so that ``x`` comes from memory once; the
+    results are bit-identical to the two separate passes.
+
+    Parameters
+    ----------
+    x : numpy.ndarray, shape (rows, cols)
+        float32, float64, complex64 or complex128, any strides; NaN/Inf allowed
+        (such a row gets a NaN maximum and zero bounds).
+    threads : int, optional
+        Default :func:`emublas._kernels.cpu.default_threads`.
+
+    Returns
+    -------
+    rowmax, sumsq, l1 : numpy.ndarray, float64, shape (rows,)
+        As :func:`oz_row_stats` returns them.
+    ea : numpy.ndarray, int32, shape (rows,)
+        The frexp exponent of each row's largest magnitude (``max|x_row| < 2**ea``);
+        0 for a zero row and for a row holding NaN/Inf.
+    bound : numpy.ndarray, int8, shape (rows, cols), C-ordered
+        :func:`oz_bound_int8` of ``x`` with those exponents, its rows holding
+        NaN/Inf zeroed.
+
+    Raises
+    ------
+    TypeError, ValueError
+        ``x`` of the wrong type or not 2-D.
+    """
+    nthreads = threads_for(threads)
+    xr, xi, code, rs, cs = _oz_parts(x)
+    rows, cols = xr.shape
+    stats = [np.empty(rows) for _ in range(3)]
+    ea = np.empty(rows, np.int32)
+    out = np.empty((rows, cols), np.int8)
+    ffi, lib = require()
+    rc = lib.emublas_oz_stats_bound(
+        code,
+        rows,
+        cols,
+        ptr(ffi, "const void *", xr),
+        ffi.NULL if xi is None else ptr(ffi, "const void *", xi),
+        rs,
+        cs,
+        *(ptr(ffi, "double *", o) for o in stats),
+        ptr(ffi, "int32_t *", ea),
+        ptr(ffi, "int8_t *", out),
+        cols,
+        1,
+        nthreads,
+    )
+    _oz_check(rc, "oz_stats_bound")
+    return stats[0], stats[1], stats[2], ea, out
+
+
+def oz_row_plan(stats, wmax, L: float, log2_127sq: float, safety: float, log2k: float, k: int, slack: float):
+    """Each row's scaling plan from its statistics (the formulas of ``emublas_oz_row_plan``).
+
+    Parameters
+    ----------
+    stats : sequence of three numpy.ndarray
+        ``rowmax`` (non-finite for a row holding NaN/Inf), ``sumsq`` and ``l1``,
+        float64 vectors of one length (:func:`oz_row_stats`).
+    wmax : numpy.ndarray or None
+        The accurate mode's bound-product row maxima (integers); None: fast mode.
+    L, log2_127sq, safety, log2k, slack : float
+        The product bound's log2, the constants of the growth formula and the
+        certificate's slack.
+    k : int
+        Columns of the factor.
+
+    Returns
+    -------
+    shift : numpy.ndarray of int32
+    err, wsum : numpy.ndarray of float64
+    budget : numpy.ndarray of int32
+        Per row, as :class:`emublas.backends.ozaki2.scaling.RowPlan` holds them.
+    """
+    rowmax, sumsq, l1 = (np.ascontiguousarray(v, dtype=np.float64) for v in stats)
+    rows = rowmax.shape[0]
+    if sumsq.shape != (rows,) or l1.shape != (rows,):
+        raise ValueError(f"stats must be three float64 vectors of one length, got {rowmax.shape}, {sumsq.shape}, {l1.shape}")
+    ffi, lib = require()
+    w = ffi.NULL
+    if wmax is not None:
+        wv = np.ascontiguousarray(wmax, dtype=np.int64)
+        if wv.shape != (rows,):
+            raise ValueError(f"wmax must be 1-D of length {rows}, got shape {wv.shape}")
+        w = ptr(ffi, "const int64_t *", wv)
+    shift, budget = np.empty(rows, np.int32), np.empty(rows, np.int32)
+    err, wsum = np.empty(rows), np.empty(rows)
+    rc = lib.emublas_oz_row_plan(
+        rows,
+        ptr(ffi, "const double *", rowmax),
+        ptr(ffi, "const double *", sumsq),
+        ptr(ffi, "const double *", l1),
+        w,
+        L,
+        log2_127sq,
+        safety,
+        log2k,
+        float(k),
+        slack,
+        ptr(ffi, "int32_t *", shift),
+        ptr(ffi, "double *", err),
+        ptr(ffi, "double *", wsum),
+        ptr(ffi, "int32_t *", budget),
+    )
+    _oz_check(rc, "oz_row_plan")
+    return shift, err, wsum, budget
 
 
 def oz_bound_int8(x: np.ndarray, ea: Any, *, threads: int | None = None) -> np.ndarray:

@@ -60,6 +60,10 @@ class Side:
         The factor (real or complex, any strides).
     stats : array, optional
         Its (3, rows) statistics when the caller has them; None: computed here.
+    bound : bool, optional
+        The bound planes (:meth:`int8_bound`) will be needed: on the CPU they are
+        made in the same read of ``x`` as the statistics (accurate mode's scaling
+        then reads each operand twice in all, with the residues).
 
     Attributes
     ----------
@@ -76,10 +80,15 @@ class Side:
         ``log2 ‖x_row / 2^ea‖₂`` (−inf for zero rows) and ``log2 ‖x_row‖₁``.
     """
 
-    def __init__(self, x, stats=None):
+    def __init__(self, x, stats=None, bound=False):
         self.x = x
         self.gpu = is_cupy(x)
-        if stats is not None:
+        self._bound = None
+        if stats is None and bound and not self.gpu:
+            # one read of x for the statistics and the bound planes (kernels_cpu.oz_stats_bound)
+            *st, _, self._bound = kernels_cpu.oz_stats_bound(x)
+            self.stats = np.stack(st)
+        elif stats is not None:
             xp = namespace(x=x) if self.gpu else np
             self.stats = xp.stack([xp.asarray(v, dtype=np.float64) for v in stats])
         elif self.gpu:
@@ -160,6 +169,8 @@ class Side:
             from . import kernels_gpu
 
             return kernels_gpu.bound_planes(self.x, self.stats[0])
+        if self._bound is not None:
+            return self._bound
         return kernels_cpu.oz_bound_int8(self.clean, self.ea)
 
     def fetch_rows(self, rows):
@@ -183,20 +194,23 @@ def _host(a) -> np.ndarray:
     return a.get() if is_cupy(a) else np.asarray(a)
 
 
-def side(x) -> Side:
+def side(x, bound: bool = False) -> Side:
     """The :class:`Side` of ``x`` (rows are the scaled units).
 
     Parameters
     ----------
     x : numpy.ndarray or cupy.ndarray
         A 2-D factor, rows × k.
+    bound : bool, optional
+        Its bound planes will be needed (accurate and auto modes): on the CPU
+        they come from the same read of ``x`` as the statistics.
 
     Returns
     -------
     Side
         Its row statistics (computed without waiting on the device).
     """
-    return Side(x)
+    return Side(x, bound=bound)
 
 
 def bound_product(left: Side, right: Side, *, threads=None):
@@ -348,7 +362,8 @@ def row_plan(side: Side, L: float, slack: float, wmax=None) -> RowPlan:
 
     ``u = floor((L − g)/2)``, ``shift = u − ea``, with g from :func:`growth`'s
     formula.  On cupy arrays the ``oz_plan`` kernel computes it on the device
-    (no wait for the host); on numpy the same formulas in the same order run here.
+    (no wait for the host); on numpy the C kernel ``oz_row_plan``, with the same
+    formulas in the same order.
 
     Parameters
     ----------
@@ -373,29 +388,7 @@ def row_plan(side: Side, L: float, slack: float, wmax=None) -> RowPlan:
         from . import kernels_gpu
 
         return RowPlan(*kernels_gpu.row_plan(side.stats, wmax, L, LOG2_127SQ, _SAFETY, log2k, k, slack))
-    rowmax, sumsq, l1 = side.stats
-    live = rowmax <= _BIG
-    rm = np.where(live, rowmax, 0.0)
-    ea = np.frexp(rm)[1].astype(np.int64)
-    g = _growth(rm, sumsq, wmax, ea, log2k)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        uu = np.floor((L - g) * 0.5)
-        u = np.where(np.isfinite(uu), uu, 0).astype(np.int64)
-        ok1 = l1 <= _BIG
-        lg = np.where(rm == 0, -np.inf, np.where(ok1, np.log2(np.where(ok1, l1, 1.0)), ea + log2k))
-        shift = u - ea
-        err = (shift + lg) + slack
-        wsum = np.where(
-            ok1,
-            (127.0 * np.ldexp(np.where(ok1, l1, 0.0), -ea.astype(np.int32))) * (1.0 + 2.0**-40) + float(k) + 1.0,
-            (127.0 * k + k) + 1.0,
-        )
-    return RowPlan(
-        np.where(live, shift, DEAD).astype(np.int32),
-        np.where(live, err, np.inf),
-        np.where(live, wsum, 0.0),
-        np.where(live, u, 0).astype(np.int32),
-    )
+    return RowPlan(*kernels_cpu.oz_row_plan(side.stats, wmax, L, LOG2_127SQ, _SAFETY, log2k, k, slack))
 
 
 def needed_bits(
