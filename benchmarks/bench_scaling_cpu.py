@@ -27,9 +27,9 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _timing import interleaved, summary  # noqa: E402
-
 from emublas.backends.ozaki2 import kernels_cpu  # noqa: E402
+
+from _timing import interleaved, summary  # noqa: E402
 
 
 def two_passes(x):

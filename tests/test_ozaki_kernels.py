@@ -1336,7 +1336,7 @@ def test_row_plan_kernel_matches_formulas(rng, accurate):
     on rows of every magnitude, zero rows, NaN/Inf rows, overflowed sums, zero W maxima."""
     from emublas.backends.ozaki2 import scaling
 
-    for trial in range(60):
+    for _ in range(60):
         rows, k = int(rng.integers(0, 200)), int(rng.integers(1, 5000))
         x = rng.standard_normal((rows, k)) * np.exp2(rng.integers(-1070, 1020, size=(rows, 1)))
         if rows > 6:
@@ -1347,7 +1347,15 @@ def test_row_plan_kernel_matches_formulas(rng, accurate):
         wmax = rng.integers(0, 2**40, size=rows).astype(np.int64) if accurate else None
         if accurate and rows:
             wmax[0] = 0
-        args = (wmax, float(rng.uniform(30, 130)), scaling.LOG2_127SQ, 2.0**-20, math.log2(k), k, float(rng.random() * 3))
+        args = (
+            wmax,
+            float(rng.uniform(30, 130)),
+            scaling.LOG2_127SQ,
+            2.0**-20,
+            math.log2(k),
+            k,
+            float(rng.random() * 3),
+        )
         got = kernels_cpu.oz_row_plan(stats, *args)
         want = _row_plan_formulas(stats, *args)
         np.testing.assert_array_equal(got[0], want[0])

@@ -437,7 +437,9 @@ def oz_row_plan(stats, wmax, L: float, log2_127sq: float, safety: float, log2k: 
     rowmax, sumsq, l1 = (np.ascontiguousarray(v, dtype=np.float64) for v in stats)
     rows = rowmax.shape[0]
     if sumsq.shape != (rows,) or l1.shape != (rows,):
-        raise ValueError(f"stats must be three float64 vectors of one length, got {rowmax.shape}, {sumsq.shape}, {l1.shape}")
+        raise ValueError(
+            f"stats must be three float64 vectors of one length, got {rowmax.shape}, {sumsq.shape}, {l1.shape}"
+        )
     ffi, lib = require()
     w = ffi.NULL
     if wmax is not None:
