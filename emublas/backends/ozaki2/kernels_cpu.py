@@ -288,6 +288,29 @@ def _oz_parts(x: np.ndarray):
     return xr, None, code, rs, cs
 
 
+def _factor_args(x: np.ndarray):
+    """A factor as the scaling kernels' leading arguments.
+
+    Returns ``(keep, rows, cols, args)``: ``args`` is ``(dtype code, rows, cols, real part,
+    imaginary part or NULL, row stride, column stride)``; ``keep`` holds the arrays the
+    pointers point into (a copy where ``x`` could not be read in place), to be kept alive
+    until the call returns.
+    """
+    xr, xi, code, rs, cs = _oz_parts(x)
+    ffi, _ = require()
+    rows, cols = xr.shape
+    args = (
+        code,
+        rows,
+        cols,
+        ptr(ffi, "const void *", xr),
+        ffi.NULL if xi is None else ptr(ffi, "const void *", xi),
+        rs,
+        cs,
+    )
+    return (xr, xi), rows, cols, args
+
+
 def oz_row_stats(
     x: np.ndarray,
     *,
@@ -329,8 +352,7 @@ def oz_row_stats(
         ``x`` is not 2-D, or ``carry`` has the wrong shapes.
     """
     nthreads = threads_for(threads)
-    xr, xi, code, rs, cs = _oz_parts(x)
-    rows, cols = xr.shape
+    keep, rows, cols, args = _factor_args(x)
     if carry is None:
         out = [np.empty(rows) for _ in range(3)]
     else:
@@ -340,13 +362,7 @@ def oz_row_stats(
     ffi, lib = require()
     kernel = lib.emublas_oz_row_stats if carry is None else lib.emublas_oz_row_stats_carry
     rc = kernel(
-        code,
-        rows,
-        cols,
-        ptr(ffi, "const void *", xr),
-        ffi.NULL if xi is None else ptr(ffi, "const void *", xi),
-        rs,
-        cs,
+        *args,
         *(ptr(ffi, "double *", o) for o in out),
         nthreads,
     )
@@ -386,20 +402,13 @@ def oz_stats_bound(x: np.ndarray, *, threads: int | None = None):
         ``x`` of the wrong type or not 2-D.
     """
     nthreads = threads_for(threads)
-    xr, xi, code, rs, cs = _oz_parts(x)
-    rows, cols = xr.shape
+    keep, rows, cols, args = _factor_args(x)
     stats = [np.empty(rows) for _ in range(3)]
     ea = np.empty(rows, np.int32)
     out = np.empty((rows, cols), np.int8)
     ffi, lib = require()
     rc = lib.emublas_oz_stats_bound(
-        code,
-        rows,
-        cols,
-        ptr(ffi, "const void *", xr),
-        ffi.NULL if xi is None else ptr(ffi, "const void *", xi),
-        rs,
-        cs,
+        *args,
         *(ptr(ffi, "double *", o) for o in stats),
         ptr(ffi, "int32_t *", ea),
         ptr(ffi, "int8_t *", out),
@@ -501,19 +510,12 @@ def oz_bound_int8(x: np.ndarray, ea: Any, *, threads: int | None = None) -> np.n
         integers.
     """
     nthreads = threads_for(threads)
-    xr, xi, code, rs, cs = _oz_parts(x)
-    rows, cols = xr.shape
+    keep, rows, cols, args = _factor_args(x)
     e = _int32_vector(ea, rows, "ea")
     out = np.empty((rows, cols), np.int8)
     ffi, lib = require()
     rc = lib.emublas_oz_bound_int8(
-        code,
-        rows,
-        cols,
-        ptr(ffi, "const void *", xr),
-        ffi.NULL if xi is None else ptr(ffi, "const void *", xi),
-        rs,
-        cs,
+        *args,
         ptr(ffi, "const int32_t *", e),
         ptr(ffi, "int8_t *", out),
         cols,
