@@ -59,7 +59,7 @@ out = {{"emublas": emublas.__file__}}
 for name, cplx, native in (("dgemm", False, sblas.dgemm), ("zgemm", True, sblas.zgemm)):
     a, b = wide((n, n), cplx), wide((n, n), cplx)
     fn = getattr(emublas, name)
-    out[name] = timed(lambda: fn(1.0, a, b, backend="ozaki2", moduli=16))
+    out[name] = timed(lambda: fn(1.0, a, b, backend="ozaki2", moduli=16, mode={mode!r}))
     out[name + "_native"] = timed(lambda: native(1.0, a, b))
 print(json.dumps(out))
 """
@@ -83,7 +83,7 @@ out = {{"emublas": emublas.__file__}}
 for name, cplx in (("dgemm", False), ("zgemm", True)):
     a, b = wide((n, n), cplx), wide((n, n), cplx)
     fn = getattr(emublas, name)
-    out[name] = cuda_median_time(cp, lambda: fn(1.0, a, b, backend="ozaki2", moduli=16), reps)
+    out[name] = cuda_median_time(cp, lambda: fn(1.0, a, b, backend="ozaki2", moduli=16, mode={mode!r}), reps)
     out[name + "_native"] = cuda_median_time(cp, lambda: fn(1.0, a, b, backend="native"), reps)
     del a, b
     cp.get_default_memory_pool().free_all_blocks()
@@ -91,11 +91,11 @@ print(json.dumps(out))
 """
 
 
-def run(tree: str, n: int, reps: int, device: str = "cpu", phi: float = 0.5) -> dict:
+def run(tree: str, n: int, reps: int, device: str = "cpu", phi: float = 0.5, mode: str = "accurate") -> dict:
     # the tree first; what the caller's PYTHONPATH held (carried wheels on the device) after it
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (tree, os.environ.get("PYTHONPATH")) if p))
     code = (GPU_WORKER if device == "gpu" else WORKER).format(
-        bench=HERE, n=n, reps=reps, phi=float(phi), batch_s=BATCH_S
+        bench=HERE, n=n, reps=reps, phi=float(phi), batch_s=BATCH_S, mode=mode
     )
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd="/")
     if res.returncode:
@@ -111,16 +111,17 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="numpy (OpenBLAS) or cupy (cuBLAS) arrays")
     ap.add_argument("--phi", type=float, default=0.5, help="the inputs' exponent spread (4: wide spans, the fallback)")
+    ap.add_argument("--mode", choices=("accurate", "fast"), default="accurate", help="ozaki2's scaling mode")
     ap.add_argument("--json")
     args = ap.parse_args()
     trees = {"this": ROOT, "other": os.path.abspath(args.other)}
     rows = {t: [] for t in trees}
     for _ in range(args.rounds):
         for t, path in trees.items():
-            rows[t].append(run(path, args.n, args.reps, args.device, args.phi))
+            rows[t].append(run(path, args.n, args.reps, args.device, args.phi, args.mode))
     native = "cuBLAS" if args.device == "gpu" else "OpenBLAS"
     print(
-        f"{args.device}, n = {args.n}, 16 moduli, accurate, phi = {args.phi:g};"
+        f"{args.device}, n = {args.n}, 16 moduli, {args.mode}, phi = {args.phi:g};"
         f" medians over {args.rounds} rounds [min-max]"
     )
     for op in ("dgemm", "zgemm"):

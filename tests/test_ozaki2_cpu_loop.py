@@ -307,3 +307,52 @@ def test_run_products_groups(uplo, first):
                 want = want + np.rint(start[p][:, :, s_] / float(units[s_])).astype(np.int64)
             got = results[0][p][:, :, s_]
             np.testing.assert_array_equal(got[inside], want[inside].astype(np.float64) * float(units[s_]))
+
+
+FAST_CASES = [(name, cplx) for name, cplx, _ in CASES if not _] + [("dgemm", False), ("sgemm", False), ("cgemm", True)]
+
+
+@pytest.mark.parametrize("name,cplx", sorted(set(FAST_CASES)))
+@pytest.mark.parametrize("moduli", [5, "default", 24])
+def test_fast_mode_one_read_bit_identical(monkeypatch, name, cplx, moduli):
+    """Fast mode on the CPU makes its statistics, row plans and first residue planes in one
+    read of each factor (``cpu_stages.scaled_first_run``): the same bits and the same record
+    as the scaling and residue passes it replaces, with a row holding NaN (its entries come
+    from the certificate's fallback), a row of another magnitude, and a second run of moduli
+    (24 complex moduli: 3M past the 2M list)."""
+    if moduli == 24 and not cplx:
+        pytest.skip("24 moduli: the complex hybrid")
+    rng = np.random.default_rng(abs(hash((name, str(moduli)))) % 2**32)
+    a = _data(rng, (37, 62), cplx)
+    a[5] *= 2.0**40
+    a[7, 3] = np.nan
+    if name[0] in "sc":
+        a = a.astype(np.complex64 if cplx else np.float32)
+    a0 = a.copy()
+    kw = {"backend": "ozaki2", "mode": "fast", "moduli": moduli}
+    if name.endswith("gemm"):
+        b = _data(rng, (62, 29), cplx).astype(a.dtype)
+        call = lambda: getattr(emublas, name)(1.0, a, b, **kw)  # noqa: E731
+    elif name.endswith("2k"):
+        b = _data(rng, (37, 62), cplx).astype(a.dtype)
+        call = lambda: getattr(emublas, name)(1.0, a, b, lower=1, **kw)  # noqa: E731
+    else:
+        call = lambda: getattr(emublas, name)(1.0, a, lower=1, **kw)  # noqa: E731
+    made = []
+    real = cpu_stages.scaled_first_run
+    with monkeypatch.context() as mp:
+        mp.setattr(cpu_stages, "scaled_first_run", lambda *x, **k: made.append(r := real(*x, **k)) or r)
+        got = call()
+        got_info = emublas.backends.get("ozaki2").last_run()
+    # syr2k scales by its two factors side by side, and complex syrk's split2m planes are
+    # made in two steps: both keep the two-pass form
+    if not name.endswith("syr2k") and name != "zsyrk":
+        assert made and made[0] is not None
+    with monkeypatch.context() as mp:
+        mp.setattr(cpu_stages, "scaled_first_run", lambda *x, **k: None)  # the two-pass form
+        want = call()
+        want_info = emublas.backends.get("ozaki2").last_run()
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(a, a0)  # inputs untouched
+    for key in ("moduli", "bits", "uncertified", "mode"):
+        assert got_info[key] == want_info[key]

@@ -342,6 +342,19 @@ int emublas_oz_stats_bound(int dtype, int64_t rows, int64_t cols, const void *Xr
 int emublas_oz_row_plan(int64_t rows, const double *rowmax, const double *sumsq, const double *l1,
                         const int64_t *wmax, double L, double log2_127sq, double safety, double log2k, double kd,
                         double slack, int32_t *shift, double *err, double *wsum, int32_t *budget);
+/* Fast mode's scaling and the residues of one run of moduli in one read of the factor
+ * (rows in cache-sized blocks: their statistics, their plan as emublas_oz_row_plan with
+ * wmax NULL, then their residues as emublas_oz_residues* with shift_axis 0), bit-identical
+ * to those three calls.  kind: 0 real (Xi NULL), 1 2M (roots), 2 3M, 3 split (real data,
+ * Xi NULL, cols even: the left and right column halves as the parts of a 2M residue,
+ * cols / 2 residue columns; the statistics are of the whole rows).  A row holding NaN/Inf
+ * gets shift EMUBLAS_OZ_DEAD and zero residues.  Returns EMUBLAS_ERANGE where a scaled
+ * element was not finite. */
+int emublas_oz_scaled_residues(int kind, int dtype, int64_t rows, int64_t cols, const void *Xr, const void *Xi,
+                               int64_t rsx, int64_t csx, int conj, int nmod, const int32_t *moduli,
+                               const int32_t *roots, int8_t *out, int64_t plane_stride, int64_t rso, int64_t cso,
+                               double L, double safety, double log2k, double slack, double *rowmax, double *sumsq,
+                               double *l1, int32_t *shift, double *err, double *wsum, int32_t *budget, int nthreads);
 
 #ifdef __cplusplus
 }

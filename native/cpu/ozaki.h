@@ -44,6 +44,20 @@
 
 #define OZ_INLINE static inline __attribute__((always_inline))
 
+/* ---- scaling (ozaki_scale.c) ---------------------------------------------- */
+
+/* Row statistics then the fast mode's plan (no bound product) of rows [i0, i1) of a
+ * factor with `cols` columns, on the calling thread: the arithmetic of
+ * emublas_oz_row_stats and emublas_oz_row_plan. */
+EMUBLAS_HIDDEN void oz_stats_plan_rows(int dtype, int64_t cols, const void *Xr, const void *Xi, int64_t rsx,
+                                       int64_t csx, int64_t i0, int64_t i1, double *rowmax, double *sumsq,
+                                       double *l1, double L, double safety, double log2k, double kd, double slack,
+                                       int32_t *shift, double *err, double *wsum, int32_t *budget);
+
+/* Rows per block of a pass that reads its rows twice (the second time from cache), for
+ * rows of row_bytes bytes and the factor's element strides. */
+EMUBLAS_HIDDEN int64_t oz_block_rows(int64_t row_bytes, int64_t rsx, int64_t csx);
+
 /* ---- dispatch (ozaki_dispatch.c) ----------------------------------------- */
 
 /* Whether the AVX-512 path runs: the CPU has it and emublas_oz_force_generic

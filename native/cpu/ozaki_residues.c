@@ -621,3 +621,111 @@ int emublas_oz_residues_3m(int dtype, int64_t rows, int64_t cols, const void *Xr
     return residues_common(RES_3M, dtype, rows, cols, Xr, Xi, rsx, csx, shift, shift_axis, conj,
                            nmod, moduli, NULL, out, plane_stride, rso, cso, nthreads);
 }
+
+/* ---- fast mode's scaling and residues in one read ------------------------- */
+
+typedef struct {
+    int kind, dtype, conj, nmod, esize;
+    int64_t rows, cols, rcols;  /* rcols: residue columns (cols / 2 for the split kind) */
+    const char *Xr, *Xi;        /* Xi NULL for real data */
+    const char *Rr, *Ri;        /* the residues' real and imaginary inputs */
+    int64_t rsx, csx;
+    const int32_t *moduli, *roots;
+    int8_t *out;
+    int64_t ps, rso, cso;
+    int planes;
+    double L, safety, log2k, kd, slack;
+    double *rowmax, *sumsq, *l1, *err, *wsum;
+    int32_t *shift, *budget;
+    int rc;
+} sr_job;
+
+/* The rows of a block in cache-sized pieces: their statistics and plan, then the
+ * residues of their live runs (one thread each; a row holding NaN/Inf gets zero
+ * residues in every plane, as from the zeroed copy the two-pass form makes). */
+static void sr_task(void *ctx, int tid, int nt)
+{
+    sr_job *S = ctx;
+    const int64_t i0 = S->rows * tid / nt, i1 = S->rows * (tid + 1) / nt;
+    const int64_t blk = oz_block_rows(S->cols * S->esize * (S->Xi ? 2 : 1), S->rsx, S->csx);
+    const int rkind = S->kind == 3 ? RES_2M : S->kind; /* split: the halves as 2M parts */
+    for (int64_t b0 = i0; b0 < i1; b0 += blk) {
+        const int64_t b1 = i1 - b0 < blk ? i1 : b0 + blk;
+        oz_stats_plan_rows(S->dtype, S->cols, S->Xr, S->Xi, S->rsx, S->csx, b0, b1, S->rowmax, S->sumsq, S->l1, S->L,
+                           S->safety, S->log2k, S->kd, S->slack, S->shift, S->err, S->wsum, S->budget);
+        for (int64_t i = b0; i < b1;) {
+            if (S->shift[i] == EMUBLAS_OZ_DEAD) {
+                for (int p = 0; p < S->planes; p++)
+                    for (int64_t j = 0; j < S->rcols; j++)
+                        S->out[p * S->ps + i * S->rso + j * S->cso] = 0;
+                i++;
+                continue;
+            }
+            int64_t e = i + 1;
+            while (e < b1 && S->shift[e] != EMUBLAS_OZ_DEAD)
+                e++;
+            const int64_t off = i * S->rsx * S->esize;
+            int rc = residues_common(rkind, S->dtype, e - i, S->rcols, S->Rr + off, S->Ri ? S->Ri + off : NULL, S->rsx,
+                                     S->csx, S->shift + i, 0, S->conj, S->nmod, S->moduli, S->roots,
+                                     S->out + i * S->rso, S->ps, S->rso, S->cso, 1);
+            if (rc != EMUBLAS_OK)
+                __atomic_store_n(&S->rc, rc, __ATOMIC_RELAXED);
+            i = e;
+        }
+    }
+}
+
+int emublas_oz_scaled_residues(int kind, int dtype, int64_t rows, int64_t cols, const void *Xr, const void *Xi,
+                               int64_t rsx, int64_t csx, int conj, int nmod, const int32_t *moduli,
+                               const int32_t *roots, int8_t *out, int64_t plane_stride, int64_t rso, int64_t cso,
+                               double L, double safety, double log2k, double slack, double *rowmax, double *sumsq,
+                               double *l1, int32_t *shift, double *err, double *wsum, int32_t *budget, int nthreads)
+{
+    if (kind < 0 || kind > 3 || (dtype != 0 && dtype != 1) || rows < 0 || cols < 0 || nmod < 1 ||
+        nmod > EMUBLAS_OZ_MAX_MODULI || (kind == 3 && cols % 2) || ((kind == 0 || kind == 3) && Xi) ||
+        ((kind == 1 || kind == 2) && !Xi) || ((kind == 1 || kind == 3) && !roots) || !moduli ||
+        (rows > 0 && (!rowmax || !sumsq || !l1 || !shift || !err || !wsum || !budget)) ||
+        (rows * cols > 0 && (!Xr || !out)))
+        return EMUBLAS_EINVAL;
+    sr_job S;
+    memset(&S, 0, sizeof S);
+    S.kind = kind;
+    S.dtype = dtype;
+    S.conj = conj != 0;
+    S.nmod = nmod;
+    S.esize = dtype ? 8 : 4;
+    S.rows = rows;
+    S.cols = cols;
+    S.rcols = kind == 3 ? cols / 2 : cols;
+    S.Xr = Xr;
+    S.Xi = Xi;
+    S.Rr = Xr;
+    S.Ri = kind == 3 ? (const char *)Xr + (cols / 2) * csx * S.esize : Xi;
+    S.rsx = rsx;
+    S.csx = csx;
+    S.moduli = moduli;
+    S.roots = roots;
+    S.out = out;
+    S.ps = plane_stride;
+    S.rso = rso;
+    S.cso = cso;
+    S.planes = nmod * (kind == 0 ? 1 : kind == 2 ? 3 : 2);
+    S.L = L;
+    S.safety = safety;
+    S.log2k = log2k;
+    S.kd = (double)cols;
+    S.slack = slack;
+    S.rowmax = rowmax;
+    S.sumsq = sumsq;
+    S.l1 = l1;
+    S.shift = shift;
+    S.err = err;
+    S.wsum = wsum;
+    S.budget = budget;
+    S.rc = EMUBLAS_OK;
+    int nt = oz_threads(nthreads, (double)rows * (double)cols * S.planes);
+    if (nt > rows)
+        nt = rows > 0 ? (int)rows : 1;
+    emublas__parallel(sr_task, &S, nt);
+    return S.rc;
+}

@@ -23,12 +23,7 @@
  */
 #pragma GCC optimize("fp-contract=off")
 
-#include <math.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "emublas_constants.h"
-#include "internal.h"
+#include "ozaki.h"
 
 #if EMUBLAS_X86
 #include <immintrin.h>
@@ -586,13 +581,7 @@ static void stats_bound_task(void *ctx, int tid, int nt)
     scale_job *J = ctx;
     int64_t i0, i1;
     rows_of(J->rows, tid, nt, &i0, &i1);
-    const int64_t row_bytes = J->cols * (J->dtype ? 8 : 4) * (J->xi ? 2 : 1);
-    int64_t blk = row_bytes > 0 ? SB_BYTES / row_bytes : i1 - i0;
-    blk = blk < 8 ? 8 : blk & ~(int64_t)7; /* whole SIMD lanes of rows */
-    if (J->rsx == 1 || J->rsx < J->csx) { /* swept by columns: a block's column pieces must be */
-        blk = SB_COL_BYTES / (row_bytes > 0 ? row_bytes : 1); /* several lines long, or each line */
-        blk = blk < 32 ? 32 : blk > 64 ? 64 : blk;             /* costs a page walk */
-    }
+    const int64_t blk = oz_block_rows(J->cols * (J->dtype ? 8 : 4) * (J->xi ? 2 : 1), J->rsx, J->csx);
     int32_t *ea = (int32_t *)J->ea;        /* this pass writes the exponents it reads */
     for (int64_t b0 = i0; b0 < i1; b0 += blk) {
         const int64_t b1 = i1 - b0 < blk ? i1 : b0 + blk;
@@ -666,16 +655,14 @@ int emublas_oz_stats_bound(int dtype, int64_t rows, int64_t cols, const void *Xr
     return EMUBLAS_OK;
 }
 
-/* The plan of each row from its statistics; the formulas and their order are the
+/* The plan of rows [i0, i1) from their statistics; the formulas and their order are the
  * GPU's oz_plan (native/cuda/ozaki2.cu) and the header's description. */
-int emublas_oz_row_plan(int64_t rows, const double *rowmax, const double *sumsq, const double *l1,
-                        const int64_t *wmax, double L, double log2_127sq, double safety, double log2k, double kd,
-                        double slack, int32_t *shift, double *err, double *wsum, int32_t *budget)
+static void plan_rows(int64_t i0, int64_t i1, const double *rowmax, const double *sumsq, const double *l1,
+                      const int64_t *wmax, double L, double log2_127sq, double safety, double log2k, double kd,
+                      double slack, int32_t *shift, double *err, double *wsum, int32_t *budget)
 {
-    if (rows < 0 || (rows > 0 && (!rowmax || !sumsq || !l1 || !shift || !err || !wsum || !budget)))
-        return EMUBLAS_EINVAL;
     const double big = 1.7976931348623157e308;
-    for (int64_t i = 0; i < rows; i++) {
+    for (int64_t i = i0; i < i1; i++) {
         const double rm = rowmax[i];
         if (!(rm <= big)) {
             shift[i] = EMUBLAS_OZ_DEAD;
@@ -705,5 +692,35 @@ int emublas_oz_row_plan(int64_t rows, const double *rowmax, const double *sumsq,
         wsum[i] = ok1 ? (127.0 * ldexp(s1, -ea)) * (1.0 + 0x1p-40) + kd + 1.0 : (127.0 * kd + kd) + 1.0;
         budget[i] = (int32_t)u;
     }
+}
+
+int emublas_oz_row_plan(int64_t rows, const double *rowmax, const double *sumsq, const double *l1,
+                        const int64_t *wmax, double L, double log2_127sq, double safety, double log2k, double kd,
+                        double slack, int32_t *shift, double *err, double *wsum, int32_t *budget)
+{
+    if (rows < 0 || (rows > 0 && (!rowmax || !sumsq || !l1 || !shift || !err || !wsum || !budget)))
+        return EMUBLAS_EINVAL;
+    plan_rows(0, rows, rowmax, sumsq, l1, wmax, L, log2_127sq, safety, log2k, kd, slack, shift, err, wsum, budget);
     return EMUBLAS_OK;
+}
+
+void oz_stats_plan_rows(int dtype, int64_t cols, const void *Xr, const void *Xi, int64_t rsx, int64_t csx,
+                        int64_t i0, int64_t i1, double *rowmax, double *sumsq, double *l1, double L, double safety,
+                        double log2k, double kd, double slack, int32_t *shift, double *err, double *wsum,
+                        int32_t *budget)
+{
+    scale_job J = {dtype, i1, cols, Xr, Xi, rsx, csx, rowmax, sumsq, l1, NULL, NULL, 0, 0, 0};
+    stats_range(&J, i0, i1);
+    plan_rows(i0, i1, rowmax, sumsq, l1, NULL, L, 0.0, safety, log2k, kd, slack, shift, err, wsum, budget);
+}
+
+int64_t oz_block_rows(int64_t row_bytes, int64_t rsx, int64_t csx)
+{
+    int64_t blk = row_bytes > 0 ? SB_BYTES / row_bytes : INT64_MAX / 2;
+    blk = blk < 8 ? 8 : blk & ~(int64_t)7; /* whole SIMD lanes of rows */
+    if (rsx == 1 || rsx < csx) {           /* swept by columns: a block's column pieces must be */
+        blk = SB_COL_BYTES / (row_bytes > 0 ? row_bytes : 1); /* several lines long, or each line */
+        blk = blk < 32 ? 32 : blk > 64 ? 64 : blk;             /* costs a page walk */
+    }
+    return blk;
 }

@@ -13,9 +13,9 @@ import time
 
 import numpy as np
 
-from ..._arrays import namespace
+from ..._arrays import is_cupy, namespace
 from . import certify, cpu_stages, pipeline, scaling
-from .planning import job_for, nterms, plan, precision_of
+from .planning import fixed_moduli, job_for, job_of, nterms, plan, precision_of
 
 __all__ = ["Prepared", "run_cpu", "run_gpu", "entries", "gpu_budget", "resolve_devices", "PROFILE_GPU"]
 
@@ -77,7 +77,20 @@ class Prepared:
         precision = precision_of(out.dtype)
         bx, by = bounds_from or (x, y)
         shared = bounds_from is not None or y is x  # rank-k: one set of rows (and shifts) for both sides
-        if sides is not None:
+        complex_data = x.dtype.kind == "c"
+        #: runs of residue planes made with the scaling, for the CPU's stages
+        self.preset: dict = {}
+        made = None
+        if mode == "fast" and sides is None and bounds_from is None and not is_cupy(x):
+            made = self._scaled_first_run(recipe_name, family, precision, x, y, out, moduli, conj_x, conj_y)
+        row_plans = None
+        if made is not None:  # fast mode on the CPU: one read of each factor (scaled_first_run)
+            sx, plx, sy, ply, self.preset = made
+            left = scaling.Side(x, stats=sx)
+            right = left if y is x else scaling.Side(y, stats=sy)
+            px = scaling.RowPlan(*plx)
+            row_plans = (px, px if y is x else scaling.RowPlan(*ply))
+        elif sides is not None:
             left, right = sides
         else:
             left = scaling.side(bx, bound=mode != "fast")
@@ -96,7 +109,8 @@ class Prepared:
             moduli=moduli,
             mode=mode,
             shared=shared,
-            complex_data=x.dtype.kind == "c",
+            complex_data=complex_data,
+            row_plans=row_plans,
         )
         self.x_shift, self.y_shift, self.info = p.x_shift, p.y_shift, p.info
         self.jb = job_for(recipe_name, p, x.shape[1])
@@ -122,6 +136,24 @@ class Prepared:
             ys = self.y_shift
             self.final_y_shift = xp.where(ys == scaling.DEAD, ys, ys + unscale).astype(np.int32)
         self.t0 = timer.add("scaling", t0)
+
+    @staticmethod
+    def _scaled_first_run(recipe_name, family, precision, x, y, out, moduli, conj_x, conj_y):
+        """Fast mode on the CPU: the statistics, the row plans and the first run's residue
+        planes from one read of each factor (:func:`.cpu_stages.scaled_first_run`); None
+        where that run's planes are made in two steps."""
+        ms, roots, mset = fixed_moduli(family, precision, moduli)
+        jb = job_of(recipe_name, ms, roots, x.shape[1])
+        return cpu_stages.scaled_first_run(
+            jb,
+            x,
+            y,
+            conj_x=conj_x,
+            conj_y=conj_y,
+            L=mset.L,
+            slack=certify.slack(x.dtype.kind == "c"),
+            batch=cpu_stages.batch_for(x, y, out, jb),
+        )
 
 
 def run_gpu(routine, recipe_name, family, x, y, out, alpha, beta, *, devices, split, **kw):
@@ -193,7 +225,7 @@ def run_cpu(routine, recipe_name, family, x, y, out, alpha, beta, **kw):
     uplo, timer, jb = kw["uplo"], pr.timer, pr.jb
     state = cpu_stages.new_state((x.shape[0], y.shape[0]), jb.complex_out)
     stages = cpu_stages.CpuStages(
-        x, y, pr.x_shift, pr.y_shift, conj_x=kw["conj_x"], conj_y=kw["conj_y"], uplo=uplo, timer=timer
+        x, y, pr.x_shift, pr.y_shift, conj_x=kw["conj_x"], conj_y=kw["conj_y"], uplo=uplo, timer=timer, preset=pr.preset
     )
     pipeline.run(jb, stages, state, batch=cpu_stages.batch_for(x, y, out, jb))
     t0 = time.perf_counter()

@@ -18,10 +18,10 @@ import time
 import numpy as np
 
 from ..._kernels import cpu
-from . import kernels_cpu, kernels_crt, kernels_run, pipeline
+from . import kernels_cpu, kernels_crt, kernels_run, pipeline, scaling
 from .recipes import PLANES_PER_MODULUS
 
-__all__ = ["CpuStages", "new_state", "finalize", "residues"]
+__all__ = ["CpuStages", "new_state", "finalize", "residues", "scaled_first_run"]
 
 
 def residues(kind: str, x, shift, moduli, roots, conj: bool, threads=None) -> np.ndarray:
@@ -89,6 +89,49 @@ def residues(kind: str, x, shift, moduli, roots, conj: bool, threads=None) -> np
                     out[4 * l + 2 * half + slot] = r
         return out
     raise ValueError(kind)
+
+
+def scaled_first_run(jb: pipeline.Job, x, y, *, conj_x: bool, conj_y: bool, L: float, slack: float, batch: int):
+    """Fast mode's scaling and its first run's residue planes in one read of each factor.
+
+    Parameters
+    ----------
+    jb : pipeline.Job
+        The call's schedule (its moduli fixed by the options, not by the data).
+    x, y : numpy.ndarray
+        The factors, rows × k, unscaled, NaN/Inf allowed (``y`` may be ``x``).
+    conj_x, conj_y : bool
+        Conjugation of each factor.
+    L, slack : float
+        The product bound's log2 and the certificate's slack.
+    batch : int
+        Moduli per residue pass (:func:`batch_for`).
+
+    Returns
+    -------
+    tuple or None
+        ``(stats_x, plan_x, stats_y, plan_y, preset)``: each factor's row statistics and
+        row plan (``shift, err, wsum, budget``; the same objects for ``y is x``) and
+        ``{(start, stop): (planes of x, planes of y)}`` for :class:`CpuStages`; None where
+        the first run's plane kind is made in two steps (``split2m``).
+    """
+    start, stop = next(pipeline.runs(jb, batch=batch))
+    kind = jb.recipes[start].planes
+    if kind not in kernels_cpu.SCALED_KINDS:
+        return None
+    ms, rs = jb.moduli[start:stop], jb.roots[start:stop]
+
+    def one(f, conj):
+        return kernels_cpu.oz_scaled_residues(kind, f, ms, rs, conj=conj, L=L, safety=scaling.SAFETY, slack=slack)
+
+    sx, plx, px = one(x, conj_x)
+    if y is not x:
+        sy, ply, py = one(y, conj_y)
+    else:
+        sy, ply, py = sx, plx, px
+        if conj_y != conj_x and kind in ("2m", "3m"):  # the other conjugate: a second residue pass
+            py = residues(kind, dead_zeroed(x, plx[0] == scaling.DEAD), plx[0], ms, rs, conj_y)
+    return sx, plx, sy, ply, {(start, stop): (px, py)}
 
 
 def new_state(shape, complex_out: bool) -> dict:
@@ -159,10 +202,16 @@ class CpuStages:
         :func:`emublas._kernels.cpu.default_threads` (read once here).
     timer : pipeline.Timer, optional
         Gets the seconds spent in the ``residues``, ``gemm`` and ``crt`` phases.
+    preset : dict, optional
+        ``{(start, stop): (planes of x, planes of y)}``: runs whose planes were made with
+        the scaling (:func:`scaled_first_run`), used instead of a residue pass.
     """
 
-    def __init__(self, x, y, x_shift, y_shift, *, conj_x=False, conj_y=False, uplo=0, threads=None, timer=None):
+    def __init__(
+        self, x, y, x_shift, y_shift, *, conj_x=False, conj_y=False, uplo=0, threads=None, timer=None, preset=None
+    ):
         self.x, self.y, self.xs, self.ys = x, y, x_shift, y_shift
+        self.preset = dict(preset or {})
         self.conj_x, self.conj_y, self.uplo, self.timer = conj_x, conj_y, uplo, timer
         self.threads = cpu.threads_for(threads)  # once per call, not once per kernel
         self.same = y is x and y_shift is x_shift and conj_x == conj_y
@@ -188,6 +237,9 @@ class CpuStages:
             The planes of ``x`` and of ``y`` (:func:`residues`); ``py is px`` when
             both factors and their shifts and conjugation are the same.
         """
+        made = self.preset.pop((start, stop), None)
+        if made is not None:  # made with the scaling (scaled_first_run)
+            return made
         kind = jb.recipes[start].planes
         ms, rs = jb.moduli[start:stop], jb.roots[start:stop]
         px = residues(kind, self.x, self.xs, ms, rs, self.conj_x, self.threads)

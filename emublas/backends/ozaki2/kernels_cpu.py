@@ -8,6 +8,7 @@ loads; every array argument is validated here once, so the stages
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from typing import Any
 
@@ -23,6 +24,7 @@ __all__ = [
     "oz_bound_int8",
     "oz_stats_bound",
     "oz_row_plan",
+    "oz_scaled_residues",
     "oz_residues_cplx",
     "oz_residues_3m",
 ]
@@ -477,6 +479,103 @@ def oz_row_plan(stats, wmax, L: float, log2_127sq: float, safety: float, log2k: 
     )
     _oz_check(rc, "oz_row_plan")
     return shift, err, wsum, budget
+
+
+#: Plane kinds :func:`oz_scaled_residues` makes, with their code in the C kernel and planes per modulus.
+SCALED_KINDS = {"real": (0, 1), "2m": (1, 2), "3m": (2, 3), "split": (3, 2)}
+
+
+def oz_scaled_residues(
+    kind: str,
+    x: np.ndarray,
+    moduli: Any,
+    roots: Any,
+    *,
+    conj: bool,
+    L: float,
+    safety: float,
+    slack: float,
+    threads: int | None = None,
+):
+    """Fast mode's scaling and the residue planes of a run of moduli, from one read of ``x``.
+
+    The rows are taken in blocks that stay in the core's cache: each block's statistics
+    (:func:`oz_row_stats`), its plan (:func:`oz_row_plan` without a bound product), then
+    its residues with those shifts; the results are those of the three calls, bit for bit.
+
+    Parameters
+    ----------
+    kind : {"real", "2m", "3m", "split"}
+        The plane kind (``split``: a real ``x`` whose column halves are the parts of 2M
+        residues, as :func:`emublas.backends.ozaki2.cpu_stages.residues` makes them).
+    x : numpy.ndarray, shape (rows, k)
+        Real (``real``, ``split``; ``k`` even for ``split``) or complex (``2m``, ``3m``);
+        NaN/Inf allowed: such a row gets the dead shift and zero residues.
+    moduli, roots : sequence of int
+        The run's moduli and their square roots of -1 (read by ``2m`` and ``split``).
+    conj : bool
+        Residues of ``conj(x)`` (``2m``, ``3m``).
+    L, safety, slack : float
+        The product bound's log2, the growth's safety term and the certificate's slack.
+    threads : int, optional
+        Default :func:`emublas._kernels.cpu.default_threads`.
+
+    Returns
+    -------
+    stats : tuple of three numpy.ndarray
+        ``rowmax``, ``sumsq``, ``l1`` (:func:`oz_row_stats`).
+    plan : tuple
+        ``shift``, ``err``, ``wsum``, ``budget`` (:func:`oz_row_plan`).
+    planes : numpy.ndarray, int8, shape (planes·len(moduli), rows, kk)
+        As :func:`emublas.backends.ozaki2.cpu_stages.residues` returns them.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A bad kind, dtype, shape or modulus, or a non-finite scaled element.
+    """
+    if kind not in SCALED_KINDS:
+        raise ValueError(f"kind must be one of {sorted(SCALED_KINDS)}, got {kind!r}")
+    code_kind, per = SCALED_KINDS[kind]
+    if (x.dtype.kind == "c") != (kind in ("2m", "3m")):
+        raise TypeError(f"kind {kind!r} takes {'complex' if kind in ('2m', '3m') else 'real'} data, got {x.dtype}")
+    nthreads = threads_for(threads)
+    keep, rows, cols, args = _factor_args(x)
+    if kind == "split" and cols % 2:
+        raise ValueError(f"the split kind needs an even number of columns, got {cols}")
+    mods = _moduli_vector(tuple(moduli))
+    ffi, lib = require()
+    rts = _roots_vector(tuple(roots), mods, tuple(moduli)) if kind in ("2m", "split") else None
+    kk = cols // 2 if kind == "split" else cols
+    out = _planes_out(None, per * mods.size, rows, kk, keep[0])
+    stats = [np.empty(rows) for _ in range(3)]
+    shift, budget = np.empty(rows, np.int32), np.empty(rows, np.int32)
+    err, wsum = np.empty(rows), np.empty(rows)
+    ps, rso, cso = out.strides
+    rc = lib.emublas_oz_scaled_residues(
+        code_kind,
+        *args,
+        1 if conj and kind in ("2m", "3m") else 0,
+        mods.size,
+        ptr(ffi, "const int32_t *", mods),
+        ffi.NULL if rts is None else ptr(ffi, "const int32_t *", rts),
+        ptr(ffi, "int8_t *", out) if out.size else ffi.NULL,
+        ps,
+        rso,
+        cso,
+        L,
+        safety,
+        math.log2(max(cols, 1)),
+        slack,
+        *(ptr(ffi, "double *", v) for v in stats),
+        ptr(ffi, "int32_t *", shift),
+        ptr(ffi, "double *", err),
+        ptr(ffi, "double *", wsum),
+        ptr(ffi, "int32_t *", budget),
+        nthreads,
+    )
+    _oz_check(rc, "oz_scaled_residues")
+    return tuple(stats), (shift, err, wsum, budget), out
 
 
 def oz_bound_int8(x: np.ndarray, ea: Any, *, threads: int | None = None) -> np.ndarray:

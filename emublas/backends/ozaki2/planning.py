@@ -17,7 +17,18 @@ from . import certify, pipeline, scaling
 from . import recipes as recipe_table
 from .moduli import HYBRID_EXTRA, MARGIN_BITS, REAL_MODULI, TWO_M_MODULI, TWO_M_ROOTS, ModulusSet
 
-__all__ = ["MODES", "DEFAULT_MODULI", "Family", "Plan", "plan", "job_for", "nterms", "precision_of"]
+__all__ = [
+    "MODES",
+    "DEFAULT_MODULI",
+    "Family",
+    "Plan",
+    "plan",
+    "fixed_moduli",
+    "job_for",
+    "job_of",
+    "nterms",
+    "precision_of",
+]
 
 MODES = ("fast", "accurate", "auto")
 #: Default moduli counts, per family and precision: enough for native accuracy
@@ -107,6 +118,33 @@ def precision_of(dtype) -> int:
     return 53 if np.dtype(dtype) in (np.float64, np.complex128) else 24
 
 
+def fixed_moduli(family: Family, precision: int, moduli) -> tuple[list[int], list[int | None], ModulusSet]:
+    """The moduli of a call whose count does not depend on its data (``fast`` and ``accurate`` modes).
+
+    Parameters
+    ----------
+    family : Family
+    precision : int
+        Significand bits of the data (:func:`precision_of`).
+    moduli : int or "default"
+        The option.
+
+    Returns
+    -------
+    moduli : list of int
+    roots : list of int or None
+    mset : ModulusSet
+
+    Raises
+    ------
+    ValueError
+        More moduli than the family has.
+    """
+    count, _, _ = _choose(family, precision, moduli, "accurate", None, None, None, None)
+    ms, roots = family.modulus_list(count)
+    return ms, roots, ModulusSet.from_moduli(ms)
+
+
 def _choose(family: Family, precision: int, moduli, mode: str, left, right, g_r, g_c):
     """``(count, L_exact, chose)``: the number of moduli; in auto mode picked from the
     estimate of :func:`~.scaling.needed_bits` (the only mode that computes it)."""
@@ -186,6 +224,7 @@ def plan(
     mode="accurate",
     shared=False,
     complex_data=False,
+    row_plans=None,
 ) -> Plan:
     """Moduli count, moduli and row plans from the sides' statistics and, in accurate
     mode, the bound product's row and column maxima ``wrow``, ``wcol`` (None: fast mode).
@@ -212,6 +251,9 @@ def plan(
         Both factors are one (rank-k): one row plan.
     complex_data : bool, optional
         Widens the certificate's slack for complex products.
+    row_plans : tuple of scaling.RowPlan, optional
+        Both factors' row plans, already made with this plan's bound and slack (the CPU's
+        fast mode makes them in the pass that makes the first residues); not with ``auto``.
 
     Returns
     -------
@@ -224,8 +266,11 @@ def plan(
     ms, roots = family.modulus_list(count)
     mset = ModulusSet.from_moduli(ms)
     slack = certify.slack(complex_data)
-    px = scaling.row_plan(left, mset.L, slack, wrow)
-    py = px if shared else scaling.row_plan(right, mset.L, slack, wcol)
+    if row_plans is not None:
+        px, py = row_plans
+    else:
+        px = scaling.row_plan(left, mset.L, slack, wrow)
+        py = px if shared else scaling.row_plan(right, mset.L, slack, wcol)
     info = {
         "routine": routine,
         "moduli": count,
@@ -252,8 +297,27 @@ def job_for(recipe_name: str, p: Plan, k: int) -> pipeline.Job:
     -------
     pipeline.Job
     """
+    return job_of(recipe_name, p.moduli, p.roots, k)
+
+
+def job_of(recipe_name: str, moduli, roots, k: int) -> pipeline.Job:
+    """The driver's (cached) job for a recipe over given moduli and factors of k columns.
+
+    Parameters
+    ----------
+    recipe_name : str
+        A key of :data:`.recipes.RECIPES`.
+    moduli : sequence of int
+    roots : sequence of int or None
+        As :meth:`Family.modulus_list` gives them.
+    k : int
+
+    Returns
+    -------
+    pipeline.Job
+    """
     # keyed by small ints, so a repeated call does not hash the recipes again (pipeline.job's key)
-    return _job_for(recipe_name, tuple(int(m) for m in p.moduli), tuple(p.roots), int(k), scaling.K_CHUNK)
+    return _job_for(recipe_name, tuple(int(m) for m in moduli), tuple(roots), int(k), scaling.K_CHUNK)
 
 
 @lru_cache(maxsize=512)

@@ -31,12 +31,13 @@ from ..._arrays import is_cupy, namespace
 from ..._kernels import constants, cpu
 from . import kernels_cpu
 
-__all__ = ["Side", "side", "RowPlan", "row_plan", "bound_product", "growth", "needed_bits", "K_CHUNK", "DEAD"]
+__all__ = ["Side", "side", "RowPlan", "row_plan", "bound_product", "growth", "needed_bits", "K_CHUNK", "DEAD", "SAFETY"]
 
 #: Longest inner dimension of one int8 product whose int32 sum cannot overflow:
 #: residues are in [-128, 127], so each term is at most 2^14 in size.
 K_CHUNK = constants.OZ_K_CHUNK  # below the int8 GEMM's exact k, a multiple of the GPU planes' padding
-_SAFETY = 2.0**-20  # slack against rounding in the floating-point norms
+#: Added to each row's log2 growth, against rounding in the floating-point norms.
+SAFETY = 2.0**-20
 LOG2_127SQ = float(np.log2(127.0 * 127.0))
 #: The shift of a row holding NaN or Inf: its residues are zero and its entries come
 #: from a float64 dot product of the original data (the certificate's fallback).
@@ -328,10 +329,10 @@ def _growth(rm, sumsq, wmax, ea, log2k):
     with np.errstate(divide="ignore", invalid="ignore"):
         if wmax is not None:
             w = np.asarray(wmax, np.float64)
-            g = np.where(w > 0, (np.log2(np.where(w > 0, w, 1.0)) - LOG2_127SQ) + _SAFETY, -np.inf)
+            g = np.where(w > 0, (np.log2(np.where(w > 0, w, 1.0)) - LOG2_127SQ) + SAFETY, -np.inf)
         else:
             ok = (sumsq > 0) & (sumsq <= _BIG)
-            g = np.where(ok, (np.log2(np.where(ok, sumsq, 1.0)) - 2.0 * ea) + _SAFETY, log2k + _SAFETY)
+            g = np.where(ok, (np.log2(np.where(ok, sumsq, 1.0)) - 2.0 * ea) + SAFETY, log2k + SAFETY)
     return np.where(rm == 0, -np.inf, g)
 
 
@@ -387,8 +388,8 @@ def row_plan(side: Side, L: float, slack: float, wmax=None) -> RowPlan:
     if side.gpu:
         from . import kernels_gpu
 
-        return RowPlan(*kernels_gpu.row_plan(side.stats, wmax, L, LOG2_127SQ, _SAFETY, log2k, k, slack))
-    return RowPlan(*kernels_cpu.oz_row_plan(side.stats, wmax, L, LOG2_127SQ, _SAFETY, log2k, k, slack))
+        return RowPlan(*kernels_gpu.row_plan(side.stats, wmax, L, LOG2_127SQ, SAFETY, log2k, k, slack))
+    return RowPlan(*kernels_cpu.oz_row_plan(side.stats, wmax, L, LOG2_127SQ, SAFETY, log2k, k, slack))
 
 
 def needed_bits(
