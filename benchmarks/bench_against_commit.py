@@ -6,7 +6,7 @@
 
 Each round runs one subprocess per tree (alternating, so that a change in the
 machine's load hits both), and each subprocess times dgemm and zgemm through
-ozaki2 (16 moduli, accurate mode, inputs (rand − 0.5)·exp(φ·randn) from one seed, φ = 0.5 unless
+ozaki2 (16 moduli, accurate mode unless ``--mode fast``, inputs (rand − 0.5)·exp(φ·randn) from one seed, φ = 0.5 unless
 ``--phi``) and through the
 native BLAS on the same arrays (OpenBLAS on numpy arrays; cuBLAS on cupy arrays
 with ``--device gpu``): medians of ``--reps`` calls after a warm-up (wall clock
