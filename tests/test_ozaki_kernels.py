@@ -1365,3 +1365,44 @@ def test_row_plan_kernel_matches_formulas(rng, accurate):
             np.testing.assert_array_equal(g[~np.isfinite(g)], w[~np.isfinite(w)])
             np.testing.assert_allclose(g[np.isfinite(g)], w[np.isfinite(w)], rtol=2**-50, atol=0)
         assert got[0].dtype == np.int32 and got[3].dtype == np.int32
+
+
+@pytest.mark.parametrize("kind", ["real", "2m", "3m", "split"])
+def test_scaled_residues_one_read_matches_three_passes(rng, impl, kind):
+    """oz_scaled_residues (fast mode's statistics, plan and residues from one read) gives the
+    bits of oz_row_stats, oz_row_plan and the residue kernels on the NaN/Inf-zeroed copy, on
+    every kernel path and layout, for row counts across several blocks, both thread counts,
+    conjugated or not; a NaN/Inf row gets the dead shift and zero residues."""
+    from emublas.backends.ozaki2 import cpu_stages, scaling
+
+    cplx = kind in ("2m", "3m")
+    ms = tuple(TWO_M_MODULI[:5]) if kind in ("2m", "split") else tuple(REAL30[:7])
+    rs = tuple(TWO_M_ROOTS[m] for m in ms) if kind in ("2m", "split") else (0,) * len(ms)
+    for rows, cols in ((1, 2), (9, 14), (300, 6), (70, 3000)):
+        x = rng.standard_normal((rows, cols)) * np.exp2(rng.integers(-60, 60, size=(rows, 1)))
+        if cplx:
+            x = x + 1j * rng.standard_normal((rows, cols))
+        if rows >= 9:
+            x[2] = 0
+            x[3, 1] = np.nan
+            x[5, 0] = np.inf
+        for xv in _layouts(x):
+            for threads, conj in ((1, False), (2, True)):
+                L, slack = float(rng.uniform(60, 120)), float(rng.random())
+                stats, plan, planes = kernels_cpu.oz_scaled_residues(
+                    kind, xv, ms, rs, conj=conj, L=L, safety=scaling.SAFETY, slack=slack, threads=threads
+                )
+                want_stats = kernels_cpu.oz_row_stats(xv)
+                _same_stats(stats, want_stats)
+                want_plan = kernels_cpu.oz_row_plan(
+                    want_stats, None, L, scaling.LOG2_127SQ, scaling.SAFETY, math.log2(cols), cols, slack
+                )
+                for got, want in zip(plan, want_plan):
+                    np.testing.assert_array_equal(got, want)
+                dead = plan[0] == scaling.DEAD
+                assert dead.sum() == (2 if rows >= 9 else 0)
+                clean = xv.copy()
+                clean[dead] = 0
+                want = cpu_stages.residues(kind, clean, plan[0], ms, rs, conj, threads=threads)
+                np.testing.assert_array_equal(planes, want)
+                assert not planes[:, dead].any()
