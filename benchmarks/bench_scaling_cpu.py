@@ -1,4 +1,4 @@
-"""ozaki2's CPU scaling pass: statistics and bound planes from one read against two passes.
+"""ozaki2's CPU scaling passes: one read of each operand against the separate passes.
 
     python3 benchmarks/bench_scaling_cpu.py --sizes 1024 2048 4096 --reps 11 [--json out.json]
 
@@ -9,16 +9,22 @@ complex128), times in turns (:func:`emublas.timing.interleaved`):
 * ``one read``: ``kernels_cpu.oz_stats_bound`` (what accurate mode runs now);
 * ``two passes``: ``oz_row_stats``, the exponents in numpy, then ``oz_bound_int8`` (what
   it ran before);
-* ``stats alone``: ``oz_row_stats`` (a pass that only reads), for scale.
+* ``stats alone``: ``oz_row_stats`` (a pass that only reads), for scale;
 
-Prints medians with [min-max] in ms and the ratio one read / two passes; the two results
-are checked equal first.
+and fast mode's first run (16 moduli, real or 2M planes):
+
+* ``one read``: ``kernels_cpu.oz_scaled_residues`` (statistics, plan and residues);
+* ``three passes``: ``oz_row_stats``, ``oz_row_plan``, then the residues.
+
+Prints medians with [min-max] in ms and the ratios; each pair's results are checked
+equal first.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import subprocess
@@ -27,7 +33,10 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from emublas.backends.ozaki2 import kernels_cpu  # noqa: E402
+from emublas.backends.ozaki2 import cpu_stages, kernels_cpu, scaling  # noqa: E402
+from emublas.backends.ozaki2.moduli import REAL_MODULI, TWO_M_MODULI, TWO_M_ROOTS  # noqa: E402
+
+L_FAST, SLACK = 110.0, 1.0  # a bound and a slack of the size a 16-modulus call uses
 
 from _timing import interleaved, summary  # noqa: E402
 
@@ -36,6 +45,27 @@ def two_passes(x):
     st = kernels_cpu.oz_row_stats(x)
     ea = np.frexp(np.where(st[0] <= np.finfo(np.float64).max, st[0], 0.0))[1].astype(np.int32)
     return st, ea, kernels_cpu.oz_bound_int8(x, ea)
+
+
+def fast_args(x):
+    """The 16 moduli and roots of x's plane kind (real or 2M)."""
+    if x.dtype.kind == "c":
+        ms = tuple(TWO_M_MODULI[:16])
+        return "2m", ms, tuple(TWO_M_ROOTS[m] for m in ms)
+    return "real", tuple(REAL_MODULI[:16]), (0,) * 16
+
+
+def fast_one(x):
+    kind, ms, rs = fast_args(x)
+    return kernels_cpu.oz_scaled_residues(kind, x, ms, rs, conj=False, L=L_FAST, safety=scaling.SAFETY, slack=SLACK)
+
+
+def fast_three(x):
+    kind, ms, rs = fast_args(x)
+    st = kernels_cpu.oz_row_stats(x)
+    k = x.shape[1]
+    plan = kernels_cpu.oz_row_plan(st, None, L_FAST, scaling.LOG2_127SQ, scaling.SAFETY, math.log2(k), k, SLACK)
+    return st, plan, cpu_stages.residues(kind, x, plan[0], ms, rs, False)
 
 
 def commit() -> str:
@@ -85,6 +115,29 @@ def main() -> None:
                 cells = " | ".join(
                     f"{s[k]['median'] * 1e3:.1f} [{s[k]['min'] * 1e3:.1f}-{s[k]['max'] * 1e3:.1f}]"
                     for k in ("one", "two", "stats")
+                )
+                print(f"| {n} | {order} | {np.dtype(dtype).name} | {cells} | {ratio:.2f} |", flush=True)
+    print()
+    print("Fast mode's first run (16 moduli)")
+    print("| n | layout | dtype | one read ms | three passes ms | one read / three passes |")
+    print("|---:|---|---|---|---|---:|")
+    for n in args.sizes:
+        for order in "CF":
+            for dtype in (np.float64, np.complex128):
+                x = rng.standard_normal((n, n))
+                if dtype == np.complex128:
+                    x = x + 1j * rng.standard_normal((n, n))
+                x = np.asarray(x, order=order)
+                one, three = fast_one(x), fast_three(x)
+                assert all(np.array_equal(a, b) for a, b in zip(one[0] + one[1], three[0] + three[1]))
+                assert np.array_equal(one[2], three[2])
+                times = interleaved({"one": lambda: fast_one(x), "three": lambda: fast_three(x)}, args.reps)
+                s = {k: summary(v) for k, v in times.items()}
+                ratio = s["one"]["median"] / s["three"]["median"]
+                rows.append({"fast": True, "n": n, "layout": order, "dtype": np.dtype(dtype).name, **s, "ratio": ratio})
+                cells = " | ".join(
+                    f"{s[k]['median'] * 1e3:.1f} [{s[k]['min'] * 1e3:.1f}-{s[k]['max'] * 1e3:.1f}]"
+                    for k in ("one", "three")
                 )
                 print(f"| {n} | {order} | {np.dtype(dtype).name} | {cells} | {ratio:.2f} |", flush=True)
     if args.json:
