@@ -394,9 +394,10 @@ def oz_stats_bound(x: np.ndarray, *, threads: int | None = None):
     ea : numpy.ndarray, int32, shape (rows,)
         The frexp exponent of each row's largest magnitude (``max|x_row| < 2**ea``);
         0 for a zero row and for a row holding NaN/Inf.
-    bound : numpy.ndarray, int8, shape (rows, cols), C-ordered
+    bound : numpy.ndarray, int8, shape (rows, cols)
         :func:`oz_bound_int8` of ``x`` with those exponents, its rows holding
-        NaN/Inf zeroed.
+        NaN/Inf zeroed; Fortran-ordered where ``x``'s rows run along its unit stride,
+        else C-ordered.
 
     Raises
     ------
@@ -407,15 +408,18 @@ def oz_stats_bound(x: np.ndarray, *, threads: int | None = None):
     keep, rows, cols, args = _factor_args(x)
     stats = [np.empty(rows) for _ in range(3)]
     ea = np.empty(rows, np.int32)
-    out = np.empty((rows, cols), np.int8)
+    rs, cs = args[5], args[6]
+    # the bounds in the input's order: written across the input's unit stride they cost
+    # several times the statistics (the bound product reads any order)
+    by_cols = rs == 1 or rs < cs
+    out = np.empty((cols, rows), np.int8).T if by_cols else np.empty((rows, cols), np.int8)
     ffi, lib = require()
     rc = lib.emublas_oz_stats_bound(
         *args,
         *(ptr(ffi, "double *", o) for o in stats),
         ptr(ffi, "int32_t *", ea),
         ptr(ffi, "int8_t *", out),
-        cols,
-        1,
+        *((1, rows) if by_cols else (cols, 1)),
         nthreads,
     )
     _oz_check(rc, "oz_stats_bound")
