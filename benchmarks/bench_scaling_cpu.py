@@ -79,6 +79,28 @@ def commit() -> str:
     return rev.stdout.strip() + ("+" if dirty.stdout.strip() else "") if rev.returncode == 0 else "unknown"
 
 
+def cases(rng, sizes):
+    """``(n, layout, dtype name, x)``: square standard-normal operands of each size, layout and dtype."""
+    for n in sizes:
+        for order in "CF":
+            for dtype in (np.float64, np.complex128):
+                x = rng.standard_normal((n, n))
+                if dtype == np.complex128:
+                    x = x + 1j * rng.standard_normal((n, n))
+                yield n, order, np.dtype(dtype).name, np.asarray(x, order=order)
+
+
+def timed_row(rows, fns, reps, head, extra=None):
+    """Time ``fns`` in turns, print a table row ``head | cells | first / second``, keep it in ``rows``."""
+    times = interleaved(fns, reps)
+    s = {k: summary(v) for k, v in times.items()}
+    names = list(fns)
+    ratio = s[names[0]]["median"] / s[names[1]]["median"]
+    rows.append({**head, **(extra or {}), **s, "ratio": ratio})
+    cells = " | ".join(f"{s[k]['median'] * 1e3:.1f} [{s[k]['min'] * 1e3:.1f}-{s[k]['max'] * 1e3:.1f}]" for k in names)
+    print(f"| {head['n']} | {head['layout']} | {head['dtype']} | {cells} | {ratio:.2f} |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048, 4096])
@@ -86,60 +108,31 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     rng = np.random.default_rng(0)
-    rows = []
+    rows: list[dict] = []
     print(f"CPU: {platform.processor() or platform.machine()}, kernels {kernels_cpu.oz_kernel_name()}")
     print("| n | layout | dtype | one read ms | two passes ms | stats alone ms | one read / two passes |")
     print("|---:|---|---|---|---|---|---:|")
-    for n in args.sizes:
-        for order in "CF":
-            for dtype in (np.float64, np.complex128):
-                x = rng.standard_normal((n, n))
-                if dtype == np.complex128:
-                    x = x + 1j * rng.standard_normal((n, n))
-                x = np.asarray(x, order=order)
-                *st, ea, bound = kernels_cpu.oz_stats_bound(x)
-                st2, ea2, bound2 = two_passes(x)
-                assert all(np.array_equal(a, b) for a, b in zip(st, st2))
-                assert np.array_equal(ea, ea2) and np.array_equal(bound, bound2)
-                times = interleaved(
-                    {
-                        "one": lambda: kernels_cpu.oz_stats_bound(x),
-                        "two": lambda: two_passes(x),
-                        "stats": lambda: kernels_cpu.oz_row_stats(x),
-                    },
-                    args.reps,
-                )
-                s = {k: summary(v) for k, v in times.items()}
-                ratio = s["one"]["median"] / s["two"]["median"]
-                rows.append({"n": n, "layout": order, "dtype": np.dtype(dtype).name, **s, "ratio": ratio})
-                cells = " | ".join(
-                    f"{s[k]['median'] * 1e3:.1f} [{s[k]['min'] * 1e3:.1f}-{s[k]['max'] * 1e3:.1f}]"
-                    for k in ("one", "two", "stats")
-                )
-                print(f"| {n} | {order} | {np.dtype(dtype).name} | {cells} | {ratio:.2f} |", flush=True)
+    for n, order, dtype, x in cases(rng, args.sizes):
+        *st, ea, bound = kernels_cpu.oz_stats_bound(x)
+        st2, ea2, bound2 = two_passes(x)
+        assert all(np.array_equal(a, b) for a, b in zip(st, st2))
+        assert np.array_equal(ea, ea2) and np.array_equal(bound, bound2)
+        fns = {
+            "one": lambda: kernels_cpu.oz_stats_bound(x),
+            "two": lambda: two_passes(x),
+            "stats": lambda: kernels_cpu.oz_row_stats(x),
+        }
+        timed_row(rows, fns, args.reps, {"n": n, "layout": order, "dtype": dtype})
     print()
     print("Fast mode's first run (16 moduli)")
     print("| n | layout | dtype | one read ms | three passes ms | one read / three passes |")
     print("|---:|---|---|---|---|---:|")
-    for n in args.sizes:
-        for order in "CF":
-            for dtype in (np.float64, np.complex128):
-                x = rng.standard_normal((n, n))
-                if dtype == np.complex128:
-                    x = x + 1j * rng.standard_normal((n, n))
-                x = np.asarray(x, order=order)
-                one, three = fast_one(x), fast_three(x)
-                assert all(np.array_equal(a, b) for a, b in zip(one[0] + one[1], three[0] + three[1]))
-                assert np.array_equal(one[2], three[2])
-                times = interleaved({"one": lambda: fast_one(x), "three": lambda: fast_three(x)}, args.reps)
-                s = {k: summary(v) for k, v in times.items()}
-                ratio = s["one"]["median"] / s["three"]["median"]
-                rows.append({"fast": True, "n": n, "layout": order, "dtype": np.dtype(dtype).name, **s, "ratio": ratio})
-                cells = " | ".join(
-                    f"{s[k]['median'] * 1e3:.1f} [{s[k]['min'] * 1e3:.1f}-{s[k]['max'] * 1e3:.1f}]"
-                    for k in ("one", "three")
-                )
-                print(f"| {n} | {order} | {np.dtype(dtype).name} | {cells} | {ratio:.2f} |", flush=True)
+    for n, order, dtype, x in cases(rng, args.sizes):
+        one, three = fast_one(x), fast_three(x)
+        assert all(np.array_equal(a, b) for a, b in zip(one[0] + one[1], three[0] + three[1]))
+        assert np.array_equal(one[2], three[2])
+        fns = {"one": lambda: fast_one(x), "three": lambda: fast_three(x)}
+        timed_row(rows, fns, args.reps, {"n": n, "layout": order, "dtype": dtype}, {"fast": True})
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"argv": sys.argv, "commit": commit(), "cpu": platform.processor(), "rows": rows}, f, indent=1)

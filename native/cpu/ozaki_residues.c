@@ -687,42 +687,18 @@ int emublas_oz_scaled_residues(int kind, int dtype, int64_t rows, int64_t cols, 
         (rows > 0 && (!rowmax || !sumsq || !l1 || !shift || !err || !wsum || !budget)) ||
         (rows * cols > 0 && (!Xr || !out)))
         return EMUBLAS_EINVAL;
-    sr_job S;
-    memset(&S, 0, sizeof S);
-    S.kind = kind;
-    S.dtype = dtype;
-    S.conj = conj != 0;
-    S.nmod = nmod;
-    S.esize = dtype ? 8 : 4;
-    S.rows = rows;
-    S.cols = cols;
-    S.rcols = kind == 3 ? cols / 2 : cols;
-    S.Xr = Xr;
-    S.Xi = Xi;
-    S.Rr = Xr;
-    S.Ri = kind == 3 ? (const char *)Xr + (cols / 2) * csx * S.esize : Xi;
-    S.rsx = rsx;
-    S.csx = csx;
-    S.moduli = moduli;
-    S.roots = roots;
-    S.out = out;
-    S.ps = plane_stride;
-    S.rso = rso;
-    S.cso = cso;
-    S.planes = nmod * (kind == 0 ? 1 : kind == 2 ? 3 : 2);
-    S.L = L;
-    S.safety = safety;
-    S.log2k = log2k;
-    S.kd = (double)cols;
-    S.slack = slack;
-    S.rowmax = rowmax;
-    S.sumsq = sumsq;
-    S.l1 = l1;
-    S.shift = shift;
-    S.err = err;
-    S.wsum = wsum;
-    S.budget = budget;
-    S.rc = EMUBLAS_OK;
+    const int esize = dtype ? 8 : 4;
+    sr_job S = {
+        .kind = kind, .dtype = dtype, .conj = conj != 0, .nmod = nmod, .esize = esize,
+        .rows = rows, .cols = cols, .rcols = kind == 3 ? cols / 2 : cols,
+        .Xr = Xr, .Xi = Xi, .Rr = Xr, .Ri = kind == 3 ? (const char *)Xr + (cols / 2) * csx * esize : Xi,
+        .rsx = rsx, .csx = csx, .moduli = moduli, .roots = roots,
+        .out = out, .ps = plane_stride, .rso = rso, .cso = cso,
+        .planes = nmod * (kind == 0 ? 1 : kind == 2 ? 3 : 2),
+        .L = L, .safety = safety, .log2k = log2k, .kd = (double)cols, .slack = slack,
+        .rowmax = rowmax, .sumsq = sumsq, .l1 = l1, .err = err, .wsum = wsum, .shift = shift, .budget = budget,
+        .rc = EMUBLAS_OK,
+    };
     int nt = oz_threads(nthreads, (double)rows * (double)cols * S.planes);
     if (nt > rows)
         nt = rows > 0 ? (int)rows : 1;
