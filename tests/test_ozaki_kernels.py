@@ -1406,3 +1406,60 @@ def test_scaled_residues_one_read_matches_three_passes(rng, impl, kind):
                 want = cpu_stages.residues(kind, clean, plan[0], ms, rs, conj, threads=threads)
                 np.testing.assert_array_equal(planes, want)
                 assert not planes[:, dead].any()
+
+
+def test_one_read_kernels_on_random_adversarial_cases():
+    """oz_scaled_residues and oz_stats_bound against the separate passes on 600 random cases:
+    every plane kind, float32 and float64, exponents across the range (per row and per
+    entry), NaN/±Inf at random places, four layouts, 1 to 19 moduli, conjugation, one or two
+    threads, and the portable, AVX2 and dispatched kernel paths drawn at random."""
+    from emublas.backends.ozaki2 import cpu_stages, scaling
+
+    _, lib = cpu.require()
+    rng = np.random.default_rng(0x1EAD)
+    for trial in range(600):
+        kind = ("real", "2m", "3m", "split")[trial % 4]
+        cplx = kind in ("2m", "3m")
+        f32 = rng.random() < 0.3
+        rows, k = int(rng.integers(0, 90)), int(rng.integers(1, 300)) * (2 if kind == "split" else 1)
+        span = 120 if f32 else 1020
+        x = rng.standard_normal((rows, k)) * np.exp2(rng.integers(-span, span, size=(rows, 1)))
+        with np.errstate(over="ignore", invalid="ignore"):
+            if rng.random() < 0.3:
+                x = x * np.exp2(rng.integers(-40, 40, size=(rows, k)))
+            if cplx:
+                x = x + 1j * rng.standard_normal((rows, k)) * np.exp2(rng.integers(-30, 30, size=(rows, 1)))
+            real, cdt = (np.float32, np.complex64) if f32 else (np.float64, np.complex128)
+            x = x.astype(cdt if cplx else real)
+        for _ in range(int(rng.integers(0, 3))):
+            if rows:
+                x[rng.integers(rows), rng.integers(k)] = (np.nan, np.inf, -np.inf)[rng.integers(3)]
+        x = _layouts(x)[int(rng.integers(4))]
+        count = int(rng.integers(1, 20))
+        two = kind in ("2m", "split")
+        ms = tuple(TWO_M_MODULI[:count]) if two else tuple(REAL30[:count])
+        rs = tuple(TWO_M_ROOTS[m] for m in ms) if two else (0,) * count
+        L, slack, conj = float(rng.uniform(20, 140)), float(rng.random() * 3), bool(rng.integers(2))
+        threads = int(rng.integers(1, 3))
+        with forced_generic(int(rng.integers(3))), np.errstate(over="ignore", invalid="ignore"):
+            stats, plan, planes = kernels_cpu.oz_scaled_residues(
+                kind, x, ms, rs, conj=conj, L=L, safety=scaling.SAFETY, slack=slack, threads=threads
+            )
+            want_stats = kernels_cpu.oz_row_stats(x)
+            want_plan = kernels_cpu.oz_row_plan(
+                want_stats, None, L, scaling.LOG2_127SQ, scaling.SAFETY, math.log2(k), k, slack
+            )
+            dead = want_plan[0] == scaling.DEAD
+            clean = x.copy()
+            clean[dead] = 0
+            ea = np.frexp(np.where(dead, 0.0, want_stats[0]))[1].astype(np.int32)
+            one_read = kernels_cpu.oz_stats_bound(x, threads=threads)
+            want_planes = cpu_stages.residues(kind, clean, want_plan[0], ms, rs, conj)
+            want_bound = kernels_cpu.oz_bound_int8(clean, ea)
+        _same_stats(stats, want_stats)
+        _same_stats(one_read[:3], want_stats)
+        for got, want in zip(plan, want_plan):
+            np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(planes, want_planes)
+        np.testing.assert_array_equal(one_read[3], ea)
+        np.testing.assert_array_equal(one_read[4], want_bound)
