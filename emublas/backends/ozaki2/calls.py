@@ -85,11 +85,8 @@ class Prepared:
             made = self._scaled_first_run(recipe_name, family, precision, x, y, out, moduli, conj_x, conj_y)
         row_plans = None
         if made is not None:  # fast mode on the CPU: one read of each factor (scaled_first_run)
-            sx, plx, sy, ply, self.preset = made
-            left = scaling.Side(x, stats=sx)
-            right = left if y is x else scaling.Side(y, stats=sy)
-            px = scaling.RowPlan(*plx)
-            row_plans = (px, px if y is x else scaling.RowPlan(*ply))
+            left, px, right, py, self.preset = made
+            row_plans = (px, py)
         elif sides is not None:
             left, right = sides
         else:

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
@@ -117,8 +116,8 @@ def scaled_first_run(jb: pipeline.Job, x, y, *, conj_x: bool, conj_y: bool, L: f
     Returns
     -------
     tuple or None
-        ``(stats_x, plan_x, stats_y, plan_y, preset)``: each factor's row statistics and
-        row plan (``shift, err, wsum, budget``; the same objects for ``y is x``) and
+        ``(side_x, plan_x, side_y, plan_y, preset)``: each factor's :class:`.scaling.Side`
+        and :class:`.scaling.RowPlan` (the same objects for ``y is x``) and
         ``{(start, stop): (planes of x, planes of y)}`` for :class:`CpuStages`; None where
         the first run's plane kind is made in two steps (``split2m``).
     """
@@ -130,13 +129,14 @@ def scaled_first_run(jb: pipeline.Job, x, y, *, conj_x: bool, conj_y: bool, L: f
 
     def one(f, conj):
         if _rows_contiguous(f):
-            return kernels_cpu.oz_scaled_residues(kind, f, ms, rs, conj=conj, L=L, safety=scaling.SAFETY, slack=slack)
+            stats, plan, planes = kernels_cpu.oz_scaled_residues(
+                kind, f, ms, rs, conj=conj, L=L, safety=scaling.SAFETY, slack=slack
+            )
+            return scaling.Side(f, stats=stats), scaling.RowPlan(*plan), planes
         # rows along the unit stride: the separate passes (measured faster there, see the docs)
-        stats = kernels_cpu.oz_row_stats(f)
-        plan = kernels_cpu.oz_row_plan(
-            stats, None, L, scaling.LOG2_127SQ, scaling.SAFETY, math.log2(max(f.shape[1], 1)), f.shape[1], slack
-        )
-        return stats, plan, residues(kind, dead_zeroed(f, plan[0] == scaling.DEAD), plan[0], ms, rs, conj)
+        side = scaling.Side(f)
+        rp = scaling.row_plan(side, L, slack)
+        return side, rp, residues(kind, dead_zeroed(f, rp.shift == scaling.DEAD), rp.shift, ms, rs, conj)
 
     sx, plx, px = one(x, conj_x)
     if y is not x:
@@ -144,7 +144,7 @@ def scaled_first_run(jb: pipeline.Job, x, y, *, conj_x: bool, conj_y: bool, L: f
     else:
         sy, ply, py = sx, plx, px
         if conj_y != conj_x and kind in ("2m", "3m"):  # the other conjugate: a second residue pass
-            py = residues(kind, dead_zeroed(x, plx[0] == scaling.DEAD), plx[0], ms, rs, conj_y)
+            py = residues(kind, dead_zeroed(x, plx.shift == scaling.DEAD), plx.shift, ms, rs, conj_y)
     return sx, plx, sy, ply, {(start, stop): (px, py)}
 
 
