@@ -4,11 +4,11 @@
 
 Three measurements in one process, on the CPU:
 
-* **hot**: each step of the shim's fall-through path (``call_dims``, ``policy.selection``,
-  ``policy.fallthrough_reason``, ``policy.record``) timed alone in a loop (best of 7 batches),
-  on a dtrsm call of the scipy program below;
+* **hot**: each step of the shim's fall-through path (``call_dims``, ``policy.route``,
+  ``policy.record``) timed alone in a loop (best of 7 batches), on a dtrsm call of the
+  scipy program below;
 * **in the program**: ``examples/scipy_cholesky.py 1024 64`` run ``--runs`` times under the
-  shim with the same four steps wrapped in timers: their mean cost per call there, where the
+  shim with the same three steps wrapped in timers: their mean cost per call there, where the
   BLAS work between calls leaves the caches cold;
 * **per call**: the program run ``--runs`` times natively and ``--runs`` times under the shim,
   alternating, with every BLAS function it calls wrapped in a timer; the medians of the same
@@ -36,7 +36,7 @@ import numpy as np
 os.environ.setdefault("EMUBLAS_BACKEND", "auto")
 HERE = Path(__file__).resolve().parent
 ROUTINES = ("dgemm", "zgemm", "dtrsm", "ztrsm", "dsyrk", "zherk")
-STEPS = ("call_dims", "selection", "fallthrough_reason", "record")
+STEPS = ("call_dims", "route", "record")
 
 
 def best_us(fn, reps: int = 3000) -> float:
@@ -79,11 +79,10 @@ def main() -> None:
     call = (1.0, a[:64, :64], a[64:, :64])
     kw = {"side": 1, "lower": 1, "trans_a": 2}
     dims = scipy_blas.call_dims("dtrsm", call, kw)
-    name, opts, usable = policy.selection("cpu")
+    name, opts, _ = policy.route("trsm", "d", dims, "cpu")
     hot = {
         "call_dims": best_us(lambda: scipy_blas.call_dims("dtrsm", call, kw)),
-        "selection": best_us(lambda: policy.selection("cpu")),
-        "fallthrough_reason": best_us(lambda: policy.fallthrough_reason(name, usable, dims, "trsm", "d", "cpu", opts)),
+        "route": best_us(lambda: policy.route("trsm", "d", dims, "cpu")),
         "record": best_us(
             lambda: policy.record("dtrsm", dims[:3], np.float64, False, "auto: native", 1e-4, name, opts)
         ),

@@ -5,8 +5,8 @@ environment at run time: the selected backend (``EMUBLAS_BACKEND``,
 ``emublas.set_backend``, ``emublas.use``), the size threshold
 ``EMUBLAS_MIN_DIM``, the option defaults the shim adds (:data:`SHIM_DEFAULTS`)
 and the per-call line of ``EMUBLAS_VERBOSE``.  The scipy and cupy parts ask
-:func:`selection` and :func:`fallthrough_reason` before a call and
-:func:`record` after it.
+:func:`route` (:func:`selection` and :func:`fallthrough_reason` in one step) before a
+call and :func:`record` after it.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ __all__ = [
     "verbose",
     "emublas_module",
     "selection",
+    "route",
     "explicit_options",
     "fallthrough_reason",
     "shim_options",
@@ -162,9 +163,10 @@ def prepare(device: str = "cpu") -> None:
     """Do once, at install, what the first intercepted call on ``device`` would otherwise pay.
 
     The selected backend's imports, its readiness and, for ``auto``, its cost table and the
-    emulating backends it may choose from: several milliseconds that would land inside the
-    program's first BLAS call.  Errors are left for that call to raise, with its context
-    (an unknown ``EMUBLAS_BACKEND`` must not stop the program from starting).
+    emulating backends it may choose from, and the readers of the shim's own variables:
+    several milliseconds that would land inside the program's first BLAS call.  Errors are
+    left for that call to raise, with its context (an unknown ``EMUBLAS_BACKEND`` must not
+    stop the program from starting).
 
     Parameters
     ----------
@@ -172,11 +174,13 @@ def prepare(device: str = "cpu") -> None:
         The device whose readiness is settled (``"gpu"`` imports cupy).
     """
     try:
-        name, _, usable = selection(device)
+        min_dim()
+        verbose()
+        name, opts, usable = selection(device)
         if name == "auto" and usable:
             from emublas import backends
 
-            backends.get("auto").usable(device)
+            backends.get("auto").prepare(device, opts)
     except Exception:  # noqa: BLE001 - reported by the call that needs the selection
         pass
 
@@ -247,6 +251,51 @@ def fallthrough_reason(
         if auto.choice(routine, prefix, m, n, k, device, options or {}) == "native":
             return "auto: native"
     return ""
+
+
+def route(routine: str, prefix: str, dims: tuple | None, device: str = "cpu") -> tuple[str, dict, str]:
+    """:func:`selection` and :func:`fallthrough_reason` in one step: what each intercepted call asks.
+
+    In a program whose BLAS work between calls leaves the caches cold, the shim's cost grows
+    with the code it runs, function calls included: the two steps share one reading of the
+    selection.
+
+    Parameters
+    ----------
+    routine : str
+        The routine kind (gemm, syrk, ..., trsm).
+    prefix : {"s", "d", "c", "z"} or None
+        Its BLAS prefix (None: auto is not asked, as for :func:`fallthrough_reason`).
+    dims : tuple or None
+        ``(m, n, k, ...)`` of the call, or None where its arguments are left to the original.
+    device : {"cpu", "gpu"}, optional
+        The call's device.
+
+    Returns
+    -------
+    backend : str
+        The selected backend's name.
+    options : dict
+        Its options, resolved (shared between calls: read it, do not modify it).
+    why : str
+        :func:`fallthrough_reason`'s answer: ``""`` when the call is emulated.
+    """
+    config = _MODULES.get("config") or emublas_module("config")
+    obj, opts = config.resolve(None, None)
+    name = obj.name
+    if name == "native":
+        return name, opts, "backend native"
+    if not obj.ready(device):
+        return name, opts, f"{name} cannot run on this device"
+    if dims is None:
+        return name, opts, "arguments left to the original"
+    floor = min_dim()
+    m, n, k = dims[0], dims[1], dims[2]
+    if m < floor or n < floor or k < floor:
+        return name, opts, f"min dim < {floor}"
+    if name == "auto" and prefix is not None and obj.choice(routine, prefix, m, n, k, device, opts) == "native":
+        return name, opts, "auto: native"
+    return name, opts, ""
 
 
 def shim_options(backend: str, selection_options) -> dict[str, Any]:
@@ -377,7 +426,7 @@ def record(
         The call's options.
     """
     with _lock:
-        _counts[f"{routine}:{'emulated' if emulated else 'native'}"] += 1
+        _counts[routine, emulated] += 1  # formatted by stats(): not on every call
     if verbose():
         opts = ",".join(f"{k}={v}" for k, v in used_options(backend, options).items())
         if emulated:
@@ -399,7 +448,7 @@ def stats() -> dict[str, int]:
         ``"<routine>:emulated"`` and ``"<routine>:native"`` counts (a copy).
     """
     with _lock:
-        return dict(_counts)
+        return {f"{routine}:{'emulated' if emulated else 'native'}": n for (routine, emulated), n in _counts.items()}
 
 
 def reset_stats() -> None:

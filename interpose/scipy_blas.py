@@ -48,42 +48,63 @@ class _Binder:
         self.varkw = next((p.name for p in params if p.kind is p.VAR_KEYWORD), None)
         self.defaults = {p.name: p.default for p in params if p.default is not p.empty}
         self.required = tuple(n for n in self.named if n not in self.defaults)
+        # the usual call gives every required parameter by position: len(args) alone says so
+        self.leading = len(self.required) if set(self.required) == set(self.positional[: len(self.required)]) else None
 
     def __call__(self, args: tuple, kwargs: dict) -> dict | None:
+        # on every intercepted call, with the caches cold from the BLAS work between calls:
+        # C-level dict operations rather than a Python loop per parameter
         if len(args) > len(self.positional):
             return None
         out = dict(zip(self.positional, args))
-        extra = {}
-        for key, value in kwargs.items():
-            if key in out:
+        extra: dict = {}
+        if kwargs:
+            if not out.keys().isdisjoint(kwargs):
                 return None  # given twice
-            if key in self.named:
-                out[key] = value
-            elif self.varkw is not None:
-                extra[key] = value
+            if self.named.issuperset(kwargs):
+                out.update(kwargs)
+            elif self.varkw is None:
+                return None
             else:
-                return None
-        for key in self.required:
-            if key not in out:
-                return None
-        for key, value in self.defaults.items():
-            out.setdefault(key, value)
+                for key, value in kwargs.items():
+                    if key in self.named:
+                        out[key] = value
+                    else:
+                        extra[key] = value
+        if self.leading is None or len(args) < self.leading:
+            for key in self.required:
+                if key not in out:
+                    return None
+        out = {**self.defaults, **out}
         if self.varkw is not None:
             out[self.varkw] = extra
         return out
 
 
 def _make_signatures():
-    """The scipy routines' argument binders, from emublas's own front (which has scipy's signatures)."""
+    """The scipy routines' argument binders, from emublas's own fronts (which have scipy's
+    signatures; level-3 ones with the fronts' ``backend`` and ``**options``, so that a call
+    naming them is seen and left to scipy), made once: the signatures are the same for every prefix."""
     from emublas import blas as front
+    from emublas import level3
 
     def routine(k):
         return front.ROUTINES["d" + k] if k in ("gemm", "syrk", "syr2k") else front.ROUTINES["z" + k]
 
-    return {k: _Binder(routine(k), scipy_only=True) for k in ("gemm", "syrk", "syr2k", "herk", "her2k")}
+    binders = {k: _Binder(routine(k), scipy_only=True) for k in ("gemm", "syrk", "syr2k", "herk", "her2k")}
+    binders.update({k: _Binder(level3.ROUTINES[("z" if k == "hemm" else "d") + k]) for k in LEVEL3_KINDS})
+    return binders
 
 
+LEVEL3_KINDS = ("symm", "hemm", "trmm", "trsm")
 _SIGNATURES = _make_signatures()
+_DTYPES = policy.emublas_module("blas").DTYPES
+_NDARRAY = np.ndarray
+
+
+def _array(x):
+    """``np.asarray(x)``, without its call for an ndarray (the usual argument)."""
+    return x if type(x) is _NDARRAY else np.asarray(x)
 
 
 def call_dims(name: str, args: tuple, kwargs: dict):
@@ -100,19 +121,19 @@ def call_dims(name: str, args: tuple, kwargs: dict):
     tuple or None
         ``(m, n, k, dtype)``; None where scipy should handle the call itself.
     """
-    if name[1:] in ("symm", "hemm", "trmm", "trsm"):
+    kind = name[1:]
+    if kind in LEVEL3_KINDS:
         return level3_dims(name, args, kwargs)
-    front = policy.emublas_module("blas")
-    p = _SIGNATURES[name[1:]](args, kwargs)
+    p = _SIGNATURES[kind](args, kwargs)
     if p is None:
         return None
-    dtype = front.DTYPES[name[0]]
+    dtype = _DTYPES[name[0]]
     try:
-        a = np.asarray(p["a"])
+        a = _array(p["a"])
         if a.ndim != 2 or a.dtype.kind not in "biufc":
             return None
-        if name.endswith("gemm"):
-            b = np.asarray(p["b"])
+        if kind == "gemm":
+            b = _array(p["b"])
             ta, tb = int(p["trans_a"]), int(p["trans_b"])
             if b.ndim != 2 or b.dtype.kind not in "biufc" or ta not in (0, 1, 2) or tb not in (0, 1, 2):
                 return None
@@ -122,18 +143,18 @@ def call_dims(name: str, args: tuple, kwargs: dict):
                 return None
         else:
             trans, lower = int(p["trans"]), int(p["lower"])
-            legal = {"herk": (0, 2), "her2k": (0, 2)}.get(name[1:], (0, 1, 2) if name[0] in "sd" else (0, 1))
+            legal = {"herk": (0, 2), "her2k": (0, 2)}.get(kind, (0, 1, 2) if name[0] in "sd" else (0, 1))
             if trans not in legal or lower not in (0, 1):
                 return None  # scipy's own handling (BLAS's warning) is kept
-            if name.endswith("2k"):
-                b = np.asarray(p["b"])
+            if kind.endswith("2k"):
+                b = _array(p["b"])
                 if b.shape != a.shape:
                     return None
             n, k = a.shape[::-1] if trans else a.shape
             m = n
         c = p.get("c")
         if c is not None:
-            c = np.asarray(c)
+            c = _array(c)
             if c.shape != (m, n):
                 return None
         if isinstance(p["alpha"], str) or isinstance(p.get("beta"), str):
@@ -163,27 +184,19 @@ def replacement(name: str, original: Callable) -> Callable:
     from emublas import blas as front
 
     routine = front.ROUTINES[name]
-    kind = name[1:]
+    kind, prefix, dtype = name[1:], name[0], front.DTYPES[name[0]]
 
     @functools.wraps(original)
     def emulated(*args, **kwargs):
         t0 = time.perf_counter()
         dims = call_dims(name, args, kwargs)
-        backend, opts, usable = policy.selection("cpu")
-        why = policy.fallthrough_reason(backend, usable, dims, kind, name[0], "cpu", opts)
+        backend, opts, why = policy.route(kind, prefix, dims, "cpu")
         if why:
             try:
                 return original(*args, **kwargs)  # scipy's own errors and warnings, unchanged
             finally:
                 policy.record(
-                    name,
-                    dims[:3] if dims else (),
-                    front.DTYPES[name[0]],
-                    False,
-                    why,
-                    time.perf_counter() - t0,
-                    backend,
-                    opts,
+                    name, dims[:3] if dims else (), dtype, False, why, time.perf_counter() - t0, backend, opts
                 )
         extra = policy.shim_options(backend, policy.explicit_options(backend))
         policy.warn_quantized(backend, {**opts, **extra}, dims[3])
@@ -238,9 +251,6 @@ def clear_blas_memo() -> None:
         memo.clear()
 
 
-_LEVEL3_BINDERS: dict[str, _Binder] = {}
-
-
 def level3_dims(name: str, args: tuple, kwargs: dict):
     """The sizes of a scipy ``{symm,hemm,trmm,trsm}`` call, for the interpose shim's size policy.
 
@@ -259,18 +269,13 @@ def level3_dims(name: str, args: tuple, kwargs: dict):
         ``(m, n, k, dtype)``; None where the arguments are ones scipy should
         handle itself (bad codes or shapes, non-2-D operands, emublas-only keywords).
     """
-    front = policy.emublas_module("blas")
-    level3 = policy.emublas_module("level3")
-    binder = _LEVEL3_BINDERS.get(name)
-    if binder is None:
-        binder = _LEVEL3_BINDERS[name] = _Binder(level3.ROUTINES[name])
-    p = binder(args, kwargs)
+    p = _SIGNATURES[name[1:]](args, kwargs)
     if p is None:
         return None
     if p.get("backend") is not None or p.get("options"):
         return None
     try:
-        a, b = np.asarray(p["a"]), np.asarray(p["b"])
+        a, b = _array(p["a"]), _array(p["b"])
         if a.ndim != 2 or b.ndim != 2 or a.dtype.kind not in "biufc" or b.dtype.kind not in "biufc":
             return None
         if isinstance(p["alpha"], str) or isinstance(p.get("beta"), str):
@@ -293,4 +298,4 @@ def level3_dims(name: str, args: tuple, kwargs: dict):
                 return None  # trmm's larger a is left to scipy
     except (TypeError, ValueError):
         return None
-    return m, n, k, front.DTYPES[name[0]]
+    return m, n, k, _DTYPES[name[0]]

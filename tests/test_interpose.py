@@ -321,3 +321,87 @@ def test_bad_backend_variable_fails_the_first_call_not_install(monkeypatch, rng)
             sblas.dgemm(1.0, a, a)
     finally:
         shim.uninstall()
+
+
+def test_binder_agrees_with_inspect_bind():
+    """The shim's fast binder gives what ``inspect.Signature.bind`` + ``apply_defaults`` give,
+    and None exactly where ``bind`` raises, on every routine's signature and argument mixes
+    (positional, by keyword, repeated, unknown, missing, too many, the fronts' own keywords)."""
+    import inspect
+    import itertools
+
+    from emublas.interpose import scipy_blas
+
+    for kind, binder in scipy_blas._SIGNATURES.items():
+        names = binder.positional
+        # the binder's signature: the scipy parameters, plus the level-3 fronts' keywords
+        params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names]
+        for p in params:
+            if p.name in binder.defaults:
+                params[params.index(p)] = p.replace(default=binder.defaults[p.name])
+        extra_named = sorted(binder.named - set(names))
+        params += [
+            inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=binder.defaults.get(n)) for n in extra_named
+        ]
+        if binder.varkw:
+            params.append(inspect.Parameter(binder.varkw, inspect.Parameter.VAR_KEYWORD))
+        sig = inspect.Signature(params)
+        words = [*names, *extra_named, "nope"]
+        cases = 0
+        for npos in range(len(names) + 2):
+            args = tuple(f"p{i}" for i in range(npos))
+            for chosen in itertools.chain.from_iterable(itertools.combinations(words, r) for r in range(3)):
+                kwargs = {w: f"k_{w}" for w in chosen}
+                try:
+                    bound = sig.bind(*args, **kwargs)
+                    bound.apply_defaults()
+                    want = dict(bound.arguments)
+                except TypeError:
+                    want = None
+                got = binder(args, kwargs)
+                assert got == want, (kind, args, kwargs)
+                cases += 1
+        assert cases > 100
+
+
+def test_route_is_selection_and_fallthrough_reason(monkeypatch, rng):
+    """route() answers what selection() and fallthrough_reason() answer, for every backend and
+    the cases that send a call to the original (native, min dim, arguments, auto's choice)."""
+    from emublas.interpose import policy
+
+    f8 = np.dtype(np.float64)
+    cases = [
+        ("gemm", "d", (70, 50, 66, f8)),
+        ("gemm", "d", (70, 50, 8, f8)),
+        ("herk", "z", (90, 90, 64, np.dtype(np.complex128))),
+        ("trsm", "s", (65, 80, 65, np.dtype(np.float32))),
+        ("gemm", "d", None),
+        ("gemm", None, (70, 50, 66, f8)),
+    ]
+    monkeypatch.delenv("EMUBLAS_BACKEND", raising=False)
+    try:
+        for backend in ("native", "ozaki2", "strassen", "auto"):
+            emublas.set_backend(backend)
+            for floor in ("0", "64", "100"):
+                monkeypatch.setenv("EMUBLAS_MIN_DIM", floor)
+                for routine, prefix, dims in cases:
+                    name, opts, usable = policy.selection("cpu")
+                    why = policy.fallthrough_reason(name, usable, dims, routine, prefix, "cpu", opts)
+                    assert policy.route(routine, prefix, dims, "cpu") == (name, opts, why), (backend, floor, dims)
+    finally:
+        emublas.set_backend(None)
+
+
+def test_auto_prepare_resolves_the_table_its_decisions_use(tmp_path):
+    """auto.prepare() reads the cost table as the decisions do (a table option given is the one
+    read, a missing file raises as the first call would); after it, a decision reads no file."""
+    from emublas.backends.auto import tables
+
+    auto = emublas.backends.get("auto")
+    opts = emublas.config.resolve("auto")[1]
+    auto.prepare("cpu", opts)
+    before = dict(tables._resolved)
+    auto.choice("gemm", "d", 300, 300, 300, "cpu", opts)
+    assert tables._resolved == before  # nothing resolved anew
+    with pytest.raises(ValueError, match="does not exist"):
+        auto.prepare("cpu", {**opts, "table": str(tmp_path / "missing.json")})

@@ -259,6 +259,28 @@ class AutoBackend(Backend):
             self._usable[device] = tuple(names)
         return self._usable[device]
 
+    def prepare(self, device: str, opts: dict) -> None:
+        """Settle now what the first decision on ``device`` would otherwise pay for.
+
+        The emulating backends it may choose from (their imports and readiness) and the cost
+        table as the decisions resolve it (file lookups, parsing): the interpose shim asks
+        at install, so that the program's first BLAS call does not pay them.
+
+        Parameters
+        ----------
+        device : {"cpu", "gpu"}
+            The device.
+        opts : dict
+            The ``auto`` options the calls will have (their ``table``).
+
+        Raises
+        ------
+        ValueError
+            The table cannot be read (as the first call would raise).
+        """
+        self.usable(device)
+        tables.table_for(device, opts.get("table"), read_env=False)
+
     # -- the choice ------------------------------------------------------------
     def decide(
         self,
