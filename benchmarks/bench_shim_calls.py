@@ -1,9 +1,9 @@
 """The interpose shim's own time on each call of a one-shot program, this tree against another.
 
-    OPENBLAS_NUM_THREADS=1 python3 benchmarks/bench_shim_calls.py --rounds 9 [--other /tmp/old] [--json out.json]
+    OPENBLAS_NUM_THREADS=1 python3 benchmarks/bench_shim_calls.py --rounds 9 [--other /tmp/old] [--json F] [-- N NB]
 
 Each round starts one process per tree (alternating their order) that runs
-``examples/scipy_cholesky.py 1024 64`` once under the shim (``EMUBLAS_BACKEND=auto``),
+``examples/scipy_cholesky.py 1024 64`` (or the sizes after ``--``) once under the shim (``EMUBLAS_BACKEND=auto``),
 as a user's program runs: every call has a shape of its own, so nothing the shim
 remembers per shape helps, and the BLAS work between calls leaves the caches cold.
 Around each BLAS function the program calls, the process times the shim's
@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ROUTINES = ("dgemm", "zgemm", "dtrsm", "ztrsm", "dsyrk", "zherk")
 
 
-def child(tree: str) -> None:
+def child(tree: str, program_args: list[str]) -> None:
     """One program run under the shim of ``tree``; prints the per-call times as JSON."""
     sys.path.insert(0, tree)
     import emublas  # noqa: F401  (the tree's own, before its interpose is mapped in)
@@ -80,7 +80,7 @@ def child(tree: str) -> None:
 
     for r in ROUTINES:
         setattr(blas, r, timed_shim(r, getattr(blas, r)))
-    sys.argv = ["scipy_cholesky.py", "1024", "64"]
+    sys.argv = ["scipy_cholesky.py", *program_args]
     sys.path.insert(0, str(ROOT / "examples"))
     with contextlib.redirect_stdout(io.StringIO()):
         import scipy_cholesky  # noqa: F401  (runs the program)
@@ -89,11 +89,16 @@ def child(tree: str) -> None:
     print(json.dumps([(r, o - i) for (r, o), i in zip(outer, inner)]))
 
 
-def run_child(tree: str) -> list[tuple[str, float]]:
+def run_child(tree: str, program_args: list[str]) -> list[tuple[str, float]]:
     env = {k: v for k, v in os.environ.items() if k not in ("EMUBLAS_INTERPOSE", "EMUBLAS_VERBOSE")}
     env["EMUBLAS_BACKEND"] = "auto"
     proc = subprocess.run(
-        [sys.executable, __file__, "--child", tree], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT
+        [sys.executable, __file__, "--child", tree, "--", *program_args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
     )
     if proc.returncode != 0:
         raise RuntimeError(f"child for {tree} failed:\n{proc.stderr[-3000:]}")
@@ -124,9 +129,14 @@ def main() -> None:
     ap.add_argument("--other", default=None, help="root of another built checkout to compare with")
     ap.add_argument("--json", default=None)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    argv = sys.argv[1:]
+    program_args = ["1024", "64"]
+    if "--" in argv:
+        i = argv.index("--")
+        argv, program_args = argv[:i], argv[i + 1 :]
+    args = ap.parse_args(argv)
     if args.child:
-        child(args.child)
+        child(args.child, program_args)
         return
     trees = {"this": str(ROOT)}
     if args.other:
@@ -135,8 +145,10 @@ def main() -> None:
     for r in range(args.rounds):
         order = list(trees) if r % 2 == 0 else list(trees)[::-1]
         for name in order:
-            got[name].append(summary(run_child(trees[name])))
-    print(f"program: examples/scipy_cholesky.py 1024 64 under the shim (auto); {args.rounds} rounds; µs")
+            got[name].append(summary(run_child(trees[name], program_args)))
+    print(
+        f"program: examples/scipy_cholesky.py {' '.join(program_args)} under the shim (auto); {args.rounds} rounds; µs"
+    )
     print("| tree | calls | shim per call (median) | first calls (sum) | whole program (sum) |")
     print("|---|---:|---:|---:|---:|")
     for name, rows in got.items():
@@ -146,7 +158,9 @@ def main() -> None:
             f" {spread(col['first_calls_us'])} | {spread(col['program_us'])} |"
         )
     if args.json:
-        Path(args.json).write_text(json.dumps({"trees": trees, "rounds": got, "argv": sys.argv}, indent=1))
+        Path(args.json).write_text(
+            json.dumps({"trees": trees, "program_args": program_args, "rounds": got, "argv": sys.argv}, indent=1)
+        )
 
 
 if __name__ == "__main__":
