@@ -634,3 +634,19 @@ def test_peak_probe() -> None:
         assert rate > 1e9  # any AVX-512 VNNI core does far more than 1 G MAC/s
     else:
         assert rate == 0.0
+
+
+def test_avx2_peak_probe_and_the_kernels_ceiling() -> None:
+    """The AVX2 probe times its instruction pair where the CPU has AVX2 (0.0 elsewhere), and
+    kernel_peak_probe names the probe of the kernel "auto" dispatches; bad iters are refused."""
+    has = cpu.features()
+    rate = cpu.avx2_peak_probe(threads=1, iters=200_000)
+    if has["avx2"]:
+        assert rate > 1e9  # any AVX2 core does far more than 1 G int16 MAC/s
+    else:
+        assert rate == 0.0
+    peak, instructions = cpu.kernel_peak_probe(threads=1, iters=200_000)
+    want = "vpdpbusd" if has["avx512_vnni"] else "vpmaddwd+vpaddd" if has["avx2"] else ""
+    assert instructions == want and (peak > 1e9) == bool(want)
+    with pytest.raises(ValueError, match="iters"):
+        cpu.avx2_peak_probe(iters=0)

@@ -37,6 +37,8 @@ __all__ = [
     "kernel_name",
     "i8gemm",
     "vnni_peak_probe",
+    "avx2_peak_probe",
+    "kernel_peak_probe",
     "require",
     "load",
     "threads_for",
@@ -417,6 +419,56 @@ def i8gemm(
     if not direct:
         out[...] = target
     return out
+
+
+def avx2_peak_probe(threads: int | None = None, iters: int = 10_000_000) -> float:
+    """Measure this machine's ceiling for the AVX2 int8 kernel's arithmetic.
+
+    Runs register-only chains of ``vpmaddwd`` + ``vpaddd`` pairs (16 int16 multiply-adds
+    each, the pair the ``impl="avx2"`` kernel issues per product) on ``threads`` threads.
+
+    Parameters
+    ----------
+    threads : int, optional
+        Default :func:`default_threads`.
+    iters : int, default 10_000_000
+        Loop trips per thread (8 pairs each).
+
+    Returns
+    -------
+    float
+        int8 multiply-adds per second over all threads; 0.0 without AVX2 and FMA.
+    """
+    nthreads = threads_for(threads)
+    if operator.index(iters) <= 0:
+        raise ValueError(f"iters={iters!r} must be positive")
+    _, lib = require()
+    return float(lib.emublas_avx2_peak_probe(nthreads, iters))
+
+
+def kernel_peak_probe(threads: int | None = None, iters: int = 10_000_000) -> tuple[float, str]:
+    """The measured ceiling of the arithmetic of the int8 kernel ``impl="auto"`` runs here.
+
+    Parameters
+    ----------
+    threads : int, optional
+        Default :func:`default_threads`.
+    iters : int, default 10_000_000
+        Loop trips per thread.
+
+    Returns
+    -------
+    rate : float
+        int8 multiply-adds per second over all threads (0.0 where neither probe applies).
+    instructions : str
+        What was timed: ``"vpdpbusd"`` (AVX-512 VNNI), ``"vpmaddwd+vpaddd"`` (AVX2) or ``""``.
+    """
+    have = features()
+    if have["avx512_vnni"]:
+        return vnni_peak_probe(threads, iters), "vpdpbusd"
+    if have["avx2"]:
+        return avx2_peak_probe(threads, iters), "vpmaddwd+vpaddd"
+    return 0.0, ""
 
 
 def vnni_peak_probe(threads: int | None = None, iters: int = 10_000_000) -> float:

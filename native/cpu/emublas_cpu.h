@@ -93,6 +93,15 @@ int emublas_i8gemm_set_auto(int impl);
  */
 double emublas_vnni_peak_probe(int nthreads, int64_t iters);
 
+/*
+ * Measured ceiling of the AVX2 kernel's arithmetic: register-only chains of
+ * vpmaddwd + vpaddd pairs (16 int16 multiply-adds each, the pair the AVX2
+ * int8 kernel issues) on nthreads threads (<= 0: all CPUs) for iters loop
+ * trips each (8 pairs a trip); returns multiply-adds per second over all
+ * threads.  Returns 0.0 when the CPU lacks AVX2 and FMA or iters <= 0.
+ */
+double emublas_avx2_peak_probe(int nthreads, int64_t iters);
+
 /* ---- Ozaki scheme II: the passes around the int8 GEMMs (ozaki_*.c) -------
  *
  * All take element strides (any layout: transposed views, negative strides),

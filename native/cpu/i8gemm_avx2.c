@@ -30,6 +30,7 @@
 #if EMUBLAS_X86
 
 #include <immintrin.h>
+#include <time.h>
 
 #define AVX2_MR 6  /* rows of the register tile (the asm below is written for 6) */
 #define AVX2_NR 16 /* columns: two ymm of eight int32 */
@@ -253,5 +254,58 @@ const emublas__i8kernel emublas__i8kernel_avx2 = {
     .pack_b = pack_b_avx2,
     .micro = micro_avx2,
 };
+
+/* ---- the ceiling of this kernel's arithmetic ------------------------------------
+ * Register-only chains of the micro-kernel's instruction pair, vpmaddwd into a temporary
+ * and vpaddd of it into an accumulator: eight independent accumulators (more than the
+ * instructions' latency needs), four temporaries, no loads or stores.  The adds run on
+ * other pipes than the multiplies, so the pair's rate is vpmaddwd's. */
+#define AVX2_PROBE_CHAINS 8
+#define PMADD(t, c) "vpmaddwd %%ymm14, %%ymm15, %%ymm" #t "\n\tvpaddd %%ymm" #t ", %%ymm" #c ", %%ymm" #c "\n\t"
+
+typedef struct {
+    int64_t iters;
+} avx2_probe_job;
+
+TARGET_AVX2 static void avx2_probe_task(void *ctx, int tid, int nthreads)
+{
+    const avx2_probe_job *P = ctx;
+    (void)tid;
+    (void)nthreads;
+    const __m256i x = _mm256_set1_epi32(0x00010002), y = _mm256_set1_epi32(0x00030004);
+    for (int64_t it = 0; it < P->iters; it++)
+        __asm__ volatile("vmovdqa %[x], %%ymm14\n\tvmovdqa %[y], %%ymm15\n\t"
+                         PMADD(8, 0) PMADD(9, 1) PMADD(10, 2) PMADD(11, 3)
+                         PMADD(8, 4) PMADD(9, 5) PMADD(10, 6) PMADD(11, 7)
+                         :
+                         : [x] "x"(x), [y] "x"(y)
+                         : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
+                           "xmm10", "xmm11", "xmm14", "xmm15");
+}
+
+double emublas_avx2_peak_probe(int nthreads, int64_t iters)
+{
+    if (!(emublas_cpu_features() & EMUBLAS_CPU_AVX2) || iters <= 0)
+        return 0.0;
+    int nt = nthreads > 0 ? nthreads : emublas__online_cpus();
+    if (nt > EMUBLAS_MAX_THREADS)
+        nt = EMUBLAS_MAX_THREADS;
+    avx2_probe_job P = {.iters = iters};
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    nt = emublas__parallel(avx2_probe_task, &P, nt);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    return (double)nt * (double)iters * AVX2_PROBE_CHAINS * 16.0 / secs;
+}
+
+#else /* not x86 */
+
+double emublas_avx2_peak_probe(int nthreads, int64_t iters)
+{
+    (void)nthreads;
+    (void)iters;
+    return 0.0;
+}
 
 #endif
