@@ -439,11 +439,7 @@ def avx2_peak_probe(threads: int | None = None, iters: int = 10_000_000) -> floa
     float
         int8 multiply-adds per second over all threads; 0.0 without AVX2 and FMA.
     """
-    nthreads = threads_for(threads)
-    if operator.index(iters) <= 0:
-        raise ValueError(f"iters={iters!r} must be positive")
-    _, lib = require()
-    return float(lib.emublas_avx2_peak_probe(nthreads, iters))
+    return _probe("emublas_avx2_peak_probe", threads, iters)
 
 
 def kernel_peak_probe(threads: int | None = None, iters: int = 10_000_000) -> tuple[float, str]:
@@ -489,8 +485,13 @@ def vnni_peak_probe(threads: int | None = None, iters: int = 10_000_000) -> floa
     float
         int8 multiply-adds per second over all threads; 0.0 without VNNI.
     """
+    return _probe("emublas_vnni_peak_probe", threads, iters)
+
+
+def _probe(name: str, threads: int | None, iters: int) -> float:
+    """Run the C ceiling probe ``name`` (multiply-adds per second over all threads)."""
     nthreads = threads_for(threads)
     if operator.index(iters) <= 0:
         raise ValueError(f"iters={iters!r} must be positive")
     _, lib = require()
-    return float(lib.emublas_vnni_peak_probe(nthreads, iters))
+    return float(getattr(lib, name)(nthreads, iters))

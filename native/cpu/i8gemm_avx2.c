@@ -30,7 +30,6 @@
 #if EMUBLAS_X86
 
 #include <immintrin.h>
-#include <time.h>
 
 #define AVX2_MR 6  /* rows of the register tile (the asm below is written for 6) */
 #define AVX2_NR 16 /* columns: two ymm of eight int32 */
@@ -287,16 +286,8 @@ double emublas_avx2_peak_probe(int nthreads, int64_t iters)
 {
     if (!(emublas_cpu_features() & EMUBLAS_CPU_AVX2) || iters <= 0)
         return 0.0;
-    int nt = nthreads > 0 ? nthreads : emublas__online_cpus();
-    if (nt > EMUBLAS_MAX_THREADS)
-        nt = EMUBLAS_MAX_THREADS;
     avx2_probe_job P = {.iters = iters};
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    nt = emublas__parallel(avx2_probe_task, &P, nt);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    const double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    return (double)nt * (double)iters * AVX2_PROBE_CHAINS * 16.0 / secs;
+    return emublas__probe_rate(avx2_probe_task, &P, nthreads, (double)iters * AVX2_PROBE_CHAINS * 16.0);
 }
 
 #else /* not x86 */

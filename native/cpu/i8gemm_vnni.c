@@ -22,9 +22,6 @@
  * attribute), so the build needs no -march flag; they are only reached after
  * emublas_cpu_features() said yes.
  */
-#if !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE)
-#define _POSIX_C_SOURCE 200809L /* clock_gettime under -std=c11 */
-#endif
 #include <string.h>
 
 #include "internal.h"
@@ -32,7 +29,6 @@
 #if EMUBLAS_X86
 
 #include <immintrin.h>
-#include <time.h>
 
 #include "pack_sse.h"
 
@@ -397,16 +393,8 @@ double emublas_vnni_peak_probe(int nthreads, int64_t iters)
 {
     if (!(emublas_cpu_features() & EMUBLAS_CPU_AVX512_VNNI) || iters <= 0)
         return 0.0;
-    int nt = nthreads > 0 ? nthreads : emublas__online_cpus();
-    if (nt > EMUBLAS_MAX_THREADS)
-        nt = EMUBLAS_MAX_THREADS;
     probe_job P = {.iters = iters};
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    nt = emublas__parallel(probe_task, &P, nt);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    const double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    return (double)nt * (double)iters * PROBE_CHAINS * 64.0 / secs;
+    return emublas__probe_rate(probe_task, &P, nthreads, (double)iters * PROBE_CHAINS * 64.0);
 }
 
 #else /* not x86 */

@@ -62,6 +62,10 @@ EMUBLAS_HIDDEN int emublas__parallel(emublas_task_fn fn, void *ctx, int nthreads
 /* Number of CPUs this process may run on (affinity mask), at least 1. */
 EMUBLAS_HIDDEN int emublas__online_cpus(void);
 
+/* The ceiling probes' driver: runs the task on nthreads threads (<= 0: all CPUs, at most
+ * EMUBLAS_MAX_THREADS) and returns the threads used times ops_per_thread per second. */
+EMUBLAS_HIDDEN double emublas__probe_rate(emublas_task_fn fn, void *ctx, int nthreads, double ops_per_thread);
+
 /* Largest thread count the pool will use. */
 #define EMUBLAS_MAX_THREADS 64
 

@@ -30,6 +30,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -252,4 +253,17 @@ void emublas__barrier_wait(emublas__barrier *b, int nthreads)
     while (__atomic_load_n(&b->gen, __ATOMIC_ACQUIRE) == gen)
         pthread_cond_wait(&barrier_wake, &barrier_lock);
     pthread_mutex_unlock(&barrier_lock);
+}
+
+double emublas__probe_rate(emublas_task_fn fn, void *ctx, int nthreads, double ops_per_thread)
+{
+    int nt = nthreads > 0 ? nthreads : emublas__online_cpus();
+    if (nt > EMUBLAS_MAX_THREADS)
+        nt = EMUBLAS_MAX_THREADS;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    nt = emublas__parallel(fn, ctx, nt);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    return (double)nt * ops_per_thread / secs;
 }
