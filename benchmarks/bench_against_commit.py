@@ -5,7 +5,8 @@
     python3 benchmarks/bench_against_commit.py --other /tmp/old --device gpu --n 8192 --rounds 3
 
 Each round runs one subprocess per tree (alternating, so that a change in the
-machine's load hits both), and each subprocess times dgemm and zgemm through
+machine's load hits both), and each subprocess times dgemm and zgemm (on the CPU,
+``--ops`` may add or name dsyrk and zherk, upper triangle) through
 ozaki2 (16 moduli, accurate mode unless ``--mode fast``, inputs (rand − 0.5)·exp(φ·randn) from one seed, φ = 0.5 unless
 ``--phi``) and through the
 native BLAS on the same arrays (OpenBLAS on numpy arrays; cuBLAS on cupy arrays
@@ -29,6 +30,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 #: CPU calls shorter than this are timed as back-to-back batches of about this length
 BATCH_S = 0.05
+#: the routines --ops may name (the GPU worker times the first two)
+OPS = ("dgemm", "zgemm", "dsyrk", "zherk")
 ROOT = os.path.dirname(HERE)
 
 WORKER = r"""
@@ -56,11 +59,12 @@ def wide(shape, cplx):
         x = x + 1j * (rng.random(shape) - 0.5) * np.exp({phi} * rng.standard_normal(shape))
     return np.asfortranarray(x)
 out = {{"emublas": emublas.__file__}}
-for name, cplx, native in (("dgemm", False, sblas.dgemm), ("zgemm", True, sblas.zgemm)):
+for name in {ops!r}:
+    cplx, native, fn = name[0] == "z", getattr(sblas, name), getattr(emublas, name)
     a, b = wide((n, n), cplx), wide((n, n), cplx)
-    fn = getattr(emublas, name)
-    out[name] = timed(lambda: fn(1.0, a, b, backend="ozaki2", moduli=16, mode={mode!r}))
-    out[name + "_native"] = timed(lambda: native(1.0, a, b))
+    args = (1.0, a) if name.endswith(("syrk", "herk")) else (1.0, a, b)  # rank-k: the upper triangle
+    out[name] = timed(lambda: fn(*args, backend="ozaki2", moduli=16, mode={mode!r}))
+    out[name + "_native"] = timed(lambda: native(*args))
 print(json.dumps(out))
 """
 
@@ -91,11 +95,13 @@ print(json.dumps(out))
 """
 
 
-def run(tree: str, n: int, reps: int, device: str = "cpu", phi: float = 0.5, mode: str = "accurate") -> dict:
+def run(
+    tree: str, n: int, reps: int, device: str = "cpu", phi: float = 0.5, mode: str = "accurate", ops=OPS[:2]
+) -> dict:
     # the tree first; what the caller's PYTHONPATH held (carried wheels on the device) after it
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (tree, os.environ.get("PYTHONPATH")) if p))
     code = (GPU_WORKER if device == "gpu" else WORKER).format(
-        bench=HERE, n=n, reps=reps, phi=float(phi), batch_s=BATCH_S, mode=mode
+        bench=HERE, n=n, reps=reps, phi=float(phi), batch_s=BATCH_S, mode=mode, ops=tuple(ops)
     )
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd="/")
     if res.returncode:
@@ -112,19 +118,20 @@ def main() -> None:
     ap.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="numpy (OpenBLAS) or cupy (cuBLAS) arrays")
     ap.add_argument("--phi", type=float, default=0.5, help="the inputs' exponent spread (4: wide spans, the fallback)")
     ap.add_argument("--mode", choices=("accurate", "fast"), default="accurate", help="ozaki2's scaling mode")
+    ap.add_argument("--ops", nargs="+", choices=OPS, default=list(OPS[:2]), help="CPU routines (GPU: dgemm zgemm)")
     ap.add_argument("--json")
     args = ap.parse_args()
     trees = {"this": ROOT, "other": os.path.abspath(args.other)}
     rows = {t: [] for t in trees}
     for _ in range(args.rounds):
         for t, path in trees.items():
-            rows[t].append(run(path, args.n, args.reps, args.device, args.phi, args.mode))
+            rows[t].append(run(path, args.n, args.reps, args.device, args.phi, args.mode, args.ops))
     native = "cuBLAS" if args.device == "gpu" else "OpenBLAS"
     print(
         f"{args.device}, n = {args.n}, 16 moduli, {args.mode}, phi = {args.phi:g};"
         f" medians over {args.rounds} rounds [min-max]"
     )
-    for op in ("dgemm", "zgemm"):
+    for op in args.ops if args.device == "cpu" else OPS[:2]:
         med = {}
         for t in trees:
             v = [r[op] for r in rows[t]]

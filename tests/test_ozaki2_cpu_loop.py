@@ -356,3 +356,67 @@ def test_fast_mode_one_read_bit_identical(monkeypatch, name, cplx, moduli):
     np.testing.assert_array_equal(a, a0)  # inputs untouched
     for key in ("moduli", "bits", "uncertified", "mode"):
         assert got_info[key] == want_info[key]
+
+
+@pytest.mark.parametrize("chunk", [None, 48])
+@pytest.mark.parametrize("lower", [0, 1])
+@pytest.mark.parametrize("name", ["dsyrk", "ssyrk", "zherk", "csyrk", "dsyr2k", "zher2k"])
+def test_rank_k_bound_triangle_bit_identical(monkeypatch, name, lower, chunk):
+    """Accurate mode's bound product of a rank-k call made as its one triangle in column blocks
+    (scaling.TRIANGLE_MIN from 1 here) gives the bits and the record of the whole product:
+    its maxima come from the triangle and its mirror, and the certificate reads W only in the
+    triangle it finalizes; also with k in several chunks (int64 sums), NaN and huge rows."""
+    rng = np.random.default_rng(abs(hash((name, lower, chunk))) % 2**32)
+    cplx = name[0] in "cz"
+    dtype = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}[name[0]]
+    a = _data(rng, (45, 130), cplx)
+    a[6] *= 2.0**60
+    a[9, 4] = np.nan
+    a = a.astype(dtype)
+    b = _data(rng, (45, 130), cplx).astype(dtype)
+    fn = getattr(emublas, name)
+    args = (1.0, a, b) if name.endswith("2k") else (1.0, a)
+    if chunk:
+        monkeypatch.setattr(scaling, "K_CHUNK", chunk)
+
+    def run():
+        out = fn(*args, lower=lower, backend="ozaki2", mode="accurate")
+        return out, emublas.backends.get("ozaki2").last_run()
+
+    monkeypatch.setattr(scaling, "TRIANGLE_MIN", 2**62)
+    want, want_info = run()
+    made = []
+    real = scaling._bound_triangle
+    monkeypatch.setattr(scaling, "TRIANGLE_MIN", 1)
+    monkeypatch.setattr(scaling, "_bound_triangle", lambda *x: made.append(1) or real(*x))
+    got, got_info = run()
+    assert made, "the triangle path ran"
+    np.testing.assert_array_equal(got, want)
+    for key in ("moduli", "bits", "uncertified"):
+        assert got_info[key] == want_info[key]
+
+
+@pytest.mark.parametrize("uplo", [1, 2])
+def test_bound_triangle_entries_and_maxima(uplo):
+    """_bound_triangle's W equals the whole product in its triangle (elsewhere zero or the
+    whole product's value: the diagonal blocks are made whole), and its maxima are the whole
+    product's, for B·Bᵀ and for a rank-2k pair, with one and with several k chunks."""
+    rng = np.random.default_rng(uplo)
+    x, y = rng.integers(0, 128, (37, 150)), rng.integers(0, 128, (37, 150))
+    pairs = [(x, x), (np.hstack([x, y]), np.hstack([y, x]))]
+    tri = np.triu if uplo == 1 else np.tril
+    for (a, b), chunk in [(p, c) for p in pairs for c in (scaling.K_CHUNK, 64)]:
+        a, b = a.astype(np.int8), b.astype(np.int8)
+        full = a.astype(np.int64) @ b.astype(np.int64).T
+        np.testing.assert_array_equal(full, full.T)  # symmetric, as every rank-k call's W is
+        saved = scaling.K_CHUNK
+        scaling.K_CHUNK = chunk
+        try:
+            wrow, wcol, w = scaling._bound_triangle(a, b, uplo, None)
+        finally:
+            scaling.K_CHUNK = saved
+        np.testing.assert_array_equal(tri(w), tri(full))
+        assert ((w == 0) | (w == full)).all()
+        assert w.dtype == np.int32 and w.flags.f_contiguous
+        np.testing.assert_array_equal(wrow, full.max(axis=1))
+        np.testing.assert_array_equal(wcol, full.max(axis=0))

@@ -94,7 +94,7 @@ class Prepared:
             right = left if by is bx else scaling.side(by, bound=mode != "fast")
         wrow = wcol = W = None
         if mode != "fast":
-            wrow, wcol, W = scaling.bound_product(left, right)
+            wrow, wcol, W = scaling.bound_product(left, right, uplo=uplo)
         p = plan(
             routine,
             family,

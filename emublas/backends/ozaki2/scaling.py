@@ -31,7 +31,20 @@ from ..._arrays import is_cupy, namespace
 from ..._kernels import constants, cpu
 from . import kernels_cpu
 
-__all__ = ["Side", "side", "RowPlan", "row_plan", "bound_product", "growth", "needed_bits", "K_CHUNK", "DEAD", "SAFETY"]
+__all__ = [
+    "Side",
+    "side",
+    "RowPlan",
+    "row_plan",
+    "bound_product",
+    "growth",
+    "needed_bits",
+    "K_CHUNK",
+    "DEAD",
+    "SAFETY",
+    "TRIANGLE_MIN",
+    "TRIANGLE_BLOCKS",
+]
 
 #: Longest inner dimension of one int8 product whose int32 sum cannot overflow:
 #: residues are in [-128, 127], so each term is at most 2^14 in size.
@@ -214,7 +227,13 @@ def side(x, bound: bool = False) -> Side:
     return Side(x, bound=bound)
 
 
-def bound_product(left: Side, right: Side, *, threads=None):
+#: A rank-k call's W is made in column blocks of its triangle from this size on (on the CPU),
+#: at most TRIANGLE_BLOCKS of them: 8 blocks compute 36/64 of the square.
+TRIANGLE_MIN = 512
+TRIANGLE_BLOCKS = 8
+
+
+def bound_product(left: Side, right: Side, *, threads=None, uplo: int = 0):
     """The accurate mode's bound product ``W = ceil(127·Ā)·ceil(127·B̄)ᵀ``, on the factors' device.
 
     The integers are exact (k chunks summed in int64); nothing waits for them.
@@ -225,6 +244,14 @@ def bound_product(left: Side, right: Side, *, threads=None):
         The two factors (``right`` may be ``left`` for the rank-k routines).
     threads : int, optional
         Threads of the CPU's int8 products; None: the package default.
+    uplo : {0, 1, 2}, optional
+        The triangle of the output the call computes (1: ``i <= j``, 2: ``i >= j``; 0: all
+        of it).  Only the rank-k routines compute one, and their W is symmetric: ``B·Bᵀ``,
+        or for the rank-2k forms ``B₁·B₂ᵀ`` with ``B₂`` ``B₁``'s column halves swapped (the
+        same rows, so the same row scaling).  The call reads W only in its triangle, so on
+        the CPU, from :data:`TRIANGLE_MIN` rows on, only that triangle is made, in column
+        blocks (the diagonal blocks whole, the rest zero), and the maxima come from it and
+        its mirror: the same integers where they are read, the same maxima.
 
     Returns
     -------
@@ -238,6 +265,8 @@ def bound_product(left: Side, right: Side, *, threads=None):
         return _bound_product_gpu(left, right)
     a = left.int8_bound()
     b = a if right is left else right.int8_bound()
+    if uplo in (1, 2) and a.shape[0] >= TRIANGLE_MIN:
+        return _bound_triangle(a, b, uplo, threads)
     k = a.shape[1]
     w = None
     for start in range(0, max(k, 1), K_CHUNK):
@@ -248,6 +277,31 @@ def bound_product(left: Side, right: Side, *, threads=None):
     if w.dtype != np.int32:
         w = np.minimum(w, np.iinfo(np.int32).max).astype(np.int32)
     return wrow, wcol, np.asfortranarray(w)
+
+
+def _bound_triangle(a: np.ndarray, b: np.ndarray, uplo: int, threads):
+    """:func:`bound_product`'s symmetric ``W = a·bᵀ``, the ``uplo`` triangle only, in column blocks.
+
+    A row's maximum is the larger of its part in the triangle and the matching column's:
+    the maxima are exactly the whole product's.
+    """
+    m, k = a.shape
+    chunks = range(0, max(k, 1), K_CHUNK)
+    w = np.zeros((m, m), np.int32 if len(chunks) == 1 else np.int64, order="F")
+    width = -(-m // TRIANGLE_BLOCKS)
+    for j0 in range(0, m, width):
+        j1 = min(m, j0 + width)
+        r0, r1 = (0, j1) if uplo == 1 else (j0, m)
+        for start in chunks:
+            rows, cols = a[r0:r1, start : start + K_CHUNK], b[j0:j1, start : start + K_CHUNK]
+            if len(chunks) == 1:
+                cpu.i8gemm(rows, cols.T, out=w[r0:r1, j0:j1], threads=threads)
+            else:
+                w[r0:r1, j0:j1] += cpu.i8gemm(rows, cols.T, threads=threads)
+    wmax = np.maximum(axis_max(w, 1), axis_max(w, 0)).astype(np.int64)
+    if w.dtype != np.int32:
+        w = np.minimum(w, np.iinfo(np.int32).max).astype(np.int32)
+    return wmax, wmax, np.asfortranarray(w)
 
 
 def axis_max(w: np.ndarray, axis: int) -> np.ndarray:
