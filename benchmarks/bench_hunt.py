@@ -3,6 +3,7 @@
     python3 benchmarks/bench_hunt.py --cases 10000                      # every family, prefix, backend
     python3 benchmarks/bench_hunt.py --cases 500 --backends ozaki2 --kinds gemm,syr2k --show 5
     python3 benchmarks/bench_hunt.py --cases 300 --backends ozaki2 --device gpu   # cupy operands
+    python3 benchmarks/bench_hunt.py --cases 2000 --backends ozaki2 --kinds syrk,herk,syr2k,her2k --triangle-from 1
 
 Each case (tests/hunt_cases.py: structured matrices at exponents across the whole
 float32/float64 range) is run and every written entry is compared with its exact
@@ -37,7 +38,18 @@ def main(argv=None) -> int:
     p.add_argument("--show", type=int, default=3, help="silent cases to describe per row")
     p.add_argument("--json", help="write the counts here")
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="gpu: the operands as cupy arrays")
+    p.add_argument(
+        "--triangle-from",
+        type=int,
+        default=None,
+        help="ozaki2's rank-k bound product as a triangle from this many rows (scaling.TRIANGLE_MIN;"
+        " 1 puts the hunt's small cases on that path)",
+    )
     args = p.parse_args(argv)
+    if args.triangle_from is not None:
+        from emublas.backends.ozaki2 import scaling
+
+        scaling.TRIANGLE_MIN = args.triangle_from
     rows = []
     print(
         f"{'family':6} {'pfx':3} {'backend':9} {'cases':>7} {'entries':>9} {'silent':>7} "
