@@ -257,8 +257,7 @@ def route(routine: str, prefix: str, dims: tuple | None, device: str = "cpu") ->
     """:func:`selection` and :func:`fallthrough_reason` in one step: what each intercepted call asks.
 
     In a program whose BLAS work between calls leaves the caches cold, the shim's cost grows
-    with the code it runs, function calls included: the two steps share one reading of the
-    selection.
+    with the code it runs: the two steps share one reading of the selection.
 
     Parameters
     ----------
@@ -282,20 +281,8 @@ def route(routine: str, prefix: str, dims: tuple | None, device: str = "cpu") ->
     """
     config = _MODULES.get("config") or emublas_module("config")
     obj, opts = config.resolve(None, None)
-    name = obj.name
-    if name == "native":
-        return name, opts, "backend native"
-    if not obj.ready(device):
-        return name, opts, f"{name} cannot run on this device"
-    if dims is None:
-        return name, opts, "arguments left to the original"
-    floor = min_dim()
-    m, n, k = dims[0], dims[1], dims[2]
-    if m < floor or n < floor or k < floor:
-        return name, opts, f"min dim < {floor}"
-    if name == "auto" and prefix is not None and obj.choice(routine, prefix, m, n, k, device, opts) == "native":
-        return name, opts, "auto: native"
-    return name, opts, ""
+    why = fallthrough_reason(obj.name, obj.ready(device), dims, routine, prefix, device, opts)
+    return obj.name, opts, why
 
 
 def shim_options(backend: str, selection_options) -> dict[str, Any]:
