@@ -22,6 +22,31 @@
 #                                                     given together run side by side; 16 workers in all,
 #                                                     one line per test in $OUT/pytest_gpu_PART.log, the
 #                                                     slowest 25 listed; exits with pytest's status)  (carry: .whl)
+#   bash benchmarks/device_run.sh ab ROUNDS [ARGS]    build; this tree against an older one in the same call:
+#                                                     bench_ozaki2_gpu_phases.py ARGS, each tree running its
+#                                                     own script and package, alternating new, old ROUNDS
+#                                                     times: $OUT/phases_{new,old}_R.json  (carry: .whl, .old)
+#         before ab, here: rm -rf .old && mkdir .old && git archive OLD | tar -x -C .old \
+#                          && git rev-parse --short OLD >.old/COMMIT
+#   bash benchmarks/device_run.sh next-check [ROUNDS] build; in one call what branch next needs before it
+#                                                     merges: the GPU tests its changes touch (ozaki2 on cupy
+#                                                     bit for bit against the CPU, the shim's cupy side, auto's
+#                                                     GPU route cache; 16 workers, at most 300 s), then with
+#                                                     .old carried the ab job's alternation (ROUNDS, default 2)
+#                                                     at 4096 and 8192, d and z, and zherk 8192 (the triangle
+#                                                     W): $OUT/pytest_next.log, $OUT/phases_*  (carry: .whl, .old)
+#   bash benchmarks/device_run.sh next-full [ROUNDS]  build; the GPU suite (four parts side by side, 280 s), the CPU
+#                                                     kernels' tests on the device's processor (its AVX-512
+#                                                     paths), a GPU hunt, next-check's alternation against .old;
+#                                                     everything in $OUT/next_full.tgz  (carry: .whl, .old)
+#   bash benchmarks/device_run.sh peer COMMIT         build; bench_gemmul8.py at #14's targets (accurate, phi 0.5,
+#                                                     4096, 8192, 16384, 8192x8192x2048, 14-18 moduli), then
+#                                                     phi 4 and fast mode at 4096/8192: $OUT/peer.tgz
+#                                                     (carry: .whl, .peers)
+#   bash benchmarks/device_run.sh targets             build; the fixed cost at n = 256, ZHERK/ZGEMM 16384, ztrsm
+#                                                     16384, the cupy program under the shim: $OUT/targets.tgz
+#   bash benchmarks/device_run.sh one-call COMMIT     build; the GPU suite (200 s), then bench_gemmul8.py at #14's
+#                                                     target grid: $OUT/one_call.tgz  (carry: .whl, .peers)
 #   bash benchmarks/device_run.sh min-dim [OUT_DIR]   CPU, no build: the sweep behind EMUBLAS_MIN_DIM
 #                                                     (BENCHMARKS.md, "The interpose size threshold")
 #
@@ -30,6 +55,72 @@
 job=${1:-}
 shift || true
 here="$(dirname "$0")"
+
+# The GPU tests in parts side by side, within LIMIT seconds: gpu_tests LIMIT PART...
+gpu_tests() {
+    local limit=$1 part r rc=0 workers kexpr files
+    shift
+    [ $# -gt 0 ] || { echo "gpu-tests: give one or more parts, a, b, c or d" >&2; return 2; }
+    for part in "$@"; do
+        case "$part" in a | b | c | d) ;; *) echo "gpu-tests: the parts are a, b, c and d (got '${part}')" >&2; return 2 ;; esac
+    done
+    # parts given together run side by side and share the 16 workers
+    workers=$((16 / $#))
+    for part in "$@"; do
+        kexpr=""
+        case "$part" in
+        a) files=$(ls tests/test_*.py | grep -v -e test_blas_parity.py -e test_level3.py) ;;
+        b) files=tests/test_blas_parity.py ;;
+        c) files=tests/test_level3.py kexpr="not boolpack" ;;
+        d) files=tests/test_level3.py kexpr="boolpack" ;;
+        esac
+        # -v: a line per test as it ends, so a call cut short still says which tests passed
+        (timeout "$limit" python3 -m pytest -v -p no:cacheprovider -m gpu -n "$workers" -rf \
+            --durations=25 ${kexpr:+-k "$kexpr"} $files >"$OUT/pytest_gpu_$part.log" 2>&1
+        echo $? >"$OUT/pytest_gpu_$part.rc") &
+    done
+    wait
+    for part in "$@"; do
+        r=$(cat "$OUT/pytest_gpu_$part.rc")
+        echo "part $part: pytest exit status $r at ${SECONDS} s$([ "$r" -eq 124 ] && echo ': cut by the time limit, not complete')"
+        grep -cE " PASSED " "$OUT/pytest_gpu_$part.log" | sed 's/^/  passed: /'
+        grep -E "(FAILED|ERROR) " "$OUT/pytest_gpu_$part.log" | head -20
+        tail -1 "$OUT/pytest_gpu_$part.log"
+        [ "$r" -gt "$rc" ] && rc=$r
+    done
+    return $rc
+}
+
+# The GPU tests branch next's changes touch, within LIMIT seconds: next_tests LIMIT
+next_tests() {
+    timeout "$1" python3 -m pytest -q -p no:cacheprovider -m gpu -n 16 -rf tests/test_ozaki2_gpu.py \
+        tests/test_interpose_gpu.py tests/test_auto.py >"$OUT/pytest_next.log" 2>&1
+    local rc=$?
+    echo "pytest exit status $rc at ${SECONDS} s$([ $rc -eq 124 ] && echo ': cut by the time limit')"
+    grep -E "^(FAILED|ERROR)" "$OUT/pytest_next.log" | head -20
+    tail -1 "$OUT/pytest_next.log"
+}
+
+# This tree against .old, alternating, ROUNDS times, starting no run after DEADLINE seconds of
+# the job: 4096 and 8192, d and z, and zherk 8192 (the triangle W): next_ab ROUNDS DEADLINE
+next_ab() {
+    local rounds=$1 deadline=$2 r t tree
+    [ -f .old/COMMIT ] || { echo "no .old carried: the comparison is skipped"; return 0; }
+    python3 -m pip uninstall -y -q emublas >/dev/null 2>&1 # as in ab: PYTHONPATH picks the tree
+    cp emublas/_kernels/_cpu*.so .old/emublas/_kernels/
+    echo "new: $(git rev-parse --short HEAD 2>/dev/null || echo 'this tree'), old: $(cat .old/COMMIT)"
+    for r in $(seq "$rounds"); do
+        for t in new old; do
+            tree=$PWD
+            [ "$t" = old ] && tree=$PWD/.old
+            [ $SECONDS -gt "$deadline" ] && { echo "out of time after round $((r - 1))"; return 0; }
+            PYTHONPATH="$tree:/tmp/site" python3 "$tree/benchmarks/bench_ozaki2_gpu_phases.py" --sizes 4096 8192 \
+                --dtypes d z --moduli 16 --json "$OUT/phases_${t}_$r.json" 2>&1 | grep -E "^\| [a-z]+ \|" | sed "s/^/$t /"
+            PYTHONPATH="$tree:/tmp/site" python3 "$tree/benchmarks/bench_ozaki2_gpu_phases.py" --sizes 8192 \
+                --ops zherk --moduli 16 --json "$OUT/phases_zherk_${t}_$r.json" 2>&1 | grep -E "^\| [a-z]+ \|" | sed "s/^/$t /"
+        done
+    done
+}
 
 case "$job" in
 foundation)
@@ -64,37 +155,8 @@ gemmul8)
     exit $rc
     ;;
 gpu-tests)
-    [ $# -gt 0 ] || { echo "gpu-tests: give one or more parts, a, b, c or d" >&2; exit 2; }
-    for part in "$@"; do
-        case "$part" in a | b | c | d) ;; *) echo "gpu-tests: the parts are a, b, c and d (got '${part}')" >&2; exit 2 ;; esac
-    done
     source "$here/_device_setup.sh"
-    # parts given together run side by side and share the 16 workers
-    workers=$((16 / $#))
-    for part in "$@"; do
-        kexpr=""
-        case "$part" in
-        a) files=$(ls tests/test_*.py | grep -v -e test_blas_parity.py -e test_level3.py) ;;
-        b) files=tests/test_blas_parity.py ;;
-        c) files=tests/test_level3.py kexpr="not boolpack" ;;
-        d) files=tests/test_level3.py kexpr="boolpack" ;;
-        esac
-        # -v: a line per test as it ends, so a call cut short still says which tests passed
-        (timeout $((570 - SECONDS)) python3 -m pytest -v -p no:cacheprovider -m gpu -n "$workers" -rf \
-            --durations=25 ${kexpr:+-k "$kexpr"} $files >"$OUT/pytest_gpu_$part.log" 2>&1
-        echo $? >"$OUT/pytest_gpu_$part.rc") &
-    done
-    wait
-    rc=0
-    for part in "$@"; do
-        r=$(cat "$OUT/pytest_gpu_$part.rc")
-        echo "part $part: pytest exit status $r at ${SECONDS} s$([ "$r" -eq 124 ] && echo ': cut by the time limit, not complete')"
-        grep -cE " PASSED " "$OUT/pytest_gpu_$part.log" | sed 's/^/  passed: /'
-        grep -E "(FAILED|ERROR) " "$OUT/pytest_gpu_$part.log" | head -20
-        tail -1 "$OUT/pytest_gpu_$part.log"
-        [ "$r" -gt "$rc" ] && rc=$r
-    done
-    exit $rc
+    gpu_tests $((570 - SECONDS)) "$@"
     ;;
 products)
     source "$here/_device_setup.sh"
@@ -103,6 +165,109 @@ products)
     python3 benchmarks/bench_int8_products_gpu.py --json "$OUT/products.json" --budget-s $((560 - SECONDS)) "$@" \
         2>&1 | tee "$OUT/products.md"
     ;;
+ab)
+    rounds=${1:-2}
+    shift || true
+    [ -f .old/COMMIT ] || { echo "ab: no .old/COMMIT (see the usage at the top) or .old not carried"; exit 1; }
+    source "$here/_device_setup.sh"
+    # the editable install would shadow PYTHONPATH, so that both runs imported this tree
+    python3 -m pip uninstall -y -q emublas >/dev/null 2>&1
+    cp emublas/_kernels/_cpu*.so .old/emublas/_kernels/ # the C extension: GPU calls need only its import
+    echo "new: $(git rev-parse --short HEAD 2>/dev/null || echo 'this tree'), old: $(cat .old/COMMIT)"
+    for r in $(seq "$rounds"); do
+        for t in new old; do
+            tree=$PWD
+            [ "$t" = old ] && tree=$PWD/.old
+            PYTHONPATH="$tree:/tmp/site" python3 "$tree/benchmarks/bench_ozaki2_gpu_phases.py" "$@" \
+                --json "$OUT/phases_${t}_$r.json" 2>&1 | grep -E "^\| [a-z]+ \|" | sed "s/^/$t /"
+        done
+    done
+    ;;
+next-check)
+    rounds=${1:-2}
+    source "$here/_device_setup.sh"
+    nvidia-smi -L
+    next_tests 300
+    next_ab "$rounds" 540
+    ;;
+next-full)
+    # branch next's whole check in one call: the GPU suite, the CPU kernels' paths on this
+    # machine's processor (AVX-512 there), a GPU hunt, then the alternation against .old;
+    # the outputs go back as one archive ($OUT/next_full.tgz), since the tool returns 8 files
+    rounds=${1:-1}
+    source "$here/_device_setup.sh"
+    nvidia-smi -L
+    lscpu | grep -o -E "avx512[a-z_]*|amx[a-z_]*" | sort -u | tr '\n' ' '; echo
+    gpu_tests 280 a b c d
+    timeout 90 python3 -m pytest -q -p no:cacheprovider -n 8 -rf tests/test_ozaki_kernels.py \
+        tests/test_ozaki2_cpu_loop.py tests/test_i8gemm.py >"$OUT/pytest_cpu.log" 2>&1
+    echo "CPU paths: exit status $? at ${SECONDS} s"; tail -1 "$OUT/pytest_cpu.log"
+    grep -E "^(FAILED|ERROR)" "$OUT/pytest_cpu.log" | head -10
+    timeout 60 python3 benchmarks/bench_hunt.py --cases 100 --kinds gemm,syrk,herk --backends ozaki2 --device gpu \
+        --json "$OUT/hunt_gpu.json" >"$OUT/hunt_gpu.log" 2>&1
+    echo "GPU hunt: exit status $? at ${SECONDS} s"; tail -3 "$OUT/hunt_gpu.log"
+    next_ab "$rounds" 400
+    tar czf /tmp/next_full.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/next_full.tgz "$OUT/"
+    ;;
+peer)
+    # #14's comparison in one call: emublas, GEMMul8 (hook mode) and cuBLAS at the targets' grid
+    # (accurate, phi 0.5, 4096/8192/16384 and 8192 x 8192 x 2048) first, then phi 4 and fast mode
+    # at 4096/8192 with what is left; one archive back ($OUT/peer.tgz)  (carry: .whl, .peers)
+    commit=${1:?peer: give the commit measured}
+    source "$here/_device_setup.sh"
+    LIB="$PWD/.peers/gemmul8/libgemmul8.so"
+    [ -f "$LIB" ] || { echo "no $LIB: copy ../shared/peers/gemmul8/libgemmul8.so there and carry .peers"; exit 1; }
+    nvidia-smi -L
+    for part in targets rest; do
+        if [ $part = targets ]; then
+            grid=(--shapes 4096,8192,16384,8192x8192x2048 --phis 0.5 --modes accurate --budget-s 250)
+        else
+            grid=(--shapes 4096,8192 --phis 4,0.5 --modes fast,accurate --budget-s $((530 - SECONDS)))
+            [ $SECONDS -gt 420 ] && { echo "peer: no time left for the second grid"; break; }
+        fi
+        python3 benchmarks/bench_gemmul8.py --gemmul8-lib "$LIB" --commit "$commit" --moduli 14,15,16,17,18 \
+            "${grid[@]}" --json "$OUT/gemmul8_$part.json" --tables "$OUT/gemmul8_$part.md" \
+            --workdir "/tmp/work_$part" >"$OUT/bench_$part.log" 2>&1
+        echo "== $part: exit status $? at ${SECONDS} s"
+        grep -E "FAILED|Traceback|Error" "$OUT/bench_$part.log" | grep -v "^\[.*\] {" | head -5
+        sed -n '/^=== tables/,$p' "$OUT/bench_$part.log" | cut -c1-220
+    done
+    tar czf /tmp/peer.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/peer.tgz "$OUT/"
+    ;;
+targets)
+    # the other GPU targets of #14 and #16 in one call: the fixed cost at n = 256 (graphs on and
+    # off), ZHERK against ZGEMM at 16384, ztrsm 16384 against cuBLAS, an unchanged cupy program
+    # under the shim; one archive back ($OUT/targets.tgz)  (carry: .whl)
+    source "$here/_device_setup.sh"
+    nvidia-smi -L
+    python3 benchmarks/bench_ozaki2_gpu_phases.py --sizes 256 --dtypes d --moduli 16 --graphs auto off \
+        --json "$OUT/phases_256.json" 2>&1 | tee "$OUT/phases_256.log" | grep -E "^\| "
+    python3 benchmarks/bench_ozaki2_gpu_phases.py --sizes 16384 --ops zherk zgemm --moduli 16 --phi 0 \
+        --json "$OUT/phases_zherk_16384.json" 2>&1 | tee "$OUT/phases_zherk.log" | grep -E "^\| "
+    timeout $((450 - SECONDS)) python3 benchmarks/bench_trsm_gpu.py --sizes 16384 --dtypes z --reps 2 --columns 4 \
+        --json "$OUT/trsm_16384.json" 2>&1 | tee "$OUT/trsm.log" | tail -8
+    timeout $((570 - SECONDS)) python3 benchmarks/bench_shim_program.py --device gpu --runs 3 --warmup 1 \
+        --json "$OUT/shim_cupy.json" 2>&1 | tee "$OUT/shim.log" | tail -6
+    tar czf /tmp/targets.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/targets.tgz "$OUT/"
+    ;;
+one-call)
+    # where device time allows one call: the GPU suite (four parts side by side, 200 s), then
+    # bench_gemmul8.py at #14's target grid (accurate, phi 0.5) with what is left; one archive back
+    # ($OUT/one_call.tgz)  (carry: .whl, .peers)
+    commit=${1:?one-call: give the commit measured}
+    source "$here/_device_setup.sh"
+    LIB="$PWD/.peers/gemmul8/libgemmul8.so"
+    [ -f "$LIB" ] || { echo "no $LIB: copy ../shared/peers/gemmul8/libgemmul8.so there and carry .peers"; exit 1; }
+    nvidia-smi -L
+    gpu_tests 200 a b c d
+    python3 benchmarks/bench_gemmul8.py --gemmul8-lib "$LIB" --commit "$commit" --moduli 14,15,16,17,18 \
+        --shapes 4096,8192,16384 --phis 0.5 --modes accurate --budget-s $((540 - SECONDS)) \
+        --json "$OUT/gemmul8.json" --tables "$OUT/gemmul8.md" --workdir /tmp/work >"$OUT/bench.log" 2>&1
+    echo "== gemmul8: exit status $? at ${SECONDS} s"
+    grep -E "FAILED|Traceback|Error" "$OUT/bench.log" | grep -v "^\[.*\] {" | head -5
+    sed -n '/^=== tables/,$p' "$OUT/bench.log" | cut -c1-220
+    tar czf /tmp/one_call.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/one_call.tgz "$OUT/"
+    ;;
 min-dim)
     set -euo pipefail
     out=${1:-min-dim-out}
@@ -110,7 +275,7 @@ min-dim)
         --grid 'ozaki2:moduli=16' --families phi0.5 --reps 5 --no-plots --out "$out"
     ;;
 *)
-    echo "usage: bash benchmarks/device_run.sh {foundation|ozaki2|gemmul8|products|gpu-tests a|b|c|min-dim} [ARGS...]" >&2
+    echo "usage: bash benchmarks/device_run.sh {foundation|ozaki2|gemmul8|products|gpu-tests a|b|c|d|ab|next-check|next-full|peer|targets|one-call|min-dim} [ARGS...]" >&2
     exit 2
     ;;
 esac
