@@ -408,6 +408,7 @@ def _capture_and_replay(emublas, cp, rng, a, b, ref, mode, dtype):
     # the output lives outside the graph (c updated in place): a graph that allocated its
     # output could not be launched again until that allocation was freed
     out = cp.zeros(ref.shape, ref.dtype, order="F")
+    cp.cuda.Stream.null.synchronize()  # a non-blocking stream does not wait for the null stream's work
     with stream:
         emublas.gemm(1.0, a, b, 0.0, out, overwrite_c=1, backend="ozaki2", mode=mode, moduli=16)  # warm-up
         stream.begin_capture()
@@ -419,9 +420,10 @@ def _capture_and_replay(emublas, cp, rng, a, b, ref, mode, dtype):
     stream.synchronize()
     cp.testing.assert_array_equal(out, ref)
     a2, b2 = (cp.asarray(_wide(rng, s, dtype, 0.5)) for s in ((96, 80), (80, 72)))
-    a[...] = a2
-    b[...] = b2
-    with stream:
+    cp.cuda.Stream.null.synchronize()
+    with stream:  # the new inputs copied in on the graph's stream, so that the replay reads them
+        a[...] = a2
+        b[...] = b2
         graph.launch(stream)
     stream.synchronize()
     cp.testing.assert_array_equal(out, emublas.gemm(1.0, a2, b2, backend="ozaki2", mode=mode, moduli=16))
