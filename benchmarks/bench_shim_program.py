@@ -57,6 +57,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--backend", default="auto", help="EMUBLAS_BACKEND of the shim's runs")
     ap.add_argument("--tolerance", type=float, default=0.0, help="the target allows shim <= native x (1 + this)")
     ap.add_argument("--timeout-s", type=float, default=600.0, help="per process")
+    ap.add_argument(
+        "--routes",
+        action="store_true",
+        help="after the timed runs, run the shim once more with EMUBLAS_VERBOSE=1 (not timed) and"
+        " summarise where its calls went: calls and milliseconds per routine and target, the"
+        " emulated calls one by one",
+    )
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     if args.runs < 1 or args.warmup < 0:
@@ -95,6 +102,38 @@ def run_once(argv: list[str], env: dict[str, str], timeout: float) -> dict:
         "checksum": checksum.group(1) if checksum else None,
         "stdout": proc.stdout[-2000:],
     }
+
+
+#: the shim's verbose line (interpose.policy.record): routine, dims, dtype, target, milliseconds
+ROUTE = re.compile(r"^emublas: (\S+) (\S+) (\S+) -> (.+) ([0-9.]+) ms$")
+
+
+def routes(argv: list[str], env: dict[str, str], timeout: float) -> dict:
+    """One untimed shim run under ``EMUBLAS_VERBOSE=1``: its calls by routine and target."""
+    proc = subprocess.run(
+        argv, env={**env, "EMUBLAS_VERBOSE": "1"}, capture_output=True, text=True, timeout=timeout, cwd=ROOT
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return parse_routes(proc.stderr)
+
+
+def parse_routes(stderr: str) -> dict:
+    """The shim's verbose lines in ``stderr``: calls and ms per routine and target, and the
+    emulated calls one by one (other lines are ignored)."""
+    by: dict[str, dict[str, float]] = {}
+    emulated = []
+    for line in stderr.splitlines():
+        got = ROUTE.match(line.strip())
+        if got is None:
+            continue
+        routine, dims, dtype, target, ms = got.groups()
+        entry = by.setdefault(f"{routine} -> {target}", {"calls": 0, "ms": 0.0})
+        entry["calls"] += 1
+        entry["ms"] += float(ms)
+        if not target.startswith("native"):
+            emulated.append({"routine": routine, "dims": dims, "dtype": dtype, "target": target, "ms": float(ms)})
+    return {"by_route": by, "emulated": emulated}
 
 
 def spread(xs: list[float]) -> dict[str, float]:
@@ -138,6 +177,14 @@ def main(argv=None) -> int:
         f"shim/native: elapsed {ratio:.3f} (paired {paired:.3f}), process {wall_ratio:.3f};"
         f" target (shim <= native x {1 + args.tolerance:g}): {'held' if held else 'MISSED'}"
     )
+    routed = None
+    if args.routes:
+        routed = routes(*cmds["shim"], args.timeout_s)
+        print("routes of one more shim run (EMUBLAS_VERBOSE=1, not timed): calls, ms")
+        for key, v in sorted(routed["by_route"].items()):
+            print(f"  {key}: {v['calls']}, {v['ms']:.1f}")
+        for e in routed["emulated"]:
+            print(f"  emulated: {e['routine']} {e['dims']} {e['dtype']} -> {e['target']} {e['ms']:.3f} ms")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(
@@ -154,6 +201,7 @@ def main(argv=None) -> int:
                     "checksums": sums,
                     "target_held": held,
                     "runs": runs,
+                    "routes": routed,
                 },
                 fh,
                 indent=1,

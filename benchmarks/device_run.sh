@@ -246,7 +246,7 @@ targets)
         --json "$OUT/phases_zherk_16384.json" 2>&1 | tee "$OUT/phases_zherk.log" | grep -E "^\| "
     timeout $((450 - SECONDS)) python3 benchmarks/bench_trsm_gpu.py --sizes 16384 --dtypes z --reps 2 --columns 4 \
         --json "$OUT/trsm_16384.json" 2>&1 | tee "$OUT/trsm.log" | tail -8
-    timeout $((570 - SECONDS)) python3 benchmarks/bench_shim_program.py --device gpu --runs 3 --warmup 1 \
+    timeout $((570 - SECONDS)) python3 benchmarks/bench_shim_program.py --device gpu --runs 3 --warmup 1 --routes \
         --json "$OUT/shim_cupy.json" 2>&1 | tee "$OUT/shim.log" | tail -6
     tar czf /tmp/targets.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/targets.tgz "$OUT/"
     ;;

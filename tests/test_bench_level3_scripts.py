@@ -167,6 +167,30 @@ def test_bench_shim_program_runs_both(tmp_path):
         bench_shim_program.main(["--program", str(bad), "--runs", "1"])
 
 
+def test_bench_shim_program_routes_summary(tmp_path):
+    """--routes: an untimed shim run under EMUBLAS_VERBOSE=1, its lines counted per routine
+    and target, emulated calls listed; other stderr lines ignored."""
+    got = bench_shim_program.parse_routes(
+        "emublas: dgemm 64x64x64 float64 -> native [auto(chose=native,table=t)] 0.020 ms\n"
+        "a warning line\n"
+        "emublas: dgemm 64x64x64 float64 -> native [auto(chose=native,table=t)] 0.030 ms\n"
+        "emublas: zgemm 4096x4096x4096 complex128 -> ozaki2(moduli=16) 6.500 ms\n"
+    )
+    native = got["by_route"]["dgemm -> native [auto(chose=native,table=t)]"]
+    assert native["calls"] == 2 and native["ms"] == pytest.approx(0.05)
+    assert got["by_route"]["zgemm -> ozaki2(moduli=16)"] == {"calls": 1, "ms": 6.5}
+    assert got["emulated"] == [
+        {"routine": "zgemm", "dims": "4096x4096x4096", "dtype": "complex128", "target": "ozaki2(moduli=16)", "ms": 6.5}
+    ]
+    # a real program under the shim, end to end (the scipy example at a small size)
+    out = tmp_path / "shim.json"
+    argv = ["--runs", "1", "--routes", "--json", str(out), "--", "96", "32"]
+    assert bench_shim_program.main(argv) == 0
+    doc = json.loads(out.read_text())
+    calls = sum(v["calls"] for v in doc["routes"]["by_route"].values())
+    assert calls > 0 and all(k.split(" -> ")[0][0] in "sdcz" for k in doc["routes"]["by_route"])
+
+
 def test_scipy_cholesky_example_is_right():
     proc = subprocess.run(
         [sys.executable, os.path.join(EXAMPLES, "scipy_cholesky.py"), "100", "32"],
