@@ -85,13 +85,19 @@ def commands(args) -> dict[str, tuple[list[str], dict[str, str]]]:
     }
 
 
+def _process(argv: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+    """One run of the program, its output captured; RuntimeError if it failed."""
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return proc
+
+
 def run_once(argv: list[str], env: dict[str, str], timeout: float) -> dict:
     """One process: its reported time and checksum, and its wall time."""
     t0 = time.perf_counter()
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    proc = _process(argv, env, timeout)
     wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     found = ELAPSED.search(proc.stdout)
     if found is None:
         raise RuntimeError(f"{' '.join(argv)} printed no 'elapsed_s = X' line:\n{proc.stdout[-2000:]}")
@@ -110,12 +116,7 @@ ROUTE = re.compile(r"^emublas: (\S+) (\S+) (\S+) -> (.+) ([0-9.]+) ms$")
 
 def routes(argv: list[str], env: dict[str, str], timeout: float) -> dict:
     """One untimed shim run under ``EMUBLAS_VERBOSE=1``: its calls by routine and target."""
-    proc = subprocess.run(
-        argv, env={**env, "EMUBLAS_VERBOSE": "1"}, capture_output=True, text=True, timeout=timeout, cwd=ROOT
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return parse_routes(proc.stderr)
+    return parse_routes(_process(argv, {**env, "EMUBLAS_VERBOSE": "1"}, timeout).stderr)
 
 
 def parse_routes(stderr: str) -> dict:
