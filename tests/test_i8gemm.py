@@ -477,6 +477,21 @@ def test_concurrent_callers(seeded: Seeded) -> None:
         check(r, want, seeded, "concurrent caller")
 
 
+def _wait_child(pid: int, seeded: Seeded) -> None:
+    """Wait up to a minute for a forked child; fail if it hangs or exits non-zero."""
+    deadline = time.monotonic() + 60
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail(f"i8gemm hung in a forked child (seed={seeded.seed})")
+        time.sleep(0.05)
+    assert os.waitstatus_to_exitcode(status) == 0, f"wrong result in child (seed={seeded.seed})"
+
+
 @pytest.mark.skipif(not hasattr(os, "fork") or sys.platform != "linux", reason="needs fork")
 def test_fork_after_threads(seeded: Seeded) -> None:
     # The pool is reset in a forked child (it has no workers); a parallel call
@@ -490,17 +505,75 @@ def test_fork_after_threads(seeded: Seeded) -> None:
             ok = np.array_equal(cpu.i8gemm(a, b, threads=2), want)
         finally:
             os._exit(0 if ok else 1)
-    deadline = time.monotonic() + 60
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            pytest.fail(f"i8gemm hung in a forked child (seed={seeded.seed})")
-        time.sleep(0.05)
-    assert os.waitstatus_to_exitcode(status) == 0, f"wrong result in child (seed={seeded.seed})"
+    _wait_child(pid, seeded)
+
+
+def _pool_cpu_ticks() -> int:
+    """CPU time (clock ticks) the pool's workers have used so far."""
+    total = 0
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/comm") as f:
+                if f.read().strip() != "emublas-pool":
+                    continue
+            with open(f"/proc/self/task/{task}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except FileNotFoundError:  # a thread that ended meanwhile
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total
+
+
+def test_held_pool_results_and_nesting(seeded: Seeded) -> None:
+    # Holding changes when the workers sleep, never a result; holds nest, and a
+    # release without a hold is harmless.
+    a, b = seeded.i8((200, 300)), seeded.i8((300, 250))
+    want = ref(a, b)
+    with cpu.held_pool():
+        check(cpu.i8gemm(a, b, threads=2), want, seeded, "held")
+        with cpu.held_pool():
+            check(cpu.i8gemm(a, b, threads=2), want, seeded, "held twice")
+        check(cpu.i8gemm(a, b, threads=2), want, seeded, "still held")
+    _, lib = cpu.require()
+    lib.emublas_pool_hold(0)  # unmatched: ignored
+    check(cpu.i8gemm(a, b, threads=2), want, seeded, "released")
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_pool_workers_sleep_when_not_held(seeded: Seeded) -> None:
+    # Released, the workers must not burn a core (a BLAS call made next needs it);
+    # held but idle, they spin at most a few milliseconds before sleeping.
+    a, b = seeded.i8((256, 256)), seeded.i8((256, 256))
+    with cpu.held_pool():
+        cpu.i8gemm(a, b, threads=2)
+    time.sleep(0.05)
+    before = _pool_cpu_ticks()
+    time.sleep(0.3)
+    assert _pool_cpu_ticks() - before <= 3, "pool workers used CPU while the pool was not held"
+    with cpu.held_pool():
+        cpu.i8gemm(a, b, threads=2)
+        before = _pool_cpu_ticks()
+        time.sleep(0.3)  # held, no work: one spin of at most 5 ms, then sleep
+        spent = _pool_cpu_ticks() - before
+    assert spent <= 5, f"held idle pool workers used {spent} ticks in 0.3 s"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or sys.platform != "linux", reason="needs fork")
+def test_fork_while_held(seeded: Seeded) -> None:
+    # A child forked inside a hold starts unheld with no workers, and works.
+    a, b = seeded.i8((300, 200)), seeded.i8((200, 300))
+    want = ref(a, b)
+    with cpu.held_pool():
+        cpu.i8gemm(a, b, threads=2)
+        pid = os.fork()
+        if pid == 0:  # child
+            try:
+                ok = np.array_equal(cpu.i8gemm(a, b, threads=2), want)
+                with cpu.held_pool():
+                    ok = ok and np.array_equal(cpu.i8gemm(a, b, threads=2), want)
+            finally:
+                os._exit(0 if ok else 1)
+    _wait_child(pid, seeded)
 
 
 # ---- errors -------------------------------------------------------------------------

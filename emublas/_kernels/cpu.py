@@ -18,6 +18,8 @@ from __future__ import annotations
 import operator
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
@@ -42,6 +44,7 @@ __all__ = [
     "require",
     "load",
     "threads_for",
+    "held_pool",
 ]
 
 #: Valid values of the ``impl`` argument of :func:`i8gemm`.
@@ -266,6 +269,28 @@ def kernel_name(impl: str = "auto") -> str:
     ffi, lib = require()
     _check_supported(impl)
     return ffi.string(lib.emublas_i8gemm_kernel_name(code)).decode()
+
+
+@contextmanager
+def held_pool() -> Iterator[None]:
+    """Hold the C kernels' thread pool for a sequence of kernel calls (one emulated GEMM).
+
+    While held, the pool's idle workers wait awake for the next kernel instead of
+    sleeping (each for at most 5 ms), and sleeping ones are woken at once: a
+    worker's wake-up costs tens of microseconds in a VM, several times per call
+    otherwise.  On exit they sleep again, so that the BLAS library called next
+    gets the cores.  Holds nest and may come from several threads; results do not
+    depend on them.  Does nothing where the extension is not built.
+    """
+    mod = load()
+    if mod is None:
+        yield
+        return
+    mod.lib.emublas_pool_hold(1)
+    try:
+        yield
+    finally:
+        mod.lib.emublas_pool_hold(0)
 
 
 def threads_for(threads: int | None) -> int:

@@ -16,8 +16,8 @@
  * overlap the inputs.
  *
  * Threads: a small pthread pool whose idle workers block on a condition
- * variable (they never spin after a call returns, so a BLAS library called
- * right afterwards gets the cores).  On Linux each worker is pinned to an
+ * variable (they spin only while a caller holds the pool, see
+ * emublas_pool_hold, so a BLAS library called afterwards gets the cores).  On Linux each worker is pinned to an
  * allowed CPU other than the calling thread's (see pool.c for why).  Calls
  * from several threads at once are safe; a call that finds the pool busy
  * runs on its own thread.  fork() in a process that used the pool is safe.
@@ -60,6 +60,13 @@ extern "C" {
 
 /* CPU features usable here (CPU and OS support), a mask of EMUBLAS_CPU_*. */
 int emublas_cpu_features(void);
+
+/* on != 0: the caller will run several calls back to back (one emulated
+ * GEMM); until the matching emublas_pool_hold(0), idle workers pinned one per
+ * CPU wait awake for the next call (at most 5 ms each), and sleeping ones are
+ * woken now.  Holds nest and may come from several threads.  Performance
+ * only: results do not depend on it. */
+void emublas_pool_hold(int on);
 
 /*
  * C = A*B (accumulate == 0) or C += A*B (accumulate != 0).

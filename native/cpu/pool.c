@@ -9,6 +9,15 @@
  * in a VM, an interrupt to a halted vCPU), which the GEMM driver avoids for
  * small problems by running single-threaded.
  *
+ * A caller with several regions to run back to back (one emulated GEMM: the
+ * scaling, residue, product and CRT passes with Python in between) holds the
+ * pool (emublas_pool_hold): while held, a worker that finished a region spins
+ * for the next one instead of sleeping, for at most HOLD_SPIN_NS without a
+ * region, and holding wakes sleeping workers at once, so that their wake-up
+ * overlaps the caller's own work.  Measured on a 2-vCPU VM, a 128 x 128 dgemm
+ * (seven regions) went from 1.29 to 1.04 ms.  Released, the workers sleep
+ * again, so a BLAS library called after the emulated call gets the cores.
+ *
  * One parallel region runs at a time; a caller that finds the pool busy (a
  * second Python thread, the GIL being released) simply runs its task on its
  * own thread with nthreads = 1.
@@ -48,6 +57,9 @@ static emublas_task_fn job_fn;
 static void *job_ctx;
 static int job_nthreads;
 static int pending;             /* workers of the current region not finished */
+static int hold_count;          /* emublas_pool_hold nesting (atomic reads outside the lock) */
+static uint64_t hold_epoch;     /* bumped when hold_count leaves zero */
+static int spin_ok;             /* the workers are pinned one per CPU: spinning steals no one's core */
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static pthread_t worker_thread[EMUBLAS_MAX_THREADS];
 #if defined(__linux__) && defined(CPU_SET)
@@ -57,16 +69,67 @@ static int worker_cpu[EMUBLAS_MAX_THREADS]; /* pinned CPU, or -1: caller's mask 
 #define POOL_PINNING 0
 #endif
 
+/* A held worker waits awake this long for the next region, then sleeps until
+ * the next hold; the caller waits awake this long for its workers. */
+#define HOLD_SPIN_NS 5000000
+#define DONE_SPIN_NS 200000
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Spin while no region after `seen` is posted and the pool is held, for at
+ * most HOLD_SPIN_NS; returns 1 when a region was posted. */
+static int spin_for_region(uint64_t seen)
+{
+    const uint64_t end = now_ns() + HOLD_SPIN_NS;
+    for (;;) {
+        for (int i = 0; i < 64; i++) {
+            if (__atomic_load_n(&generation, __ATOMIC_ACQUIRE) != seen)
+                return 1;
+            if (__atomic_load_n(&hold_count, __ATOMIC_ACQUIRE) == 0)
+                return 0;
+            cpu_relax();
+        }
+        if (now_ns() >= end)
+            return 0;
+    }
+}
+
 static void *worker_main(void *arg)
 {
     int id = (int)(intptr_t)arg;
+#if defined(__linux__)
+    pthread_setname_np(pthread_self(), "emublas-pool"); /* for top, gdb and the tests */
+#endif
     pthread_mutex_lock(&lock);
     /* start_gen was recorded before this thread existed, so a region posted
      * between pthread_create and here is not missed. */
     uint64_t seen = start_gen[id];
+    uint64_t gave_up = 0; /* the hold epoch whose spin timed out (epochs start at 1) */
     for (;;) {
-        while (generation == seen)
+        while (generation == seen) {
+            if (hold_count > 0 && spin_ok && gave_up != hold_epoch) {
+                const uint64_t epoch = hold_epoch;
+                pthread_mutex_unlock(&lock);
+                const int posted = spin_for_region(seen);
+                pthread_mutex_lock(&lock);
+                if (!posted && hold_count > 0 && hold_epoch == epoch && generation == seen)
+                    gave_up = epoch; /* held but idle too long: sleep until the next hold */
+                continue;
+            }
             pthread_cond_wait(&wake, &lock);
+        }
         seen = generation;
         emublas_task_fn fn = job_fn;
         void *ctx = job_ctx;
@@ -75,7 +138,7 @@ static void *worker_main(void *arg)
         if (id < nt)
             fn(ctx, id, nt);
         pthread_mutex_lock(&lock);
-        if (id < nt && --pending == 0)
+        if (id < nt && __atomic_sub_fetch(&pending, 1, __ATOMIC_ACQ_REL) == 0)
             pthread_cond_signal(&done);
     }
     return NULL;
@@ -95,6 +158,8 @@ static void atfork_child(void)
     barrier_wake = c0;
     nworkers = 0;
     pending = 0;
+    hold_count = 0;
+    spin_ok = 0;
 }
 
 static void register_atfork(void)
@@ -149,6 +214,7 @@ static void place_workers(int nt)
         if (CPU_ISSET(c, &allowed) && c != me)
             others[nothers++] = c;
     const int pin = me >= 0 && CPU_ISSET(me, &allowed) && nt - 1 <= nothers;
+    spin_ok = pin;
     for (int id = 1; id < nt; id++) {
         const int want = pin ? others[(id - 1) % nothers] : -1;
         if (worker_cpu[id] == want)
@@ -184,7 +250,7 @@ int emublas__parallel(emublas_task_fn fn, void *ctx, int nthreads)
         job_ctx = ctx;
         job_nthreads = nt;
         pending = nt - 1;
-        generation++;
+        __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
         pthread_cond_broadcast(&wake);
     }
     pthread_mutex_unlock(&lock);
@@ -192,6 +258,12 @@ int emublas__parallel(emublas_task_fn fn, void *ctx, int nthreads)
     fn(ctx, 0, nt);
 
     if (nt > 1) {
+        if (spin_ok) { /* the workers usually finish within microseconds of the caller */
+            const uint64_t end = now_ns() + DONE_SPIN_NS;
+            while (__atomic_load_n(&pending, __ATOMIC_ACQUIRE) > 0 && now_ns() < end)
+                for (int i = 0; i < 64; i++)
+                    cpu_relax();
+        }
         pthread_mutex_lock(&lock);
         while (pending > 0)
             pthread_cond_wait(&done, &lock);
@@ -199,6 +271,22 @@ int emublas__parallel(emublas_task_fn fn, void *ctx, int nthreads)
     }
     pthread_mutex_unlock(&run_lock);
     return nt;
+}
+
+void emublas_pool_hold(int on)
+{
+    pthread_once(&atfork_once, register_atfork);
+    pthread_mutex_lock(&lock);
+    if (on) {
+        if (__atomic_add_fetch(&hold_count, 1, __ATOMIC_ACQ_REL) == 1) {
+            hold_epoch++;
+            if (spin_ok && nworkers > 0)
+                pthread_cond_broadcast(&wake); /* start waking them now */
+        }
+    } else if (hold_count > 0) {
+        __atomic_sub_fetch(&hold_count, 1, __ATOMIC_ACQ_REL);
+    }
+    pthread_mutex_unlock(&lock);
 }
 
 int emublas__online_cpus(void)
@@ -221,13 +309,6 @@ int emublas__online_cpus(void)
  * for all barriers (one region runs at a time, so its sleepers are the only
  * ones). */
 #define BARRIER_SPINS 4000
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
 
 void emublas__barrier_wait(emublas__barrier *b, int nthreads)
 {

@@ -14,6 +14,7 @@ import time
 import numpy as np
 
 from ..._arrays import is_cupy, namespace
+from ..._kernels import cpu
 from . import certify, cpu_stages, pipeline, scaling
 from .planning import fixed_moduli, job_for, job_of, nterms, plan, precision_of
 
@@ -217,6 +218,11 @@ def run_cpu(routine, recipe_name, family, x, y, out, alpha, beta, **kw):
     dict
         The call's last-run record.
     """
+    with cpu.held_pool():  # its kernels run back to back: keep the workers awake between them
+        return _run_cpu(routine, recipe_name, family, x, y, out, alpha, beta, **kw)
+
+
+def _run_cpu(routine, recipe_name, family, x, y, out, alpha, beta, **kw):
     pr = Prepared(routine, recipe_name, family, x, y, out, **kw)
     uplo, timer, jb = kw["uplo"], pr.timer, pr.jb
     batch = cpu_stages.batch_for(x, y, out, jb)
