@@ -32,6 +32,8 @@ __all__ = [
     "emublas_module",
     "selection",
     "route",
+    "native_below",
+    "count",
     "explicit_options",
     "fallthrough_reason",
     "shim_options",
@@ -285,6 +287,56 @@ def route(routine: str, prefix: str, dims: tuple | None, device: str = "cpu") ->
     return obj.name, opts, why
 
 
+def native_below(routine: str, prefix: str, device: str = "cpu") -> int:
+    """A size below which :func:`route` sends every call of ``prefix`` + ``routine`` to the original.
+
+    The shim's shortcut for small calls: where one operand's smallest side is below this,
+    the call's smallest dimension is too (every operand's sides are among m, n and k), so
+    the call goes to the original without binding its arguments or asking ``auto`` for its
+    shape.  0 under ``EMUBLAS_VERBOSE`` (each call's line needs the full route).
+
+    Parameters
+    ----------
+    routine : str
+        The routine kind (gemm, syrk, ..., trsm).
+    prefix : {"s", "d", "c", "z"}
+        Its BLAS prefix.
+    device : {"cpu", "gpu"}, optional
+        The call's device.
+
+    Returns
+    -------
+    int
+        ``EMUBLAS_MIN_DIM``, raised to ``auto``'s cost-table floor where ``auto`` is selected;
+        ``2**62`` where the selected backend is native or cannot run on ``device``; 0 under
+        ``EMUBLAS_VERBOSE``.
+    """
+    if verbose():
+        return 0
+    config = _MODULES.get("config") or emublas_module("config")
+    obj, opts = config.resolve(None, None)
+    if obj.name == "native" or not obj.ready(device):
+        return 2**62
+    floor = min_dim()
+    if obj.name == "auto":
+        floor = max(floor, obj.native_below(routine, prefix, device, opts))
+    return floor
+
+
+def count(routine: str, emulated: bool = False) -> None:
+    """Count one intercepted call in :func:`stats` (what :func:`record` does without a line).
+
+    Parameters
+    ----------
+    routine : str
+        The scipy or cupy routine's name.
+    emulated : bool, optional
+        Whether emublas ran it.
+    """
+    with _lock:
+        _counts[routine, emulated] += 1
+
+
 def shim_options(backend: str, selection_options) -> dict[str, Any]:
     """Call keywords the shim adds: :data:`SHIM_DEFAULTS` not set by the environment or selection.
 
@@ -412,8 +464,7 @@ def record(
     options : dict
         The call's options.
     """
-    with _lock:
-        _counts[routine, emulated] += 1  # formatted by stats(): not on every call
+    count(routine, emulated)  # formatted by stats(): not on every call
     if verbose():
         opts = ",".join(f"{k}={v}" for k, v in used_options(backend, options).items())
         if emulated:

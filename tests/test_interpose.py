@@ -405,3 +405,65 @@ def test_auto_prepare_resolves_the_table_its_decisions_use(tmp_path):
     assert tables._resolved == before  # nothing resolved anew
     with pytest.raises(ValueError, match="does not exist"):
         auto.prepare("cpu", {**opts, "table": str(tmp_path / "missing.json")})
+
+
+def test_native_below_is_a_floor_of_route(monkeypatch):
+    """Every call whose smallest dimension is below native_below() is one route() sends to the
+    original, for every backend, EMUBLAS_MIN_DIM and routine; native gets everything, verbose
+    nothing (each call's line needs the full route)."""
+    from emublas.interpose import policy
+
+    monkeypatch.delenv("EMUBLAS_BACKEND", raising=False)
+    monkeypatch.delenv("EMUBLAS_VERBOSE", raising=False)
+    kinds = [("gemm", "d"), ("gemm", "z"), ("herk", "z"), ("syrk", "s"), ("trsm", "d"), ("hemm", "c")]
+    try:
+        for backend in ("native", "ozaki2", "strassen", "auto"):
+            emublas.set_backend(backend)
+            for floor in ("0", "64", "100"):
+                monkeypatch.setenv("EMUBLAS_MIN_DIM", floor)
+                for routine, prefix in kinds:
+                    below = policy.native_below(routine, prefix)
+                    if backend == "native":
+                        assert below == 2**62
+                    else:
+                        assert below >= int(floor)
+                    dt = np.dtype(emublas.blas.DTYPES[prefix])
+                    for small in {0, 1, int(floor) - 1, min(below, 2**20) - 1} - {-1}:
+                        if small < below:
+                            dims = (small, 4096, 4096, dt)
+                            assert policy.route(routine, prefix, dims, "cpu")[2], (backend, floor, routine, small)
+        monkeypatch.setenv("EMUBLAS_VERBOSE", "1")
+        assert policy.native_below("gemm", "d") == 0
+    finally:
+        emublas.set_backend(None)
+
+
+def test_small_calls_go_to_scipy_without_binding(active, rng, monkeypatch, capsys):
+    """Below the floor a call reaches scipy's routine without its arguments being bound (its
+    result and errors are scipy's, it is counted); given ``a`` by keyword, or under
+    EMUBLAS_VERBOSE, it takes the full route."""
+    from emublas.interpose import scipy_blas
+
+    monkeypatch.setenv("EMUBLAS_MIN_DIM", "64")
+    bound = []
+    real = scipy_blas.call_dims
+    monkeypatch.setattr(scipy_blas, "call_dims", lambda *a: bound.append(a[0]) or real(*a))
+    a, b = rng.standard_normal((40, 70)), rng.standard_normal((70, 90))
+    np.testing.assert_array_equal(sblas.dgemm(2.0, a, b), ORIGINALS["dgemm"](2.0, a, b))
+    np.testing.assert_array_equal(
+        sblas.dtrsm(1.0, a[:, :40] + 40 * np.eye(40), b[:40]),
+        ORIGINALS["dtrsm"](1.0, a[:, :40] + 40 * np.eye(40), b[:40]),
+    )
+    with pytest.raises(Exception) as ours:
+        sblas.dgemm(1.0, a, a)  # 40x70 times 40x70: scipy's own error
+    with pytest.raises(Exception) as theirs:
+        ORIGINALS["dgemm"](1.0, a, a)
+    assert type(ours.value) is type(theirs.value) and str(ours.value) == str(theirs.value)
+    assert bound == [] and shim.stats() == {"dgemm:native": 2, "dtrsm:native": 1}
+    sblas.dgemm(2.0, a=a, b=b)
+    assert bound == ["dgemm"]
+    monkeypatch.setenv("EMUBLAS_VERBOSE", "1")
+    sblas.dgemm(2.0, a, b)
+    assert bound == ["dgemm", "dgemm"]
+    assert "dgemm 40x90x70 float64 -> native [min dim < 64]" in capsys.readouterr().err
+    assert shim.stats() == {"dgemm:native": 4, "dtrsm:native": 1}

@@ -281,6 +281,11 @@ def held_pool() -> Iterator[None]:
     otherwise.  On exit they sleep again, so that the BLAS library called next
     gets the cores.  Holds nest and may come from several threads; results do not
     depend on them.  Does nothing where the extension is not built.
+
+    Yields
+    ------
+    None
+        Inside the ``with`` block the pool is held.
     """
     mod = load()
     if mod is None:

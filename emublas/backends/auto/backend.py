@@ -331,6 +331,33 @@ class AutoBackend(Backend):
             usable=self.usable(device),
         )
 
+    def native_below(self, routine: str, prefix: str, device: str, opts: dict) -> int:
+        """The smallest dimension below which every call of ``prefix`` + ``routine`` is native.
+
+        The table's floor for the routine (where no emulation was measured faster), or 0 where
+        ``bits`` is given (then the model decides every size).  The interpose shim asks it to
+        send a small call to the program's own routine without binding its arguments.
+
+        Parameters
+        ----------
+        routine : str
+            Routine kind without prefix (gemm, syrk, ..., trsm).
+        prefix : {"s", "d", "c", "z"}
+        device : {"cpu", "gpu"}
+        opts : dict
+            The call's ``auto`` options, resolved.
+
+        Returns
+        -------
+        int
+            A call whose m, n or k is below this is native; :func:`last_run` is not updated
+            by such a call when the shim sends it on without asking :meth:`choice`.
+        """
+        if opts.get("bits") is not None:
+            return 0
+        table = tables.table_for(device, opts.get("table"), read_env=False)
+        return table.min_dim_for(model.MODEL_ROUTINE[routine], prefix)
+
     def _choose(self, routine: str, c, m: int, n: int, k: int, opts: dict) -> tuple:
         """The cached decision of a call: ``(time, table, backend, options, record, warning,
         (backend, name, options))``, the last being what :meth:`route` returns."""
