@@ -525,11 +525,13 @@ def _pool_cpu_ticks() -> int:
 
 
 def test_held_pool_results_and_nesting(seeded: Seeded) -> None:
-    # Holding changes when the workers sleep, never a result; holds nest, and a
-    # release without a hold is harmless.
+    # Holding changes when the workers sleep and how small a product is split, never a
+    # result; holds nest, and a release without a hold is harmless.
     a, b = seeded.i8((200, 300)), seeded.i8((300, 250))
     want = ref(a, b)
+    small_a, small_b = seeded.i8((100, 90)), seeded.i8((90, 110))  # split only when held
     with cpu.held_pool():
+        check(cpu.i8gemm(small_a, small_b, threads=2), ref(small_a, small_b), seeded, "held, small")
         check(cpu.i8gemm(a, b, threads=2), want, seeded, "held")
         with cpu.held_pool():
             check(cpu.i8gemm(a, b, threads=2), want, seeded, "held twice")

@@ -112,6 +112,23 @@ def test_fused_loop_threads(monkeypatch, threads):
     assert np.max(np.abs(got - ref)) <= 1e-13 * np.max(np.abs(ref))
 
 
+@pytest.mark.parametrize("routine", ["dgemm", "zgemm", "dsyrk", "zherk"])
+@pytest.mark.parametrize("m, k, n", [(24, 40, 30), (70, 66, 80), (128, 128, 128)])
+def test_small_calls_threads(monkeypatch, routine, m, k, n):
+    """Sizes whose kernels run on one thread when the pool is cold and are split when a call
+    holds it (its workers awake): the same bits as one thread."""
+    rng = np.random.default_rng(m + k + n)
+    cplx = routine[0] == "z"
+    a, b = _data(rng, (m, k), cplx), _data(rng, (k, n), cplx)
+    args = (1.0, a, b) if routine.endswith("gemm") else (1.0, a)
+    outs = []
+    for threads in ("1", "2"):
+        monkeypatch.setenv("EMUBLAS_NUM_THREADS", threads)
+        outs.append(getattr(emublas, routine)(*args, backend="ozaki2"))
+    np.testing.assert_array_equal(outs[1], outs[0])
+    assert np.isfinite(outs[0]).all()
+
+
 def _schedule(**over):
     args = dict(planes=1, kk=8, k_chunk=8, products=[[(0, 0)]], terms=[[("re", 0, False, 1, None, False, 0)]])
     args.update(moduli=[251], big=[[1.0, 0.0, 0.0]])

@@ -289,6 +289,11 @@ void emublas_pool_hold(int on)
     pthread_mutex_unlock(&lock);
 }
 
+int emublas__pool_warm(void)
+{
+    return __atomic_load_n(&hold_count, __ATOMIC_ACQUIRE) > 0 && spin_ok;
+}
+
 int emublas__online_cpus(void)
 {
 #if defined(__linux__) && defined(CPU_COUNT)
