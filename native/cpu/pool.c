@@ -6,17 +6,19 @@
  * in the same process; spinning workers would steal its cores.  Here idle
  * workers block on a condition variable, i.e. they sleep in the kernel as
  * soon as a call returns.  Waking one costs some 10-40 us (a futex wake and,
- * in a VM, an interrupt to a halted vCPU), which the GEMM driver avoids for
- * small problems by running single-threaded.
+ * in a VM, an interrupt to a halted vCPU), which the kernels avoid for small
+ * problems by running single-threaded.
  *
  * A caller with several regions to run back to back (one emulated GEMM: the
  * scaling, residue, product and CRT passes with Python in between) holds the
  * pool (emublas_pool_hold): while held, a worker that finished a region spins
- * for the next one instead of sleeping, for at most HOLD_SPIN_NS without a
+ * for the next one instead of sleeping, for at most HOLD_SPIN_NS after each
  * region, and holding wakes sleeping workers at once, so that their wake-up
- * overlaps the caller's own work.  Measured on a 2-vCPU VM, a 128 x 128 dgemm
- * (seven regions) went from 1.29 to 1.04 ms.  Released, the workers sleep
- * again, so a BLAS library called after the emulated call gets the cores.
+ * overlaps the caller's own work; while held, the kernels also split smaller
+ * work (emublas__pool_warm).  On a 2-vCPU VM this took a 128 x 128 ozaki2 dgemm
+ * (seven regions) to about 0.8 of its time (BENCHMARKS.md).  Released, the
+ * workers sleep again, so a BLAS library called after the emulated call gets
+ * the cores.
  *
  * One parallel region runs at a time; a caller that finds the pool busy (a
  * second Python thread, the GIL being released) simply runs its task on its
@@ -125,12 +127,13 @@ static void *worker_main(void *arg)
                 const int posted = spin_for_region(seen);
                 pthread_mutex_lock(&lock);
                 if (!posted && hold_count > 0 && hold_epoch == epoch && generation == seen)
-                    gave_up = epoch; /* held but idle too long: sleep until the next hold */
+                    gave_up = epoch; /* held but idle too long: sleep until a region or the next hold */
                 continue;
             }
             pthread_cond_wait(&wake, &lock);
         }
         seen = generation;
+        gave_up = 0; /* after this region, wait awake again (at most HOLD_SPIN_NS) */
         emublas_task_fn fn = job_fn;
         void *ctx = job_ctx;
         int nt = job_nthreads;
