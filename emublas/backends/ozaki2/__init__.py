@@ -9,6 +9,22 @@ per-entry accuracy check, ``routines`` the BLAS routines, ``integer`` the exact
 integer product, ``distributed`` the Dask path (the same stages per block).
 """
 
-from .routines import DEFAULT_MODULI, MODES, last_run
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Any
 
 __all__ = ["DEFAULT_MODULI", "MODES", "last_run"]
+
+_SUBMODULES = frozenset(m.name for m in pkgutil.iter_modules(__path__))
+
+
+def __getattr__(name: str) -> Any:
+    # the routines (and the pipeline under them) load on first use, as do the submodules:
+    # ``import emublas`` and a program the interpose shim leaves native need none of them
+    if name in __all__:
+        return getattr(importlib.import_module(".routines", __name__), name)
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

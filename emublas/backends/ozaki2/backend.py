@@ -25,13 +25,15 @@ class Ozaki2Backend(Backend):
     handles_nonfinite = True  # NaN/Inf rows and columns from a float product (emublas.ozaki2.routines)
 
     def __init__(self):
-        from .routines import MAX_HYBRID, MAX_REAL
+        from .moduli import HYBRID_EXTRA, REAL_MODULI, TWO_M_MODULI
+
+        max_real, max_hybrid = len(REAL_MODULI), len(TWO_M_MODULI) + len(HYBRID_EXTRA)
 
         self.options = {
             "moduli": Option(
                 "moduli",
                 "default",
-                int_range(1, max(MAX_REAL, MAX_HYBRID), also=("default",)),
+                int_range(1, max(max_real, max_hybrid), also=("default",)),
                 "number of moduli (default: 16 for float64/complex128 data, 8 for float32/complex64;"
                 " with mode=auto, the largest count auto may pick)",
                 env="EMUBLAS_MODULI",
