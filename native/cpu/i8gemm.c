@@ -386,7 +386,7 @@ int emublas_i8gemm(int impl, int64_t m, int64_t n, int64_t k,
     int nt = nthreads > 0 ? nthreads : emublas__online_cpus();
     if (nt > EMUBLAS_MAX_THREADS)
         nt = EMUBLAS_MAX_THREADS;
-    if ((double)m * (double)n * (double)k < K->par_min_macs / (emublas__pool_warm() ? EMUBLAS_WARM_DIV : 1))
+    if ((double)m * (double)n * (double)k < emublas__par_min(K->par_min_macs))
         nt = 1;
     gemm_job J;
     emublas__i8gemm_prepare(&J, K, m, n, k, A, rsa, csa, B, rsb, csb, C, rsc, csc, accumulate, nt);

@@ -59,11 +59,11 @@ typedef void (*emublas_task_fn)(void *ctx, int tid, int nthreads);
  * returns when all are done.  Returns the number of threads used. */
 EMUBLAS_HIDDEN int emublas__parallel(emublas_task_fn fn, void *ctx, int nthreads);
 
-/* Whether the pool is held (emublas_pool_hold) with its workers pinned one per
- * CPU: they are awake, a region costs microseconds instead of a wake-up each,
- * so the kernels split smaller work (EMUBLAS_WARM_DIV times less). */
-EMUBLAS_HIDDEN int emublas__pool_warm(void);
-#define EMUBLAS_WARM_DIV 16
+/* The least work worth splitting over threads, for a kernel whose threshold
+ * with sleeping workers is `cold`: 16 times less while the pool is held
+ * (emublas_pool_hold) with its workers pinned one per CPU, when a region costs
+ * microseconds instead of a wake-up each. */
+EMUBLAS_HIDDEN double emublas__par_min(double cold);
 
 /* Number of CPUs this process may run on (affinity mask), at least 1. */
 EMUBLAS_HIDDEN int emublas__online_cpus(void);

@@ -69,7 +69,7 @@ EMUBLAS_HIDDEN int oz_simd(void);
 EMUBLAS_HIDDEN int oz_avx2(void);
 
 /* Threads for a pass of the given work (element-planes): nthreads (<= 0: all
- * CPUs), at most EMUBLAS_MAX_THREADS, one below OZ_PAR_MIN. */
+ * CPUs), at most EMUBLAS_MAX_THREADS, one below emublas__par_min(OZ_PAR_MIN). */
 EMUBLAS_HIDDEN int oz_threads(int nthreads, double work);
 
 /* Columns [j0, j1) of thread tid: equal shares of the work, where column j

@@ -45,7 +45,7 @@ int oz_threads(int nthreads, double work)
     int nt = nthreads > 0 ? nthreads : emublas__online_cpus();
     if (nt > EMUBLAS_MAX_THREADS)
         nt = EMUBLAS_MAX_THREADS;
-    if (work < (emublas__pool_warm() ? OZ_PAR_MIN / EMUBLAS_WARM_DIV : OZ_PAR_MIN))
+    if (work < emublas__par_min(OZ_PAR_MIN))
         nt = 1;
     return nt;
 }

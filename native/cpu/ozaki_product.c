@@ -262,7 +262,7 @@ int emublas_oz_run_products(const emublas_oz_schedule *S, int64_t mx, int64_t my
     int nt = nthreads > 0 ? nthreads : emublas__online_cpus();
     if (nt > EMUBLAS_MAX_THREADS)
         nt = EMUBLAS_MAX_THREADS;
-    if (macs < K->par_min_macs / (emublas__pool_warm() ? EMUBLAS_WARM_DIV : 1))
+    if (macs < emublas__par_min(K->par_min_macs))
         nt = 1;
     run_job J = {
         .S = S, .K = K, .mx = mx, .my = my, .X = X, .Y = Y,

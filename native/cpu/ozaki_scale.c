@@ -603,7 +603,7 @@ static int threads_for(int nthreads, int64_t rows, int64_t cols)
 {
     if (nthreads < 1)
         nthreads = 1;
-    if ((double)rows * (double)cols * (emublas__pool_warm() ? EMUBLAS_WARM_DIV : 1) < (double)(1 << 16) || rows < 2)
+    if ((double)rows * (double)cols < emublas__par_min((double)(1 << 16)) || rows < 2)
         return 1;
     return nthreads;
 }

@@ -15,7 +15,7 @@
  * for the next one instead of sleeping, for at most HOLD_SPIN_NS after each
  * region, and holding wakes sleeping workers at once, so that their wake-up
  * overlaps the caller's own work; while held, the kernels also split smaller
- * work (emublas__pool_warm).  On a 2-vCPU VM this took a 128 x 128 ozaki2 dgemm
+ * work (emublas__par_min).  On a 2-vCPU VM this took a 128 x 128 ozaki2 dgemm
  * (seven regions) to about 0.8 of its time (BENCHMARKS.md).  Released, the
  * workers sleep again, so a BLAS library called after the emulated call gets
  * the cores.
@@ -292,9 +292,10 @@ void emublas_pool_hold(int on)
     pthread_mutex_unlock(&lock);
 }
 
-int emublas__pool_warm(void)
+double emublas__par_min(double cold)
 {
-    return __atomic_load_n(&hold_count, __ATOMIC_ACQUIRE) > 0 && spin_ok;
+    const int warm = __atomic_load_n(&hold_count, __ATOMIC_ACQUIRE) > 0 && spin_ok;
+    return warm ? cold / 16 : cold;
 }
 
 int emublas__online_cpus(void)
