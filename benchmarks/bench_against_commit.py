@@ -40,17 +40,11 @@ sys.path.insert(0, {bench!r})
 import numpy as np
 import scipy.linalg.blas as sblas
 import emublas
-from _timing import elapsed, median_time, settled_time
+from _timing import batched_median
 warnings.simplefilter("ignore")
 def timed(fn):
-    # a call shorter than BATCH_S is timed in back-to-back batches of that length: a lone call
-    # after the pause pays the thread pools' wake-up, which a program's calls do not
-    fn()
-    one = elapsed(fn)
-    if one >= {batch_s}:
-        return median_time(fn, reps, pause=0.2)
-    count = max(2, int({batch_s} / max(one, 1e-9)))
-    return statistics.median(settled_time(fn, count=count, pause=0.2, wait_idle=False) for _ in range(reps))
+    # short calls in back-to-back batches: a lone call after the pause pays the pools' wake-up
+    return batched_median(fn, reps, pause=0.2, batch_s={batch_s})
 n, reps = {n}, {reps}
 rng = np.random.default_rng(1)
 def wide(shape, cplx):

@@ -34,10 +34,7 @@ import emublas
 from emublas._kernels import cpu
 from emublas.backends.ozaki2 import last_run
 from emublas.info import cpu_model
-from emublas.timing import elapsed, median_time, settled_time
-
-#: calls shorter than this are timed in back-to-back batches of about this length
-BATCH_S = 0.05
+from emublas.timing import batched_median
 
 
 def family(rng, shape, phi, cplx):
@@ -117,18 +114,6 @@ def peak_extra(fn):
     return peak
 
 
-def timed(fn, reps: int) -> float:
-    """Median seconds per call: after a 0.3 s pause each time, one call, or a back-to-back batch
-    of about BATCH_S where a call is shorter (a lone call after the pause pays the thread
-    pools' wake-up, which a program's back-to-back calls do not)."""
-    fn()
-    one = elapsed(fn)
-    if one >= BATCH_S:
-        return median_time(fn, reps, pause=0.3)
-    count = max(2, int(BATCH_S / max(one, 1e-9)))
-    return statistics.median(settled_time(fn, count=count, pause=0.3, wait_idle=False) for _ in range(reps))
-
-
 def phase_medians(fn, reps: int) -> tuple[dict, dict]:
     """The last-run record of ``reps`` back-to-back calls: the last record, and each phase's median."""
     seen: dict[str, list[float]] = {}
@@ -159,8 +144,8 @@ def speed(args, rng, peak_gops):
     ]
     rows = []
     for name, native, ours, io_bytes in cases:
-        t_nat = timed(native, args.reps)
-        t_ours = timed(ours, args.reps)
+        t_nat = batched_median(native, args.reps, pause=0.3)
+        t_ours = batched_median(ours, args.reps, pause=0.3)
         info, phases = phase_medians(ours, args.reps)
         # int8 products actually run: the recipe's GEMMs per modulus, with their inner sizes
         per_mod = {"dgemm": 2 * n**3, "zgemm": 4 * n**3, "dsyrk": n**3, "zherk": 2 * n**3}[name]

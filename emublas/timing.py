@@ -39,6 +39,7 @@ __all__ = [
     "summary",
     "others_cpu",
     "settled_time",
+    "batched_median",
 ]
 
 
@@ -408,6 +409,33 @@ def time_call(
     else:
         raise ValueError(f"unknown device {device!r}; valid devices: cpu, gpu")
     return out, Timing(tuple(times))
+
+
+def batched_median(fn: Callable[[], Any], reps: int, pause: float, batch_s: float = 0.05) -> float:
+    """Median seconds per call of ``fn`` as a program's back-to-back calls see it.
+
+    One warm-up call and one timed call first; then ``reps`` timings, each after a ``pause``:
+    of one call, or, where a call is shorter than ``batch_s``, of a back-to-back batch of
+    about ``batch_s`` (a lone call after the pause would pay the thread pools' wake-up).
+
+    Parameters
+    ----------
+    fn : callable
+    reps : int
+    pause : float
+        Seconds slept before each timing (OpenBLAS's idle threads spin about 0.1 s).
+    batch_s : float, optional
+
+    Returns
+    -------
+    float
+    """
+    fn()
+    one = elapsed(fn)
+    if one >= batch_s:
+        return median_time(fn, reps, pause=pause)
+    count = max(2, int(batch_s / max(one, 1e-9)))
+    return statistics.median(settled_time(fn, count=count, pause=pause, wait_idle=False) for _ in range(reps))
 
 
 def median_time(fn: Callable[[], Any], reps: int, pause: float = 0.0) -> float:

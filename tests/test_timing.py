@@ -1,5 +1,6 @@
 """emublas.timing: what is called how often, and what the summaries say (no timed assertions)."""
 
+import time
 import warnings
 
 import pytest
@@ -76,3 +77,17 @@ def test_others_cpu_reads_the_machine():
     except OSError:
         pytest.skip("no /proc/stat")
     assert isinstance(timing.others_cpu(), float)
+
+
+def test_batched_median_batches_short_calls_only():
+    fn, calls = _counter()
+    assert timing.batched_median(fn, 2, pause=0.0, batch_s=0.005) >= 0
+    assert len(calls) > 2 + 2 * 2  # warm-up, one probe, then two batches of at least two calls
+
+    def slow():
+        time.sleep(0.002)
+        calls.append(1)
+
+    calls.clear()
+    assert timing.batched_median(slow, 3, pause=0.0, batch_s=0.001) >= 0.002
+    assert len(calls) == 2 + 1 + 3  # warm-up and probe, median_time's warm-up, three lone calls
