@@ -9,6 +9,7 @@ a failure with ``EMUBLAS_TEST_SEED=<seed>``.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -558,6 +559,61 @@ def test_pool_workers_sleep_when_not_held(seeded: Seeded) -> None:
         time.sleep(0.3)  # held, no work: one spin of at most 5 ms, then sleep
         spent = _pool_cpu_ticks() - before
     assert spent <= 5, f"held idle pool workers used {spent} ticks in 0.3 s"
+
+
+def _whole_machine() -> bool:
+    """Whether this process may use every online CPU (where the pool counts other work)."""
+    return sys.platform == "linux" and len(os.sched_getaffinity(0)) == os.cpu_count()
+
+
+def _team_settles(want, threads: int, timeout: float = 5.0) -> int:
+    """Poll ``pool_team(threads)`` (each reading serves 1 ms) until ``want(team)`` or the timeout."""
+    end = time.monotonic() + timeout
+    team = cpu.pool_team(threads)
+    while not want(team) and time.monotonic() < end:
+        time.sleep(0.005)
+        team = cpu.pool_team(threads)
+    return team
+
+
+def test_pool_team_bounds() -> None:
+    # Never more than asked, never fewer than one thread.
+    for threads in (-3, 0, 1, 2, 7):
+        team = cpu.pool_team(threads)
+        assert 1 <= team <= max(threads, 1), (threads, team)
+
+
+@pytest.mark.skipif(not _whole_machine(), reason="the pool counts other work only on Linux with every CPU allowed")
+def test_pool_team_leaves_busy_cpus_alone(seeded: Seeded) -> None:
+    # With every CPU busy with another process's spinning thread (as OpenBLAS's workers
+    # spin after its calls), a kernel runs on the caller's thread alone: the pool's
+    # workers use no CPU time, the result is the same; once the spinners stop, the
+    # full team comes back.
+    ncpu = os.cpu_count() or 1
+    if ncpu < 2:
+        pytest.skip("one CPU: no team to shrink")
+    a, b = seeded.i8((384, 512)), seeded.i8((512, 384))
+    want = ref(a, b)
+    cpu.i8gemm(a, b, threads=ncpu)  # start the workers
+    spin = "import time\nend = time.monotonic() + 30\nwhile time.monotonic() < end: pass\n"
+    procs = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(ncpu)]
+    try:
+        team = _team_settles(lambda t: t == 1, ncpu)
+        assert team == 1, f"{ncpu} spinning processes, yet a team of {team}"
+        before = _pool_cpu_ticks()
+        for _ in range(5):
+            check(cpu.i8gemm(a, b, threads=ncpu), want, seeded, "busy machine")
+            with cpu.held_pool():
+                check(cpu.i8gemm(a, b, threads=ncpu), want, seeded, "busy machine, held")
+        spent = _pool_cpu_ticks() - before
+        assert spent <= 2, f"pool workers used {spent} ticks on a machine with no free CPU"
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait()
+    team = _team_settles(lambda t: t == ncpu, ncpu)
+    assert team == ncpu, f"spinners gone, yet a team of {team} of {ncpu}"
 
 
 @pytest.mark.skipif(not hasattr(os, "fork") or sys.platform != "linux", reason="needs fork")

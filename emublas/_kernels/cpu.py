@@ -45,6 +45,7 @@ __all__ = [
     "load",
     "threads_for",
     "held_pool",
+    "pool_team",
 ]
 
 #: Valid values of the ``impl`` argument of :func:`i8gemm`.
@@ -296,6 +297,31 @@ def held_pool() -> Iterator[None]:
         yield
     finally:
         mod.lib.emublas_pool_hold(0)
+
+
+def pool_team(threads: int) -> int:
+    """The threads a kernel asking for ``threads`` would run on now.
+
+    A parallel region never runs more threads than the CPUs that nothing else is
+    running on when it starts: OpenBLAS's workers, for instance, spin for about
+    0.1 s after each of its calls, and kernels sharing their CPUs would run at a
+    fraction of their speed and push them onto the caller's CPU.  On Linux, where
+    this process may use every online CPU, the count is the machine's runnable
+    threads (``/proc/loadavg``) less the caller and the pool's own awake workers,
+    the smaller of two readings; elsewhere ``threads`` is used as asked.
+
+    Parameters
+    ----------
+    threads : int
+        The threads asked for (values below 1 count as 1).
+
+    Returns
+    -------
+    int
+        Between 1 and ``threads``; ``threads`` itself where the extension is not built.
+    """
+    mod = load()
+    return threads if mod is None else int(mod.lib.emublas_pool_team(int(threads)))
 
 
 def threads_for(threads: int | None) -> int:

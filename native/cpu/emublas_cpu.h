@@ -18,7 +18,10 @@
  * Threads: a small pthread pool whose idle workers block on a condition
  * variable (they spin only while a caller holds the pool, see
  * emublas_pool_hold, so a BLAS library called afterwards gets the cores).  On Linux each worker is pinned to an
- * allowed CPU other than the calling thread's (see pool.c for why).  Calls
+ * allowed CPU other than the calling thread's (see pool.c for why).  A region
+ * never runs more threads than the CPUs nothing else is running on when it
+ * starts (emublas_pool_team): another library's spinning workers (OpenBLAS's,
+ * after each of its calls) would otherwise share CPUs with ours.  Calls
  * from several threads at once are safe; a call that finds the pool busy
  * runs on its own thread.  fork() in a process that used the pool is safe.
  *
@@ -67,6 +70,13 @@ int emublas_cpu_features(void);
  * woken now.  Holds nest and may come from several threads.  Performance
  * only: results do not depend on it. */
 void emublas_pool_hold(int on);
+
+/* The threads a parallel region asking for nthreads would run now: nthreads,
+ * less where fewer CPUs are free of other runnable threads (Linux, where this
+ * process may use every online CPU: /proc/loadavg's runnable count, less the
+ * caller and the pool's awake workers, the smaller of two readings at least
+ * 1 ms apart), at least 1.  A reading serves the regions of the next 1 ms. */
+int emublas_pool_team(int nthreads);
 
 /*
  * C = A*B (accumulate == 0) or C += A*B (accumulate != 0).

@@ -20,6 +20,16 @@
  * workers sleep again, so a BLAS library called after the emulated call gets
  * the cores.
  *
+ * Other work on the machine: the team is never larger than the CPUs nothing
+ * else is running on when the region starts (team_cap).  OpenBLAS's workers
+ * keep spinning for some 0.1 s after each of its calls, so in a program that
+ * calls scipy's BLAS or LAPACK between emulated calls a full team shares CPUs
+ * with them: our regions then run at a fraction of their speed, and a pinned
+ * worker pushes OpenBLAS's spinning one onto the caller's CPU, where
+ * OpenBLAS's next call waits for a scheduler time slice (milliseconds) to get
+ * its worker back.  With the cap such a region runs on the free CPUs, often
+ * on the caller's thread alone (bench_mixed_cpu.py, BENCHMARKS.md).
+ *
  * One parallel region runs at a time; a caller that finds the pool busy (a
  * second Python thread, the GIL being released) simply runs its task on its
  * own thread with nthreads = 1.
@@ -37,8 +47,11 @@
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #endif
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdlib.h>
+#include <string.h>
 #include <signal.h>
 #include <stdint.h>
 #include <time.h>
@@ -62,6 +75,12 @@ static int pending;             /* workers of the current region not finished */
 static int hold_count;          /* emublas_pool_hold nesting (atomic reads outside the lock) */
 static uint64_t hold_epoch;     /* bumped when hold_count leaves zero */
 static int spin_ok;             /* the workers are pinned one per CPU: spinning steals no one's core */
+static int asleep_n;            /* workers asleep on `wake` and not yet woken (their asleep[] set) */
+static unsigned char asleep[EMUBLAS_MAX_THREADS];
+static int last_others;         /* others_runnable's previous reading */
+static int whole_machine = -1;  /* this process may use every online CPU (-1: not checked yet) */
+static uint64_t cap_time;       /* when team_cap last read the machine's load (0: never) */
+static int cap_free;            /* the CPUs it found free then */
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static pthread_t worker_thread[EMUBLAS_MAX_THREADS];
 #if defined(__linux__) && defined(CPU_SET)
@@ -75,6 +94,7 @@ static int worker_cpu[EMUBLAS_MAX_THREADS]; /* pinned CPU, or -1: caller's mask 
  * the next hold; the caller waits awake this long for its workers. */
 #define HOLD_SPIN_NS 5000000
 #define DONE_SPIN_NS 200000
+#define CAP_AGE_NS 1000000
 
 static inline void cpu_relax(void)
 {
@@ -130,7 +150,13 @@ static void *worker_main(void *arg)
                     gave_up = epoch; /* held but idle too long: sleep until a region or the next hold */
                 continue;
             }
+            asleep[id] = 1;
+            __atomic_add_fetch(&asleep_n, 1, __ATOMIC_ACQ_REL);
             pthread_cond_wait(&wake, &lock);
+            if (asleep[id]) { /* not counted as woken by wake_all (a spurious wake-up) */
+                asleep[id] = 0;
+                __atomic_sub_fetch(&asleep_n, 1, __ATOMIC_ACQ_REL);
+            }
         }
         seen = generation;
         gave_up = 0; /* after this region, wait awake again (at most HOLD_SPIN_NS) */
@@ -163,11 +189,25 @@ static void atfork_child(void)
     pending = 0;
     hold_count = 0;
     spin_ok = 0;
+    asleep_n = 0;
+    memset(asleep, 0, sizeof asleep);
 }
 
 static void register_atfork(void)
 {
     pthread_atfork(NULL, NULL, atfork_child);
+}
+
+/* Wake every worker, counting them awake from now (they are runnable before
+ * they return from their wait).  Called with `lock` held. */
+static void wake_all(void)
+{
+    for (int id = 1; id <= nworkers; id++)
+        if (asleep[id]) {
+            asleep[id] = 0;
+            __atomic_sub_fetch(&asleep_n, 1, __ATOMIC_ACQ_REL);
+        }
+    pthread_cond_broadcast(&wake);
 }
 
 /* Start workers until there are want-1 of them; returns the thread count
@@ -235,8 +275,86 @@ static void place_workers(int nt)
 }
 #endif
 
+/* Runnable threads on the machine other than the caller and our awake workers
+ * (/proc/loadavg's fourth field counts the runnable ones), the smaller of this
+ * reading and the previous one; 0 where unknown. */
+static int others_runnable(void)
+{
+#if defined(__linux__)
+    static int fd = -2; /* -2: not opened yet; -1: unavailable */
+    int f = __atomic_load_n(&fd, __ATOMIC_ACQUIRE);
+    if (f == -2) {
+        f = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+        int expected = -2;
+        if (!__atomic_compare_exchange_n(&fd, &expected, f, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            if (f >= 0)
+                close(f); /* another thread opened it first */
+            f = expected;
+        }
+    }
+    if (f < 0)
+        return 0;
+    char buf[128];
+    const ssize_t len = pread(f, buf, sizeof buf - 1, 0);
+    if (len <= 0)
+        return 0;
+    buf[len] = 0;
+    const char *p = buf; /* "0.50 0.40 0.30 R/T last-pid" */
+    for (int i = 0; i < 3 && p; i++) {
+        p = strchr(p, ' ');
+        if (p)
+            p++;
+    }
+    if (!p)
+        return 0;
+    const int ours = __atomic_load_n(&nworkers, __ATOMIC_ACQUIRE) - __atomic_load_n(&asleep_n, __ATOMIC_ACQUIRE);
+    long now = strtol(p, NULL, 10) - 1 - ours;
+    now = now > 0 ? (now < EMUBLAS_MAX_THREADS ? now : EMUBLAS_MAX_THREADS) : 0;
+    /* the smaller of two readings: a kernel thread that runs for microseconds is
+     * rarely seen twice, a spinning BLAS worker is */
+    const int prev = __atomic_exchange_n(&last_others, (int)now, __ATOMIC_ACQ_REL);
+    return prev < now ? prev : (int)now;
+#else
+    return 0;
+#endif
+}
+
+/* The team a region of nthreads gets: at most the CPUs nothing else runs on.
+ * The count is the whole machine's, so it is used only where this process may
+ * use every online CPU (in a cpuset of a larger machine it would count other
+ * tenants' threads as ours to avoid). */
+static int team_cap(int nthreads)
+{
+    if (nthreads <= 1)
+        return nthreads;
+    /* checked once per process (sysconf reads sysfs: tens of microseconds) */
+    int whole = __atomic_load_n(&whole_machine, __ATOMIC_ACQUIRE);
+    if (whole < 0) {
+        whole = (long)emublas__online_cpus() == sysconf(_SC_NPROCESSORS_ONLN);
+        __atomic_store_n(&whole_machine, whole, __ATOMIC_RELEASE);
+    }
+    if (!whole)
+        return nthreads;
+    /* a reading serves the regions of the next CAP_AGE_NS (one emulated call has
+     * several, each after a little Python) */
+    const uint64_t t = now_ns();
+    int free_cpus = __atomic_load_n(&cap_free, __ATOMIC_ACQUIRE);
+    if (t - __atomic_load_n(&cap_time, __ATOMIC_ACQUIRE) > CAP_AGE_NS) {
+        free_cpus = emublas__online_cpus() - others_runnable();
+        __atomic_store_n(&cap_free, free_cpus, __ATOMIC_RELEASE);
+        __atomic_store_n(&cap_time, t, __ATOMIC_RELEASE);
+    }
+    return free_cpus < 1 ? 1 : (nthreads < free_cpus ? nthreads : free_cpus);
+}
+
+int emublas_pool_team(int nthreads)
+{
+    return team_cap(nthreads < 1 ? 1 : nthreads);
+}
+
 int emublas__parallel(emublas_task_fn fn, void *ctx, int nthreads)
 {
+    nthreads = team_cap(nthreads);
     if (nthreads <= 1 || pthread_mutex_trylock(&run_lock) != 0) {
         fn(ctx, 0, 1);
         return 1;
@@ -254,7 +372,7 @@ int emublas__parallel(emublas_task_fn fn, void *ctx, int nthreads)
         job_nthreads = nt;
         pending = nt - 1;
         __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
-        pthread_cond_broadcast(&wake);
+        wake_all();
     }
     pthread_mutex_unlock(&lock);
 
@@ -283,8 +401,8 @@ void emublas_pool_hold(int on)
     if (on) {
         if (__atomic_add_fetch(&hold_count, 1, __ATOMIC_ACQ_REL) == 1) {
             hold_epoch++;
-            if (spin_ok && nworkers > 0)
-                pthread_cond_broadcast(&wake); /* start waking them now */
+            if (spin_ok && nworkers > 0 && team_cap(nworkers + 1) > 1)
+                wake_all(); /* start waking them now (not to compete with other work) */
         }
     } else if (hold_count > 0) {
         __atomic_sub_fetch(&hold_count, 1, __ATOMIC_ACQ_REL);
