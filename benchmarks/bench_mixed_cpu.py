@@ -97,6 +97,12 @@ def main() -> None:
     trees = {"this": ROOT}
     if args.other:
         trees["other"] = os.path.abspath(args.other)
+    # the ceiling of the int8 kernel's arithmetic, beside the run (this checkout's probe)
+    from emublas._kernels import cpu
+
+    rate, instructions = cpu.kernel_peak_probe()
+    threads = cpu.default_threads()
+    print(f"measured int8 ceiling ({instructions or 'none'}) {2 * rate / 1e9:.0f} GOPS, {threads} threads")
     rows: dict[str, list] = {t: [] for t in trees}
     for _ in range(args.rounds):
         for t, path in trees.items():
@@ -118,7 +124,9 @@ def main() -> None:
             )
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"args": vars(args), "summary": table, "rows": rows}, fh, indent=1)
+            json.dump(
+                {"args": vars(args), "int8_peak_gops": 2 * rate / 1e9, "summary": table, "rows": rows}, fh, indent=1
+            )
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from __future__ import annotations
 import operator
 import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
@@ -550,4 +551,17 @@ def _probe(name: str, threads: int | None, iters: int) -> float:
     if operator.index(iters) <= 0:
         raise ValueError(f"iters={iters!r} must be positive")
     _, lib = require()
-    return float(getattr(lib, name)(nthreads, iters))
+    _await_team(nthreads)
+    probe = getattr(lib, name)
+    probe(nthreads, max(1, iters // 20))  # untimed: starts and places the workers
+    return float(probe(nthreads, iters))
+
+
+def _await_team(threads: int, timeout: float = 0.5) -> None:
+    """Wait (at most ``timeout`` seconds) until a region of ``threads`` would get them all:
+    a ceiling is the whole team's, and OpenBLAS's workers spin for about 0.1 s after its
+    start-up and each of its calls (:func:`pool_team`)."""
+    end, full = time.monotonic() + timeout, 0
+    while full < 2 and time.monotonic() < end:  # two readings in a row (each serves 1 ms)
+        full = full + 1 if pool_team(threads) >= threads else 0
+        time.sleep(0.005)
