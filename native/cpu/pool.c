@@ -71,6 +71,7 @@ static uint64_t start_gen[EMUBLAS_MAX_THREADS];
 static emublas_task_fn job_fn;
 static void *job_ctx;
 static int job_nthreads;
+static int job_capped;          /* the region got fewer threads than asked (team_cap) */
 static int pending;             /* workers of the current region not finished */
 static int hold_count;          /* emublas_pool_hold nesting (atomic reads outside the lock) */
 static uint64_t hold_epoch;     /* bumped when hold_count leaves zero */
@@ -159,10 +160,12 @@ static void *worker_main(void *arg)
             }
         }
         seen = generation;
-        gave_up = 0; /* after this region, wait awake again (at most HOLD_SPIN_NS) */
         emublas_task_fn fn = job_fn;
         void *ctx = job_ctx;
         int nt = job_nthreads;
+        /* after a region, wait awake again (at most HOLD_SPIN_NS); one left out of a team
+         * cut short for other work (team_cap) sleeps instead, not to compete with it */
+        gave_up = id < nt || !job_capped ? 0 : hold_epoch;
         pthread_mutex_unlock(&lock);
         if (id < nt)
             fn(ctx, id, nt);
@@ -354,6 +357,7 @@ int emublas_pool_team(int nthreads)
 
 int emublas__parallel(emublas_task_fn fn, void *ctx, int nthreads)
 {
+    const int asked = nthreads;
     nthreads = team_cap(nthreads);
     if (nthreads <= 1 || pthread_mutex_trylock(&run_lock) != 0) {
         fn(ctx, 0, 1);
@@ -370,6 +374,7 @@ int emublas__parallel(emublas_task_fn fn, void *ctx, int nthreads)
         job_fn = fn;
         job_ctx = ctx;
         job_nthreads = nt;
+        job_capped = nthreads < asked;
         pending = nt - 1;
         __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
         wake_all();
