@@ -21,6 +21,8 @@ def _extension() -> dict[str, Any]:
     if built:
         out["features"] = cpu.features()
         out["threads"] = cpu.default_threads()
+        # of those, the ones a kernel started now would use (other runnable threads hold the rest)
+        out["threads_free"] = cpu.pool_team(out["threads"])
         from .backends.ozaki2.kernels_cpu import oz_kernel_name
 
         # what runs here, by name: the feature flags alone do not say which kernel a CPU gets
@@ -69,7 +71,8 @@ def info() -> dict[str, Any]:
     -------
     dict
         ``version``; ``cpu`` (model, C extension built, SIMD features used,
-        threads); ``gpu`` (cupy version, devices with compute capability);
+        threads, and how many of them a kernel started now would get:
+        ``threads_free``); ``gpu`` (cupy version, devices with compute capability);
         ``backends`` (per backend: description, options with their
         environment variables, ``cpu``/``gpu`` readiness); ``selection``
         (backend, options, and where the choice came from) or ``selection_error``
@@ -156,7 +159,7 @@ def format_info(report: dict[str, Any] | None = None) -> str:
         feats = ", ".join(k for k, v in ext["features"].items() if v) or "baseline ISA only"
         kern = ext["kernels"]
         lines.append(
-            f"  C extension: built; SIMD used: {feats}; threads: {ext['threads']};"
+            f"  C extension: built; SIMD used: {feats}; threads: {ext['threads']} ({ext['threads_free']} free now);"
             f" kernels: int8 GEMM {kern['int8_gemm']}, ozaki2 passes {kern['ozaki2_passes']}"
         )
     else:

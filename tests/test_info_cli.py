@@ -21,6 +21,12 @@ def test_info_reports_everything(monkeypatch):
     kern = r["cpu"]["extension"]["kernels"]
     assert kern["int8_gemm"] == cpu.kernel_name()
     assert kern["ozaki2_passes"] in ("avx512", "avx2", "generic")
+    ext = r["cpu"]["extension"]
+    assert ext["threads"] == cpu.default_threads()
+    assert 1 <= ext["threads_free"] <= ext["threads"]
+    from emublas.info import format_info
+
+    assert f"threads: {ext['threads']} ({ext['threads_free']} free now)" in format_info(r)
     assert r["backends"]["native"]["cpu"]["usable"] is True
     assert "usable" in r["backends"]["native"]["gpu"]
     assert r["selection"] == {"backend": "native", "options": {}, "source": "default"}
