@@ -1,18 +1,24 @@
 """Time the Ozaki-II CPU kernels around the int8 GEMMs (emublas.backends.ozaki2.kernels_cpu.oz_*).
 
 At n x n (default 2048, float64 input, 16 moduli, column-major everywhere) it
-reports the median time of each kernel on 1 and 2 threads, the bytes moved per
-second (reads + writes of the arrays touched once) and ns per element per
-modulus (per plane for the complex residues).
+reports the median time of each kernel on 1 and 2 threads, the bytes it must
+move (reads + writes of the arrays touched once), those bytes per second, ns per
+element per modulus (per plane for the complex residues), and the ratio of its
+time to the time those bytes take at this machine's copy bandwidth, measured
+beside it with the same number of threads (numpy's copy of 256 MiB, split over
+that many Python threads: numpy releases the GIL while it copies; best of 5).
 
 Usage::
 
-    python benchmarks/bench_ozaki_kernels.py [--n 2048] [--moduli 16] [--reps 7]
+    python benchmarks/bench_ozaki_kernels.py [--n 2048] [--moduli 16] [--reps 7] [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import threading
+import time
 
 import numpy as np
 
@@ -21,11 +27,35 @@ from emublas.backends.ozaki2.moduli import REAL_MODULI, TWO_M_MODULI, TWO_M_ROOT
 from emublas.timing import median_time
 
 
+def copy_bandwidth(threads: int, nbytes: int = 256 * 2**20, reps: int = 5) -> float:
+    """Bytes moved per second (read + written) by a copy of ``nbytes`` split over ``threads``
+    Python threads, best of ``reps``."""
+    src = np.ones(nbytes // 8)
+    dst = np.empty_like(src)
+    parts = np.array_split(np.arange(src.size), threads)
+    spans = [(int(p[0]), int(p[-1]) + 1) for p in parts if p.size]
+
+    def one(lo: int, hi: int) -> None:
+        np.copyto(dst[lo:hi], src[lo:hi])
+
+    best = float("inf")
+    for _ in range(reps + 1):  # the first copy faults the pages in
+        ts = [threading.Thread(target=one, args=span) for span in spans]
+        t0 = time.perf_counter()
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        best = min(best, time.perf_counter() - t0)
+    return 2 * src.nbytes / best
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=2048)
     ap.add_argument("--moduli", type=int, default=16)
     ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--json", default=None)
     args = ap.parse_args()
     n, L = args.n, args.moduli
     rng = np.random.default_rng(0)
@@ -109,12 +139,23 @@ def main() -> None:
             e,
         ),
     ]
+    bw = {t: copy_bandwidth(t) for t in (1, 2)}
     print(f"n = {n}, {L} moduli, kernel = {kernels_cpu.oz_kernel_name()}, median of {args.reps}")
-    print(f"{'kernel':32s} {'thr':>3s} {'ms':>8s} {'GB/s':>7s} {'ns/elt/mod':>10s}")
+    print("copy bandwidth (read + write): " + ", ".join(f"{t} thread(s) {v / 1e9:.1f} GB/s" for t, v in bw.items()))
+    print(f"{'kernel':32s} {'thr':>3s} {'MB':>7s} {'ms':>8s} {'GB/s':>7s} {'ns/elt/mod':>10s} {'x copy':>7s}")
+    rows = []
     for name, fn, nbytes, work in cases:
         for t in (1, 2):
             s = median_time(lambda: fn(t), args.reps)
-            print(f"{name:32s} {t:3d} {s * 1e3:8.2f} {nbytes / s / 1e9:7.1f} {s / work * 1e9:10.3f}")
+            ratio = s / (nbytes / bw[t])
+            rows.append({"kernel": name, "threads": t, "bytes": nbytes, "seconds": s, "vs_copy": ratio})
+            print(
+                f"{name:32s} {t:3d} {nbytes / 1e6:7.1f} {s * 1e3:8.2f} {nbytes / s / 1e9:7.1f}"
+                f" {s / work * 1e9:10.3f} {ratio:7.2f}"
+            )
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"args": vars(args), "copy_bandwidth": bw, "rows": rows}, fh, indent=1)
 
 
 if __name__ == "__main__":
