@@ -47,6 +47,10 @@
 #                                                     16384, the cupy program under the shim: $OUT/targets.tgz
 #   bash benchmarks/device_run.sh one-call COMMIT     build; the GPU suite (200 s), then bench_gemmul8.py at #14's
 #                                                     target grid: $OUT/one_call.tgz  (carry: .whl, .peers)
+#   bash benchmarks/device_run.sh cpu-mixed [ROUNDS]  build this tree and .old; on the device's processor (16
+#                                                     cores): ozaki2 CPU calls alternating with scipy dgemm, this
+#                                                     tree against .old (bench_mixed_cpu.py, ROUNDS, default 3):
+#                                                     $OUT/mixed_cpu.json  (carry: .whl, .old)
 #   bash benchmarks/device_run.sh min-dim [OUT_DIR]   CPU, no build: the sweep behind EMUBLAS_MIN_DIM
 #                                                     (BENCHMARKS.md, "The interpose size threshold")
 #
@@ -189,6 +193,19 @@ next-check)
     nvidia-smi -L
     next_tests 300
     next_ab "$rounds" 540
+    ;;
+cpu-mixed)
+    # the pool's cap beside OpenBLAS's spinning workers on a many-core processor (the
+    # development host has 2 vCPUs): each tree with its own C extension
+    rounds=${1:-3}
+    [ -f .old/COMMIT ] || { echo "cpu-mixed: no .old/COMMIT (see ab above) or .old not carried"; exit 1; }
+    source "$here/_device_setup.sh"
+    python3 -m pip uninstall -y -q emublas >/dev/null 2>&1 # PYTHONPATH picks the tree
+    (cd .old && python3 native/build.py >"$OUT/build_old.log" 2>&1) || { tail -20 "$OUT/build_old.log"; exit 1; }
+    nproc; lscpu | grep -E "Model name"
+    echo "new: $(git rev-parse --short HEAD 2>/dev/null || echo 'this tree'), old: $(cat .old/COMMIT)"
+    PYTHONPATH="$PWD:/tmp/site" timeout 560 python3 benchmarks/bench_mixed_cpu.py --other .old --sizes 128 512 1024 \
+        --reps 100 --rounds "$rounds" --json "$OUT/mixed_cpu.json"
     ;;
 next-full)
     # branch next's whole check in one call: the GPU suite, the CPU kernels' paths on this

@@ -20,8 +20,9 @@
  * emublas_pool_hold, so a BLAS library called afterwards gets the cores).  On Linux each worker is pinned to an
  * allowed CPU other than the calling thread's (see pool.c for why).  A region
  * never runs more threads than the CPUs nothing else is running on when it
- * starts (emublas_pool_team): another library's spinning workers (OpenBLAS's,
- * after each of its calls) would otherwise share CPUs with ours.  Calls
+ * starts (emublas_pool_team), unless it is long (tens of milliseconds or
+ * more on one thread): another library's spinning workers (OpenBLAS's, for
+ * about 0.1 s after each of its calls) would otherwise share CPUs with ours.  Calls
  * from several threads at once are safe; a call that finds the pool busy
  * runs on its own thread.  fork() in a process that used the pool is safe.
  *

@@ -396,7 +396,7 @@ int emublas_i8gemm(int impl, int64_t m, int64_t n, int64_t k,
     J.work = aligned_alloc(64, J.work_stride * (size_t)nt);
     if (!J.work)
         return EMUBLAS_ENOMEM;
-    emublas__parallel(emublas__i8gemm_task, &J, nt);
+    emublas__parallel_sized(emublas__i8gemm_task, &J, nt, (double)m * (double)n * (double)k / EMUBLAS_I8_MACS_PER_S);
     free(J.work);
     return EMUBLAS_OK;
 }

@@ -59,6 +59,21 @@ typedef void (*emublas_task_fn)(void *ctx, int tid, int nthreads);
  * returns when all are done.  Returns the number of threads used. */
 EMUBLAS_HIDDEN int emublas__parallel(emublas_task_fn fn, void *ctx, int nthreads);
 
+/* emublas__parallel for a region that takes about `seconds` on one thread.
+ * Every region's team is cut to the CPUs other threads leave free when it
+ * starts (pool.c), except a long one (EMUBLAS_LONG_REGION_S or more): the
+ * threads holding CPUs then are usually OpenBLAS's workers, which spin for
+ * about 0.1 s after each of its calls and then sleep, while a region cut short
+ * would run on fewer threads to its end.  emublas__parallel is this with 0. */
+EMUBLAS_HIDDEN int emublas__parallel_sized(emublas_task_fn fn, void *ctx, int nthreads, double seconds);
+#define EMUBLAS_LONG_REGION_S 0.05
+
+/* Rough one-thread rates for emublas__parallel_sized: an int8 GEMM's
+ * multiply-adds (about its kernels' par_min_macs per 0.2 ms, AVX2 or VNNI),
+ * and the Ozaki passes' element-planes (0.1-0.3 ns each, bench_ozaki_kernels.py). */
+#define EMUBLAS_I8_MACS_PER_S 5e10
+#define EMUBLAS_OZ_WORK_PER_S 4e9
+
 /* The least work worth splitting over threads, for a kernel whose threshold
  * with sleeping workers is `cold`: 16 times less while the pool is held
  * (emublas_pool_hold) with its workers pinned one per CPU, when a region costs

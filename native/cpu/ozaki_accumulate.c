@@ -517,10 +517,11 @@ int emublas_oz_crt_accumulate(int64_t m, int64_t n, const int32_t *X1, int64_t r
         return EMUBLAS_EINVAL;
     acc_job J;
     oz_acc_prepare(&J, m, n, X1, rs1, cs1, w1, X2, rs2, cs2, w2, modulus, big, acc, plane, first, uplo);
-    int nt = oz_threads(nthreads, (double)m * (double)n * (uplo ? 0.5 : 1.0) * 16);
+    const double work = (double)m * (double)n * (uplo ? 0.5 : 1.0) * 16;
+    int nt = oz_threads(nthreads, work);
     if (nt > n)
         nt = (int)n;
-    emublas__parallel(oz_acc_task, &J, nt);
+    emublas__parallel_sized(oz_acc_task, &J, nt, work / EMUBLAS_OZ_WORK_PER_S);
     return EMUBLAS_OK;
 }
 

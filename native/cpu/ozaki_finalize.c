@@ -1203,10 +1203,11 @@ int emublas_oz_crt_finalize(int64_t m, int64_t n, const double *re_acc, const do
                  !cert->Lr || !cert->Rr || (!cert->Li) != (!cert->Ri) || cert->k < 0))
         return EMUBLAS_EINVAL;
     J.beta0 = J.br == 0.0 && J.bi == 0.0;
-    int nt = oz_threads(nthreads, (double)m * (double)n * (uplo ? 0.5 : 1.0) * (cplx ? 32 : 16));
+    const double work = (double)m * (double)n * (uplo ? 0.5 : 1.0) * (cplx ? 32 : 16);
+    int nt = oz_threads(nthreads, work);
     if (nt > n)
         nt = (int)n;
-    emublas__parallel(fin_task, &J, nt);
+    emublas__parallel_sized(fin_task, &J, nt, work / EMUBLAS_OZ_WORK_PER_S);
     if (J.cert)
         fix_pass(&J, nt, nthreads);
     return EMUBLAS_OK;

@@ -287,7 +287,7 @@ int emublas_oz_run_products(const emublas_oz_schedule *S, int64_t mx, int64_t my
         free(J.work);
         return EMUBLAS_ENOMEM;
     }
-    emublas__parallel(run_task, &J, nt);
+    emublas__parallel_sized(run_task, &J, nt, macs / EMUBLAS_I8_MACS_PER_S);
     if (!scratch)
         free(J.buf);
     free(J.work);

@@ -585,10 +585,11 @@ static int residues_common(int kind, int dtype, int64_t rows, int64_t cols, cons
     J->simd = oz_simd();
     J->avx2 = !J->simd && oz_avx2();
     int planes = kind == RES_REAL ? nmod : kind == RES_2M ? 2 * nmod : 3 * nmod;
-    int nt = oz_threads(nthreads, (double)rows * (double)cols * planes);
+    const double work = (double)rows * (double)cols * planes;
+    int nt = oz_threads(nthreads, work);
     if (nt > J->cols)
         nt = (int)J->cols;
-    emublas__parallel(res_task, J, nt);
+    emublas__parallel_sized(res_task, J, nt, work / EMUBLAS_OZ_WORK_PER_S);
     int bad = J->bad;
     free(J);
     return bad ? EMUBLAS_ERANGE : EMUBLAS_OK;
@@ -699,9 +700,10 @@ int emublas_oz_scaled_residues(int kind, int dtype, int64_t rows, int64_t cols, 
         .rowmax = rowmax, .sumsq = sumsq, .l1 = l1, .err = err, .wsum = wsum, .shift = shift, .budget = budget,
         .rc = EMUBLAS_OK,
     };
-    int nt = oz_threads(nthreads, (double)rows * (double)cols * S.planes);
+    const double work = (double)rows * (double)cols * S.planes;
+    int nt = oz_threads(nthreads, work);
     if (nt > rows)
         nt = rows > 0 ? (int)rows : 1;
-    emublas__parallel(sr_task, &S, nt);
+    emublas__parallel_sized(sr_task, &S, nt, work / EMUBLAS_OZ_WORK_PER_S);
     return S.rc;
 }

@@ -28,7 +28,9 @@
  * worker pushes OpenBLAS's spinning one onto the caller's CPU, where
  * OpenBLAS's next call waits for a scheduler time slice (milliseconds) to get
  * its worker back.  With the cap such a region runs on the free CPUs, often
- * on the caller's thread alone (bench_mixed_cpu.py, BENCHMARKS.md).
+ * on the caller's thread alone (bench_mixed_cpu.py, BENCHMARKS.md).  A long
+ * region (emublas__parallel_sized) keeps its team: those workers sleep within
+ * about 0.1 s, and a region cut short would stay short of threads to its end.
  *
  * One parallel region runs at a time; a caller that finds the pool busy (a
  * second Python thread, the GIL being released) simply runs its task on its
@@ -357,8 +359,14 @@ int emublas_pool_team(int nthreads)
 
 int emublas__parallel(emublas_task_fn fn, void *ctx, int nthreads)
 {
+    return emublas__parallel_sized(fn, ctx, nthreads, 0.0);
+}
+
+int emublas__parallel_sized(emublas_task_fn fn, void *ctx, int nthreads, double seconds)
+{
     const int asked = nthreads;
-    nthreads = team_cap(nthreads);
+    if (!(seconds >= EMUBLAS_LONG_REGION_S))
+        nthreads = team_cap(nthreads);
     if (nthreads <= 1 || pthread_mutex_trylock(&run_lock) != 0) {
         fn(ctx, 0, 1);
         return 1;
