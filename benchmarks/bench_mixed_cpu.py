@@ -16,7 +16,9 @@ alone; then it times the ozaki2 call back to back, with no native call between
 Printed per tree and size: the alternating calls' medians and means (a mean far
 above the median is a few calls that stalled) and the native calls slower than
 1 ms plus five times their median ("stalls"), then the back-to-back time.  With
-``--other``, each round runs one subprocess per tree, alternating.
+``--other``, each round runs one subprocess per tree, alternating; ``--env NAME=VALUE``
+adds this tree once more with that variable set (e.g. ``OPENBLAS_THREAD_TIMEOUT=4``, which
+has OpenBLAS's workers sleep almost at once after each call).
 """
 
 from __future__ import annotations
@@ -58,8 +60,9 @@ print(json.dumps(out))
 """
 
 
-def run(tree: str, sizes, reps: int) -> dict:
+def run(tree: str, sizes, reps: int, extra_env: dict | None = None) -> dict:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (tree, os.environ.get("PYTHONPATH")) if p))
+    env.update(extra_env or {})
     code = WORKER.format(bench=HERE, sizes=tuple(sizes), reps=reps)
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd="/")
     if res.returncode:
@@ -92,11 +95,20 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=300, help="alternating pairs per size and subprocess")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--other", help="root of another commit's built checkout, run alternately with this one")
+    ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="a variant of this tree")
     ap.add_argument("--json")
     args = ap.parse_args()
     trees = {"this": ROOT}
+    envs: dict[str, dict] = {"this": {}}
     if args.other:
         trees["other"] = os.path.abspath(args.other)
+        envs["other"] = {}
+    if args.env:
+        pairs = [e.split("=", 1) for e in args.env]
+        if any(len(p) != 2 or not p[0] for p in pairs):
+            ap.error(f"--env takes NAME=VALUE, got {args.env}")
+        trees["this_env"] = ROOT
+        envs["this_env"] = dict(pairs)
     # the ceiling of the int8 kernel's arithmetic, beside the run (this checkout's probe)
     from emublas._kernels import cpu
 
@@ -106,7 +118,7 @@ def main() -> None:
     rows: dict[str, list] = {t: [] for t in trees}
     for _ in range(args.rounds):
         for t, path in trees.items():
-            rows[t].append(run(path, args.sizes, args.reps))
+            rows[t].append(run(path, args.sizes, args.reps, envs[t]))
     print(
         f"ozaki2 dgemm (16 moduli, accurate) and scipy dgemm alternating, {args.reps} pairs a size;"
         f" medians over {args.rounds} rounds; ms"
