@@ -588,7 +588,8 @@ def test_pool_team_leaves_busy_cpus_alone(seeded: Seeded) -> None:
     # With every CPU busy with another process's spinning thread (as OpenBLAS's workers
     # spin after its calls), a kernel runs on the caller's thread alone: the pool's
     # workers use no CPU time, the result is the same; once the spinners stop, the
-    # team grows again (where it was larger than one before them).
+    # team grows again (where it was larger than one before them).  A long region keeps
+    # its team all the same.
     ncpu = os.cpu_count() or 1
     if ncpu < 2:
         pytest.skip("one CPU: no team to shrink")
@@ -608,6 +609,14 @@ def test_pool_team_leaves_busy_cpus_alone(seeded: Seeded) -> None:
                 check(cpu.i8gemm(a, b, threads=ncpu), want, seeded, "busy machine, held")
         spent = _pool_cpu_ticks() - before
         assert spent <= 2, f"pool workers used {spent} ticks on a machine with no free CPU"
+        # a long region (~0.1 s on one thread) keeps its team: the spinners it would wait out
+        # are usually another library's workers, asleep within 0.1 s
+        big_a, big_b = seeded.i8((1536, 1536)), seeded.i8((1536, 1536))
+        before = _pool_cpu_ticks()
+        got = cpu.i8gemm(big_a, big_b, threads=ncpu)
+        spent = _pool_cpu_ticks() - before
+        assert spent >= 1, "a long region ran without the pool's workers on a busy machine"
+        assert np.array_equal(got, cpu.i8gemm(big_a, big_b, threads=1)), f"long region (seed {seeded.seed})"
     finally:
         for p in procs:
             p.kill()
