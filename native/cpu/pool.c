@@ -52,10 +52,10 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
-#include <stdlib.h>
-#include <string.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
