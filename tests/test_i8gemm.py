@@ -624,7 +624,17 @@ def test_pool_team_leaves_busy_cpus_alone(seeded: Seeded) -> None:
             p.wait()
     if idle:  # the team grows again (where the machine had other work before, it may still)
         team = _team_settles(lambda t: t > 1, ncpu)
+        if team == 1 and _others_runnable() >= ncpu - 1:
+            pytest.skip(
+                f"another process keeps the CPUs busy ({_others_runnable()} runnable): no free CPU to grow into"
+            )
         assert team > 1, f"spinners gone, yet a team of {team} of {ncpu}"
+
+
+def _others_runnable() -> int:
+    """Runnable threads other than this one, from /proc/loadavg (the pool reads the same count in C)."""
+    with open("/proc/loadavg") as f:
+        return int(f.read().split()[3].split("/")[0]) - 1
 
 
 @pytest.mark.skipif(not hasattr(os, "fork") or sys.platform != "linux", reason="needs fork")
