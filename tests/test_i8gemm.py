@@ -545,8 +545,11 @@ def test_held_pool_results_and_nesting(seeded: Seeded) -> None:
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 def test_pool_workers_sleep_when_not_held(seeded: Seeded) -> None:
     # Released, the workers must not burn a core (a BLAS call made next needs it);
-    # held but idle, they spin at most a few milliseconds before sleeping.
+    # held but idle, they spin at most a few milliseconds before sleeping, and only the
+    # last region's team: a pool grown to every CPU first leaves the others asleep.
     a, b = seeded.i8((256, 256)), seeded.i8((256, 256))
+    big = seeded.i8((768, 768))
+    cpu.i8gemm(big, big, threads=os.cpu_count() or 1)  # large enough to start every worker
     with cpu.held_pool():
         cpu.i8gemm(a, b, threads=2)
     time.sleep(0.05)

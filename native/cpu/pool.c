@@ -13,8 +13,11 @@
  * scaling, residue, product and CRT passes with Python in between) holds the
  * pool (emublas_pool_hold): while held, a worker that finished a region spins
  * for the next one instead of sleeping, for at most HOLD_SPIN_NS after each
- * region, and holding wakes sleeping workers at once, so that their wake-up
- * overlaps the caller's own work; while held, the kernels also split smaller
+ * region, and holding wakes the last region's team at once, so that their wake-up
+ * overlaps the caller's own work.  Only a region's team is woken, and a worker
+ * outside it sleeps on: on a many-core machine a call with a small team (a
+ * small problem, an explicit thread count) leaves the other cores to others.
+ * While held, the kernels also split smaller
  * work (emublas__par_min).  On a 2-vCPU VM this took a 128 x 128 ozaki2 dgemm
  * (seven regions) to about 0.8 of its time (BENCHMARKS.md).  Released, the
  * workers sleep again, so a BLAS library called after the emulated call gets
@@ -63,17 +66,17 @@
 
 static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER; /* one region at a time */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;     /* guards the fields below */
-static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;       /* workers wait here */
 static pthread_cond_t done = PTHREAD_COND_INITIALIZER;       /* the caller waits here */
 static pthread_mutex_t barrier_lock = PTHREAD_MUTEX_INITIALIZER; /* emublas__barrier_wait's sleepers */
 static pthread_cond_t barrier_wake = PTHREAD_COND_INITIALIZER;
 static int nworkers;            /* started workers have ids 1 .. nworkers */
+static pthread_cond_t wake_w[EMUBLAS_MAX_THREADS]; /* worker id waits on wake_w[id] (only a region's team is woken) */
+static int last_team;          /* the last region's threads (a hold pre-wakes that many) */
 static uint64_t generation;     /* bumped once per region */
 static uint64_t start_gen[EMUBLAS_MAX_THREADS];
 static emublas_task_fn job_fn;
 static void *job_ctx;
 static int job_nthreads;
-static int job_capped;          /* the region got fewer threads than asked (team_cap) */
 static int pending;             /* workers of the current region not finished */
 static int hold_count;          /* emublas_pool_hold nesting (atomic reads outside the lock) */
 static uint64_t hold_epoch;     /* bumped when hold_count leaves zero */
@@ -155,8 +158,8 @@ static void *worker_main(void *arg)
             }
             asleep[id] = 1;
             __atomic_add_fetch(&asleep_n, 1, __ATOMIC_ACQ_REL);
-            pthread_cond_wait(&wake, &lock);
-            if (asleep[id]) { /* not counted as woken by wake_all (a spurious wake-up) */
+            pthread_cond_wait(&wake_w[id], &lock);
+            if (asleep[id]) { /* not counted as woken by wake_team (a spurious wake-up) */
                 asleep[id] = 0;
                 __atomic_sub_fetch(&asleep_n, 1, __ATOMIC_ACQ_REL);
             }
@@ -165,9 +168,10 @@ static void *worker_main(void *arg)
         emublas_task_fn fn = job_fn;
         void *ctx = job_ctx;
         int nt = job_nthreads;
-        /* after a region, wait awake again (at most HOLD_SPIN_NS); one left out of a team
-         * cut short for other work (team_cap) sleeps instead, not to compete with it */
-        gave_up = id < nt || !job_capped ? 0 : hold_epoch;
+        /* after a region, its team waits awake again (at most HOLD_SPIN_NS); a worker left
+         * out of it (a smaller region, or one cut short for other work by team_cap) sleeps
+         * instead: the next region is likely the same size, and it would compete with other work */
+        gave_up = id < nt ? 0 : hold_epoch;
         pthread_mutex_unlock(&lock);
         if (id < nt)
             fn(ctx, id, nt);
@@ -186,11 +190,13 @@ static void atfork_child(void)
     pthread_cond_t c0 = PTHREAD_COND_INITIALIZER;
     run_lock = m0;
     lock = m0;
-    wake = c0;
     done = c0;
     barrier_lock = m0;
     barrier_wake = c0;
+    for (int id = 0; id < EMUBLAS_MAX_THREADS; id++)
+        wake_w[id] = c0;
     nworkers = 0;
+    last_team = 0;
     pending = 0;
     hold_count = 0;
     spin_ok = 0;
@@ -203,16 +209,18 @@ static void register_atfork(void)
     pthread_atfork(NULL, NULL, atfork_child);
 }
 
-/* Wake every worker, counting them awake from now (they are runnable before
- * they return from their wait).  Called with `lock` held. */
-static void wake_all(void)
+/* Wake workers 1 .. nt-1, counting them awake from now (they are runnable
+ * before they return from their wait); the others sleep on, so that a small
+ * region on a many-core machine does not start every worker.  Called with
+ * `lock` held. */
+static void wake_team(int nt)
 {
-    for (int id = 1; id <= nworkers; id++)
+    for (int id = 1; id < nt && id <= nworkers; id++)
         if (asleep[id]) {
             asleep[id] = 0;
             __atomic_sub_fetch(&asleep_n, 1, __ATOMIC_ACQ_REL);
+            pthread_cond_signal(&wake_w[id]);
         }
-    pthread_cond_broadcast(&wake);
 }
 
 /* Start workers until there are want-1 of them; returns the thread count
@@ -234,6 +242,7 @@ static int grow_pool(int want)
     while (nworkers + 1 < want) {
         int id = nworkers + 1;
         start_gen[id] = generation;
+        pthread_cond_init(&wake_w[id], NULL);
         if (pthread_create(&worker_thread[id], &attr, worker_main,
                            (void *)(intptr_t)id) != 0)
             break;
@@ -364,7 +373,6 @@ int emublas__parallel(emublas_task_fn fn, void *ctx, int nthreads)
 
 int emublas__parallel_sized(emublas_task_fn fn, void *ctx, int nthreads, double seconds)
 {
-    const int asked = nthreads;
     if (!(seconds >= EMUBLAS_LONG_REGION_S))
         nthreads = team_cap(nthreads);
     if (nthreads <= 1 || pthread_mutex_trylock(&run_lock) != 0) {
@@ -382,10 +390,10 @@ int emublas__parallel_sized(emublas_task_fn fn, void *ctx, int nthreads, double 
         job_fn = fn;
         job_ctx = ctx;
         job_nthreads = nt;
-        job_capped = nthreads < asked;
         pending = nt - 1;
+        last_team = nt;
         __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
-        wake_all();
+        wake_team(nt);
     }
     pthread_mutex_unlock(&lock);
 
@@ -414,8 +422,9 @@ void emublas_pool_hold(int on)
     if (on) {
         if (__atomic_add_fetch(&hold_count, 1, __ATOMIC_ACQ_REL) == 1) {
             hold_epoch++;
-            if (spin_ok && nworkers > 0 && team_cap(nworkers + 1) > 1)
-                wake_all(); /* start waking them now (not to compete with other work) */
+            /* start waking the last region's team now (not to compete with other work) */
+            if (spin_ok && nworkers > 0)
+                wake_team(team_cap(last_team > 1 ? last_team : nworkers + 1));
         }
     } else if (hold_count > 0) {
         __atomic_sub_fetch(&hold_count, 1, __ATOMIC_ACQ_REL);
