@@ -68,11 +68,9 @@ EMUBLAS_HIDDEN int emublas__parallel(emublas_task_fn fn, void *ctx, int nthreads
 EMUBLAS_HIDDEN int emublas__parallel_sized(emublas_task_fn fn, void *ctx, int nthreads, double seconds);
 #define EMUBLAS_LONG_REGION_S 0.05
 
-/* Rough one-thread rates for emublas__parallel_sized: an int8 GEMM's
- * multiply-adds (about its kernels' par_min_macs per 0.2 ms, AVX2 or VNNI),
- * and the Ozaki passes' element-planes (0.1-0.3 ns each, bench_ozaki_kernels.py). */
+/* A rough one-thread rate for emublas__parallel_sized: an int8 GEMM's
+ * multiply-adds (about its kernels' par_min_macs per 0.2 ms, AVX2 or VNNI). */
 #define EMUBLAS_I8_MACS_PER_S 5e10
-#define EMUBLAS_OZ_WORK_PER_S 4e9
 
 /* The least work worth splitting over threads, for a kernel whose threshold
  * with sleeping workers is `cold`: 16 times less while the pool is held

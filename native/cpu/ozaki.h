@@ -72,6 +72,15 @@ EMUBLAS_HIDDEN int oz_avx2(void);
  * CPUs), at most EMUBLAS_MAX_THREADS, one below emublas__par_min(OZ_PAR_MIN). */
 EMUBLAS_HIDDEN int oz_threads(int nthreads, double work);
 
+/* An Ozaki pass's parallel region of `work` element-planes (oz_threads's
+ * measure), sized for emublas__parallel_sized at a rough one-thread rate of
+ * 0.1-0.3 ns each (bench_ozaki_kernels.py). */
+#define OZ_WORK_PER_S 4e9
+static inline int oz_parallel(emublas_task_fn fn, void *ctx, int nt, double work)
+{
+    return emublas__parallel_sized(fn, ctx, nt, work / OZ_WORK_PER_S);
+}
+
 /* Columns [j0, j1) of thread tid: equal shares of the work, where column j
  * of an m-row matrix holds min(j+1, m) entries for uplo 1, max(m-j, 0) for
  * uplo 2 and m otherwise. */

@@ -521,7 +521,7 @@ int emublas_oz_crt_accumulate(int64_t m, int64_t n, const int32_t *X1, int64_t r
     int nt = oz_threads(nthreads, work);
     if (nt > n)
         nt = (int)n;
-    emublas__parallel_sized(oz_acc_task, &J, nt, work / EMUBLAS_OZ_WORK_PER_S);
+    oz_parallel(oz_acc_task, &J, nt, work);
     return EMUBLAS_OK;
 }
 

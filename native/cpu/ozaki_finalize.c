@@ -1207,7 +1207,7 @@ int emublas_oz_crt_finalize(int64_t m, int64_t n, const double *re_acc, const do
     int nt = oz_threads(nthreads, work);
     if (nt > n)
         nt = (int)n;
-    emublas__parallel_sized(fin_task, &J, nt, work / EMUBLAS_OZ_WORK_PER_S);
+    oz_parallel(fin_task, &J, nt, work);
     if (J.cert)
         fix_pass(&J, nt, nthreads);
     return EMUBLAS_OK;

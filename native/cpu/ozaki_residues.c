@@ -589,7 +589,7 @@ static int residues_common(int kind, int dtype, int64_t rows, int64_t cols, cons
     int nt = oz_threads(nthreads, work);
     if (nt > J->cols)
         nt = (int)J->cols;
-    emublas__parallel_sized(res_task, J, nt, work / EMUBLAS_OZ_WORK_PER_S);
+    oz_parallel(res_task, J, nt, work);
     int bad = J->bad;
     free(J);
     return bad ? EMUBLAS_ERANGE : EMUBLAS_OK;
@@ -704,6 +704,6 @@ int emublas_oz_scaled_residues(int kind, int dtype, int64_t rows, int64_t cols, 
     int nt = oz_threads(nthreads, work);
     if (nt > rows)
         nt = rows > 0 ? (int)rows : 1;
-    emublas__parallel_sized(sr_task, &S, nt, work / EMUBLAS_OZ_WORK_PER_S);
+    oz_parallel(sr_task, &S, nt, work);
     return S.rc;
 }
