@@ -51,6 +51,8 @@
 #                                                     cores): ozaki2 CPU calls alternating with scipy dgemm, this
 #                                                     tree against .old (bench_mixed_cpu.py, ROUNDS, default 3):
 #                                                     $OUT/mixed_cpu.json  (carry: .whl, .old)
+#   bash benchmarks/device_run.sh shim-calls [ROUNDS] build; each cupy.matmul of examples/cupy_cholesky.py timed
+#                                                     natively and under the shim, paired by call (carry: .whl)
 #   bash benchmarks/device_run.sh min-dim [OUT_DIR]   CPU, no build: the sweep behind EMUBLAS_MIN_DIM
 #                                                     (BENCHMARKS.md, "The interpose size threshold")
 #
@@ -285,6 +287,13 @@ one-call)
     sed -n '/^=== tables/,$p' "$OUT/bench.log" | cut -c1-220
     tar czf /tmp/one_call.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/one_call.tgz "$OUT/"
     ;;
+shim-calls)
+    # #16's cupy program, call by call: each cupy.matmul timed natively and under the shim
+    # (bench_shim_calls_gpu.py; branch gpu-shim-calls, not yet run on a GPU)  (carry: .whl)
+    source "$here/_device_setup.sh"
+    nvidia-smi -L
+    timeout 540 python3 benchmarks/bench_shim_calls_gpu.py --rounds "${1:-2}" --json "$OUT/shim_calls_gpu.json" 2>&1 | tail -40
+    ;;
 min-dim)
     set -euo pipefail
     out=${1:-min-dim-out}
@@ -292,7 +301,7 @@ min-dim)
         --grid 'ozaki2:moduli=16' --families phi0.5 --reps 5 --no-plots --out "$out"
     ;;
 *)
-    echo "usage: bash benchmarks/device_run.sh {foundation|ozaki2|gemmul8|products|gpu-tests a|b|c|d|ab|next-check|next-full|peer|targets|one-call|min-dim} [ARGS...]" >&2
+    echo "usage: bash benchmarks/device_run.sh {foundation|ozaki2|gemmul8|products|gpu-tests a|b|c|d|ab|next-check|next-full|peer|targets|one-call|shim-calls|min-dim} [ARGS...]" >&2
     exit 2
     ;;
 esac

@@ -1,0 +1,133 @@
+"""Each cupy product of an unchanged program, natively and under the shim, call by call on the GPU.
+
+    python3 benchmarks/bench_shim_calls_gpu.py [--rounds 2] [--threshold 0.05] [--json F] [-- N NB]
+
+Runs ``examples/cupy_cholesky.py`` (``N NB``, default 16384 2048) in fresh processes,
+natively and under the shim (``emublas.interpose.install()``, ``EMUBLAS_BACKEND=auto``),
+alternating, ``--rounds`` times.  In each process every ``cupy.matmul`` the program
+makes is timed from a device synchronisation before it to one after it, so the calls
+run one at a time (these are the calls' own times, not the program's, whose calls
+overlap): the host time until the call returns and the time until the device is
+done.  The program is deterministic, so the calls pair by their index; the table
+lists the calls whose device time under the shim exceeds native by more than
+``--threshold``, and the sums.  This tells the shim's own host cost of a call from a
+native call that runs slower on the GPU under the shim.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import runpy
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAM = ROOT / "examples" / "cupy_cholesky.py"
+
+
+def child(mode: str, program_args: list[str]) -> None:
+    """One run of the program, natively or under the shim; prints the calls as JSON."""
+    sys.path.insert(0, str(ROOT))
+    import cupy
+
+    if mode == "shim":
+        import emublas.interpose
+
+        emublas.interpose.install()
+    routed = cupy.matmul  # under the shim, its replacement
+    calls: list[tuple] = []
+
+    def timed(a, b, *args, **kwargs):
+        dev = cupy.cuda.Device()
+        dev.synchronize()
+        t0 = time.perf_counter()
+        out = routed(a, b, *args, **kwargs)
+        t1 = time.perf_counter()
+        dev.synchronize()
+        calls.append((list(a.shape), list(b.shape), str(a.dtype), t1 - t0, time.perf_counter() - t0))
+        return out
+
+    cupy.matmul = timed
+    sys.argv = [str(PROGRAM), *program_args]
+    with contextlib.redirect_stdout(io.StringIO()) as text:
+        runpy.run_path(str(PROGRAM), run_name="__main__")
+    elapsed = next((float(x.split("=")[1]) for x in text.getvalue().splitlines() if x.startswith("elapsed_s")), None)
+    print(json.dumps({"calls": calls, "elapsed_s": elapsed}))
+
+
+def run_child(mode: str, program_args: list[str]) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("EMUBLAS_INTERPOSE", "EMUBLAS_VERBOSE")}
+    env["EMUBLAS_BACKEND"] = "auto"
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", mode, "--", *program_args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{mode} child failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    program_args: list[str] = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, program_args = argv[:i], argv[i + 1 :]
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--child", choices=("native", "shim"), help=argparse.SUPPRESS)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--threshold", type=float, default=0.05, help="list calls slower under the shim by this fraction")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    if args.child:
+        child(args.child, program_args)
+        return
+    runs: dict[str, list[dict]] = {"native": [], "shim": []}
+    for r in range(args.rounds):
+        for mode in ("native", "shim") if r % 2 == 0 else ("shim", "native"):
+            runs[mode].append(run_child(mode, program_args))
+    counts = {len(x["calls"]) for m in runs.values() for x in m}
+    if len(counts) != 1:
+        raise RuntimeError(f"the runs made different numbers of matmul calls: {sorted(counts)}")
+    n = counts.pop()
+
+    def med(mode: str, i: int, field: int) -> float:
+        return statistics.median(x["calls"][i][field] for x in runs[mode])
+
+    print(f"program: {PROGRAM.name} {' '.join(program_args)}; {n} matmul calls, {args.rounds} rounds, medians (ms)")
+    print("| call | a | b | dtype | host native | host shim | device native | device shim | shim/native |")
+    print("|---:|---|---|---|---:|---:|---:|---:|---:|")
+    rows = []
+    for i in range(n):
+        a, b, dt = runs["native"][0]["calls"][i][:3]
+        hn, hs, dn, ds = med("native", i, 3), med("shim", i, 3), med("native", i, 4), med("shim", i, 4)
+        rows.append({"a": a, "b": b, "dtype": dt, "host": [hn, hs], "device": [dn, ds]})
+        if ds > dn * (1 + args.threshold):
+            times = f"{hn * 1e3:.3f} | {hs * 1e3:.3f} | {dn * 1e3:.2f} | {ds * 1e3:.2f}"
+            print(f"| {i} | {a} | {b} | {dt} | {times} | {ds / dn:.3f} |")
+    for name in ("host", "device"):
+        sn = sum(r[name][0] for r in rows) * 1e3
+        ss = sum(r[name][1] for r in rows) * 1e3
+        print(f"sum of {name} times: native {sn:.1f} ms, shim {ss:.1f} ms, difference {ss - sn:+.1f} ms")
+    for mode in runs:
+        e = [x["elapsed_s"] for x in runs[mode] if x["elapsed_s"] is not None]
+        if e:
+            print(f"{mode}: the program's own elapsed_s (calls synchronised), median {statistics.median(e):.4f} s")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"program_args": program_args, "rounds": args.rounds, "calls": rows, "runs": runs}, f)
+
+
+if __name__ == "__main__":
+    main()
