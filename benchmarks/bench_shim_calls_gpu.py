@@ -1,6 +1,6 @@
 """Each cupy product of an unchanged program, natively and under the shim, call by call on the GPU.
 
-    python3 benchmarks/bench_shim_calls_gpu.py [--rounds 2] [--threshold 0.05] [--json F] [-- N NB]
+    python3 benchmarks/bench_shim_calls_gpu.py [--rounds 2] [--threshold 0.05] [--profile] [--json F] [-- N NB]
 
 Runs ``examples/cupy_cholesky.py`` (``N NB``, default 16384 2048) in fresh processes,
 natively and under the shim (``emublas.interpose.install()``, ``EMUBLAS_BACKEND=auto``),
@@ -11,16 +11,20 @@ overlap): the host time until the call returns and the time until the device is
 done.  The program is deterministic, so the calls pair by their index; the table
 lists the calls whose device time under the shim exceeds native by more than
 ``--threshold``, and the sums.  This tells the shim's own host cost of a call from a
-native call that runs slower on the GPU under the shim.
+native call that runs slower on the GPU under the shim.  ``--profile`` adds one more run under
+the shim with cProfile (not timed; its 25 costliest functions by own time are printed), to
+name where the shim's host time goes.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import cProfile
 import io
 import json
 import os
+import pstats
 import runpy
 import statistics
 import subprocess
@@ -37,7 +41,7 @@ def child(mode: str, program_args: list[str]) -> None:
     sys.path.insert(0, str(ROOT))
     import cupy
 
-    if mode == "shim":
+    if mode in ("shim", "profile"):
         import emublas.interpose
 
         emublas.interpose.install()
@@ -56,10 +60,20 @@ def child(mode: str, program_args: list[str]) -> None:
 
     cupy.matmul = timed
     sys.argv = [str(PROGRAM), *program_args]
+    prof = cProfile.Profile() if mode == "profile" else None
     with contextlib.redirect_stdout(io.StringIO()) as text:
+        if prof:
+            prof.enable()
         runpy.run_path(str(PROGRAM), run_name="__main__")
+        if prof:
+            prof.disable()
+    report = ""
+    if prof:
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(25)
+        report = buf.getvalue()
     elapsed = next((float(x.split("=")[1]) for x in text.getvalue().splitlines() if x.startswith("elapsed_s")), None)
-    print(json.dumps({"calls": calls, "elapsed_s": elapsed}))
+    print(json.dumps({"calls": calls, "elapsed_s": elapsed, "profile": report}))
 
 
 def run_child(mode: str, program_args: list[str]) -> dict:
@@ -85,9 +99,10 @@ def main() -> None:
         i = argv.index("--")
         argv, program_args = argv[:i], argv[i + 1 :]
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--child", choices=("native", "shim"), help=argparse.SUPPRESS)
+    ap.add_argument("--child", choices=("native", "shim", "profile"), help=argparse.SUPPRESS)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--threshold", type=float, default=0.05, help="list calls slower under the shim by this fraction")
+    ap.add_argument("--profile", action="store_true", help="one more shim run under cProfile; its top functions")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     if args.child:
@@ -124,6 +139,9 @@ def main() -> None:
         e = [x["elapsed_s"] for x in runs[mode] if x["elapsed_s"] is not None]
         if e:
             print(f"{mode}: the program's own elapsed_s (calls synchronised), median {statistics.median(e):.4f} s")
+    if args.profile:
+        print("one run under the shim with cProfile (whole program, construction included), by own time:")
+        print(run_child("profile", program_args)["profile"])
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"program_args": program_args, "rounds": args.rounds, "calls": rows, "runs": runs}, f)
