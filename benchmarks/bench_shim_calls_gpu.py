@@ -37,11 +37,17 @@ PROGRAM = ROOT / "examples" / "cupy_cholesky.py"
 
 
 def child(mode: str, program_args: list[str]) -> None:
-    """One run of the program, natively or under the shim; prints the calls as JSON."""
+    """One run of the program, natively or under the shim; prints the calls as JSON.
+
+    ``plain-`` modes leave the program's calls untimed (only its own elapsed_s);
+    ``shim-native`` installs the shim with ``EMUBLAS_BACKEND=native`` (its per-call cost
+    without any emulated call)."""
+    plain = mode.startswith("plain-")
+    mode = mode.removeprefix("plain-")
     sys.path.insert(0, str(ROOT))
     import cupy
 
-    if mode in ("shim", "profile"):
+    if mode in ("shim", "profile", "shim-native"):
         import emublas.interpose
 
         emublas.interpose.install()
@@ -58,7 +64,8 @@ def child(mode: str, program_args: list[str]) -> None:
         calls.append((list(a.shape), list(b.shape), str(a.dtype), t1 - t0, time.perf_counter() - t0))
         return out
 
-    cupy.matmul = timed
+    if not plain:
+        cupy.matmul = timed
     sys.argv = [str(PROGRAM), *program_args]
     prof = cProfile.Profile() if mode == "profile" else None
     with contextlib.redirect_stdout(io.StringIO()) as text:
@@ -78,7 +85,7 @@ def child(mode: str, program_args: list[str]) -> None:
 
 def run_child(mode: str, program_args: list[str]) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("EMUBLAS_INTERPOSE", "EMUBLAS_VERBOSE")}
-    env["EMUBLAS_BACKEND"] = "auto"
+    env["EMUBLAS_BACKEND"] = "native" if mode.endswith("shim-native") else "auto"
     proc = subprocess.run(
         [sys.executable, __file__, "--child", mode, "--", *program_args],
         env=env,
@@ -99,10 +106,14 @@ def main() -> None:
         i = argv.index("--")
         argv, program_args = argv[:i], argv[i + 1 :]
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--child", choices=("native", "shim", "profile"), help=argparse.SUPPRESS)
+    modes = ("native", "shim", "shim-native", "profile")
+    ap.add_argument("--child", choices=modes + tuple(f"plain-{m}" for m in modes), help=argparse.SUPPRESS)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--threshold", type=float, default=0.05, help="list calls slower under the shim by this fraction")
     ap.add_argument("--profile", action="store_true", help="one more shim run under cProfile; its top functions")
+    ap.add_argument(
+        "--plain", type=int, default=0, help="rounds of untimed runs: native, shim, shim with backend native"
+    )
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     if args.child:
@@ -139,12 +150,23 @@ def main() -> None:
         e = [x["elapsed_s"] for x in runs[mode] if x["elapsed_s"] is not None]
         if e:
             print(f"{mode}: the program's own elapsed_s (calls synchronised), median {statistics.median(e):.4f} s")
+    plain: dict[str, list[float]] = {"native": [], "shim": [], "shim-native": []}
+    for r in range(args.plain):
+        order = list(plain) if r % 2 == 0 else list(plain)[::-1]
+        for mode in order:
+            plain[mode].append(run_child(f"plain-{mode}", program_args)["elapsed_s"])
+    if args.plain:
+        print(f"untimed runs (the program's own elapsed_s, {args.plain} rounds alternating), s:")
+        for mode, e in plain.items():
+            print(f"  {mode:12s} median {statistics.median(e):.4f}  min {min(e):.4f}  max {max(e):.4f}")
     if args.profile:
         print("one run under the shim with cProfile (whole program, construction included), by own time:")
         print(run_child("profile", program_args)["profile"])
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"program_args": program_args, "rounds": args.rounds, "calls": rows, "runs": runs}, f)
+            json.dump(
+                {"program_args": program_args, "rounds": args.rounds, "calls": rows, "runs": runs, "plain": plain}, f
+            )
 
 
 if __name__ == "__main__":
