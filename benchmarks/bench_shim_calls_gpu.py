@@ -52,6 +52,7 @@ def child(mode: str, program_args: list[str]) -> None:
 
         emublas.interpose.install()
     routed = cupy.matmul  # under the shim, its replacement
+    pool = cupy.get_default_memory_pool()
     calls: list[tuple] = []
 
     def timed(a, b, *args, **kwargs):
@@ -61,7 +62,9 @@ def child(mode: str, program_args: list[str]) -> None:
         out = routed(a, b, *args, **kwargs)
         t1 = time.perf_counter()
         dev.synchronize()
-        calls.append((list(a.shape), list(b.shape), str(a.dtype), t1 - t0, time.perf_counter() - t0))
+        t2 = time.perf_counter()
+        # the memory pool's size after the call: growth in the timed region means fresh cudaMallocs
+        calls.append((list(a.shape), list(b.shape), str(a.dtype), t1 - t0, t2 - t0, pool.total_bytes()))
         return out
 
     if not plain:
@@ -80,7 +83,7 @@ def child(mode: str, program_args: list[str]) -> None:
         pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(25)
         report = buf.getvalue()
     elapsed = next((float(x.split("=")[1]) for x in text.getvalue().splitlines() if x.startswith("elapsed_s")), None)
-    print(json.dumps({"calls": calls, "elapsed_s": elapsed, "profile": report}))
+    print(json.dumps({"calls": calls, "elapsed_s": elapsed, "profile": report, "pool_bytes": pool.total_bytes()}))
 
 
 def run_child(mode: str, program_args: list[str]) -> dict:
@@ -147,6 +150,11 @@ def main() -> None:
         ss = sum(r[name][1] for r in rows) * 1e3
         print(f"sum of {name} times: native {sn:.1f} ms, shim {ss:.1f} ms, difference {ss - sn:+.1f} ms")
     for mode in runs:
+        grown = [(x["calls"][-1][5] - x["calls"][0][5]) / 2**30 for x in runs[mode]]
+        print(
+            f"{mode}: memory pool {runs[mode][0]['calls'][0][5] / 2**30:.1f} GiB after the first call (a construction),"
+            f" grown by {statistics.median(grown):.1f} GiB to the last"
+        )
         e = [x["elapsed_s"] for x in runs[mode] if x["elapsed_s"] is not None]
         if e:
             print(f"{mode}: the program's own elapsed_s (calls synchronised), median {statistics.median(e):.4f} s")
