@@ -41,13 +41,15 @@ def child(mode: str, program_args: list[str]) -> None:
 
     ``plain-`` modes leave the program's calls untimed (only its own elapsed_s);
     ``shim-native`` installs the shim with ``EMUBLAS_BACKEND=native`` (its per-call cost
-    without any emulated call)."""
+    without any emulated call); ``shim-free`` is ``shim`` with the memory pool's free blocks
+    given back after the program's first product (the untimed construction), to tell
+    whether the memory an emulated call leaves cached slows what follows."""
     plain = mode.startswith("plain-")
     mode = mode.removeprefix("plain-")
     sys.path.insert(0, str(ROOT))
     import cupy
 
-    if mode in ("shim", "profile", "shim-native"):
+    if mode in ("shim", "profile", "shim-native", "shim-free"):
         import emublas.interpose
 
         emublas.interpose.install()
@@ -69,6 +71,17 @@ def child(mode: str, program_args: list[str]) -> None:
 
     if not plain:
         cupy.matmul = timed
+    elif mode == "shim-free":
+
+        def first_then_free(a, b, *args, **kwargs):
+            out = routed(a, b, *args, **kwargs)
+            if cupy.matmul is first_then_free:
+                cupy.cuda.Device().synchronize()
+                pool.free_all_blocks()
+                cupy.matmul = routed
+            return out
+
+        cupy.matmul = first_then_free
     sys.argv = [str(PROGRAM), *program_args]
     prof = cProfile.Profile() if mode == "profile" else None
     with contextlib.redirect_stdout(io.StringIO()) as text:
@@ -109,13 +122,16 @@ def main() -> None:
         i = argv.index("--")
         argv, program_args = argv[:i], argv[i + 1 :]
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    modes = ("native", "shim", "shim-native", "profile")
+    modes = ("native", "shim", "shim-native", "shim-free", "profile")
     ap.add_argument("--child", choices=modes + tuple(f"plain-{m}" for m in modes), help=argparse.SUPPRESS)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--threshold", type=float, default=0.05, help="list calls slower under the shim by this fraction")
     ap.add_argument("--profile", action="store_true", help="one more shim run under cProfile; its top functions")
     ap.add_argument(
-        "--plain", type=int, default=0, help="rounds of untimed runs: native, shim, shim with backend native"
+        "--plain",
+        type=int,
+        default=0,
+        help="rounds of untimed runs: native, shim, shim-native, shim-free (see child())",
     )
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
@@ -158,7 +174,7 @@ def main() -> None:
         e = [x["elapsed_s"] for x in runs[mode] if x["elapsed_s"] is not None]
         if e:
             print(f"{mode}: the program's own elapsed_s (calls synchronised), median {statistics.median(e):.4f} s")
-    plain: dict[str, list[float]] = {"native": [], "shim": [], "shim-native": []}
+    plain: dict[str, list[float]] = {"native": [], "shim": [], "shim-native": [], "shim-free": []}
     for r in range(args.plain):
         order = list(plain) if r % 2 == 0 else list(plain)[::-1]
         for mode in order:
