@@ -27,10 +27,11 @@ import io
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+from _children import run_json_child
 
 ROOT = Path(__file__).resolve().parent.parent
 ROUTINES = ("dgemm", "zgemm", "dtrsm", "ztrsm", "dsyrk", "zherk")
@@ -90,19 +91,7 @@ def child(tree: str, program_args: list[str]) -> None:
 
 
 def run_child(tree: str, program_args: list[str]) -> list[tuple[str, float]]:
-    env = {k: v for k, v in os.environ.items() if k not in ("EMUBLAS_INTERPOSE", "EMUBLAS_VERBOSE")}
-    env["EMUBLAS_BACKEND"] = "auto"
-    proc = subprocess.run(
-        [sys.executable, __file__, "--child", tree, "--", *program_args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"child for {tree} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_json_child(__file__, tree, program_args, "auto")
 
 
 def summary(calls: list[tuple[str, float]]) -> dict[str, float]:

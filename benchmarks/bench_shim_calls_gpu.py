@@ -23,14 +23,14 @@ import contextlib
 import cProfile
 import io
 import json
-import os
 import pstats
 import runpy
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+from _children import run_json_child
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "examples" / "cupy_cholesky.py"
@@ -100,19 +100,7 @@ def child(mode: str, program_args: list[str]) -> None:
 
 
 def run_child(mode: str, program_args: list[str]) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("EMUBLAS_INTERPOSE", "EMUBLAS_VERBOSE")}
-    env["EMUBLAS_BACKEND"] = "native" if mode.endswith("shim-native") else "auto"
-    proc = subprocess.run(
-        [sys.executable, __file__, "--child", mode, "--", *program_args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"{mode} child failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_json_child(__file__, mode, program_args, "native" if mode.endswith("shim-native") else "auto")
 
 
 def main() -> None:
