@@ -23,7 +23,9 @@ import contextlib
 import cProfile
 import io
 import json
+import os
 import pstats
+import resource
 import runpy
 import statistics
 import sys
@@ -46,10 +48,12 @@ def child(mode: str, program_args: list[str]) -> None:
     whether the memory an emulated call leaves cached slows what follows."""
     plain = mode.startswith("plain-")
     mode = mode.removeprefix("plain-")
+    ops = mode.startswith("ops-")
+    mode = mode.removeprefix("ops-")
     sys.path.insert(0, str(ROOT))
     import cupy
 
-    if mode in ("shim", "profile", "shim-native", "shim-free"):
+    if mode in ("shim", "profile", "shim-native", "shim-free", "shim-sleep"):
         import emublas.interpose
 
         emublas.interpose.install()
@@ -69,8 +73,21 @@ def child(mode: str, program_args: list[str]) -> None:
         calls.append((list(a.shape), list(b.shape), str(a.dtype), t1 - t0, t2 - t0, pool.total_bytes()))
         return out
 
-    if not plain:
+    if ops:
+        _time_every_op(cupy, calls)
+    elif not plain:
         cupy.matmul = timed
+    elif mode == "shim-sleep":
+
+        def first_then_sleep(a, b, *args, **kwargs):
+            out = routed(a, b, *args, **kwargs)
+            if cupy.matmul is first_then_sleep:
+                cupy.cuda.Device().synchronize()
+                time.sleep(3.0)  # the GPU idles: clocks and temperature settle
+                cupy.matmul = routed
+            return out
+
+        cupy.matmul = first_then_sleep
     elif mode == "shim-free":
 
         def first_then_free(a, b, *args, **kwargs):
@@ -84,49 +101,93 @@ def child(mode: str, program_args: list[str]) -> None:
         cupy.matmul = first_then_free
     sys.argv = [str(PROGRAM), *program_args]
     prof = cProfile.Profile() if mode == "profile" else None
+    cpu0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()) as text:
         if prof:
             prof.enable()
         runpy.run_path(str(PROGRAM), run_name="__main__")
         if prof:
             prof.disable()
+    cpu1, wall = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - wall0
+    busy = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     report = ""
     if prof:
         buf = io.StringIO()
         pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(25)
         report = buf.getvalue()
     elapsed = next((float(x.split("=")[1]) for x in text.getvalue().splitlines() if x.startswith("elapsed_s")), None)
-    print(json.dumps({"calls": calls, "elapsed_s": elapsed, "profile": report, "pool_bytes": pool.total_bytes()}))
+    answer = {"calls": calls, "elapsed_s": elapsed, "profile": report, "pool_bytes": pool.total_bytes()}
+    # the process's CPU time over the program's wall time (several busy threads show as > 1) and its threads
+    answer.update(cpu_per_wall=busy / wall, threads=len(os.listdir("/proc/self/task")))
+    print(json.dumps(answer))
+
+
+def _time_every_op(cupy, calls: list) -> None:
+    """Time each of the program's library calls (products, factorizations, solves, norms,
+    triangles) from a synchronisation before it to one after: ``(name, device seconds)``."""
+    import cupyx.scipy.linalg
+
+    def wrap(owner, name):
+        fn = getattr(owner, name)
+
+        def timed_op(*args, **kwargs):
+            dev = cupy.cuda.Device()
+            dev.synchronize()
+            t0 = time.perf_counter()
+            out = fn(*args, **kwargs)
+            dev.synchronize()
+            calls.append((name, time.perf_counter() - t0))
+            return out
+
+        setattr(owner, name, timed_op)
+
+    for owner, name in (
+        (cupy, "matmul"),
+        (cupy.linalg, "cholesky"),
+        (cupy.linalg, "norm"),
+        (cupy, "tril"),
+        (cupyx.scipy.linalg, "solve_triangular"),
+    ):
+        wrap(owner, name)
 
 
 def run_child(mode: str, program_args: list[str]) -> dict:
     return run_json_child(__file__, mode, program_args, "native" if mode.endswith("shim-native") else "auto")
 
 
-def main() -> None:
-    argv = sys.argv[1:]
-    program_args: list[str] = []
-    if "--" in argv:
-        i = argv.index("--")
-        argv, program_args = argv[:i], argv[i + 1 :]
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    modes = ("native", "shim", "shim-native", "shim-free", "profile")
-    ap.add_argument("--child", choices=modes + tuple(f"plain-{m}" for m in modes), help=argparse.SUPPRESS)
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--threshold", type=float, default=0.05, help="list calls slower under the shim by this fraction")
-    ap.add_argument("--profile", action="store_true", help="one more shim run under cProfile; its top functions")
-    ap.add_argument(
-        "--plain",
-        type=int,
-        default=0,
-        help="rounds of untimed runs: native, shim, shim-native, shim-free (see child())",
-    )
-    ap.add_argument("--json", default=None)
-    args = ap.parse_args(argv)
-    if args.child:
-        child(args.child, program_args)
-        return
-    runs: dict[str, list[dict]] = {"native": [], "shim": []}
+def op_table(rounds: int, program_args: list[str]) -> None:
+    """Every library call of the program timed on its own, natively and under the shim: sums by
+    kind after the two constructions, and the program's time outside them."""
+    got: dict[str, list[dict]] = {"native": [], "shim": []}
+    for r in range(rounds):
+        for mode in ("native", "shim") if r % 2 == 0 else ("shim", "native"):
+            got[mode].append(run_child(f"ops-{mode}", program_args))
+
+    def sums(answer: dict) -> dict[str, float]:
+        out: dict[str, float] = {}
+        products = 0
+        for name, seconds in answer["calls"]:
+            if name == "matmul":
+                products += 1
+                if products <= 2:  # the two constructions, before the program's clock starts
+                    continue
+            out[name] = out.get(name, 0.0) + seconds
+        out["(outside these calls)"] = answer["elapsed_s"] - sum(out.values())
+        out["(elapsed_s)"] = answer["elapsed_s"]
+        return out
+
+    table = {mode: [sums(a) for a in answers] for mode, answers in got.items()}
+    print(f"each library call timed alone (synchronised around it), {rounds} rounds, medians, ms:")
+    print("| calls of | native | shim | shim - native |")
+    print("|---|---:|---:|---:|")
+    for name in table["native"][0]:
+        n = statistics.median(t[name] for t in table["native"]) * 1e3
+        s = statistics.median(t[name] for t in table["shim"]) * 1e3
+        print(f"| {name} | {n:.1f} | {s:.1f} | {s - n:+.1f} |")
+
+
+def matmul_table(args, program_args: list[str], runs: dict[str, list[dict]]) -> list[dict]:
+    """Each cupy.matmul of the program timed alone, natively and under the shim, paired by index."""
     for r in range(args.rounds):
         for mode in ("native", "shim") if r % 2 == 0 else ("shim", "native"):
             runs[mode].append(run_child(mode, program_args))
@@ -162,15 +223,56 @@ def main() -> None:
         e = [x["elapsed_s"] for x in runs[mode] if x["elapsed_s"] is not None]
         if e:
             print(f"{mode}: the program's own elapsed_s (calls synchronised), median {statistics.median(e):.4f} s")
-    plain: dict[str, list[float]] = {"native": [], "shim": [], "shim-native": [], "shim-free": []}
+    return rows
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    program_args: list[str] = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, program_args = argv[:i], argv[i + 1 :]
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    modes = ("native", "shim", "shim-native", "shim-free", "shim-sleep", "profile")
+    children = modes + tuple(f"plain-{m}" for m in modes) + tuple(f"ops-{m}" for m in modes)
+    ap.add_argument("--child", choices=children, help=argparse.SUPPRESS)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--threshold", type=float, default=0.05, help="list calls slower under the shim by this fraction")
+    ap.add_argument("--profile", action="store_true", help="one more shim run under cProfile; its top functions")
+    ap.add_argument(
+        "--plain",
+        type=int,
+        default=0,
+        help="rounds of untimed runs: native, shim, shim-native, shim-free, shim-sleep (see child())",
+    )
+    ap.add_argument(
+        "--ops", type=int, default=0, help="rounds timing every library call of the program, native and shim"
+    )
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    if args.child:
+        child(args.child, program_args)
+        return
+    if args.ops:
+        op_table(args.ops, program_args)
+    runs: dict[str, list[dict]] = {"native": [], "shim": []}
+    rows = matmul_table(args, program_args, runs) if args.rounds else []
+    plain: dict[str, list[dict]] = {"native": [], "shim": [], "shim-native": [], "shim-free": [], "shim-sleep": []}
     for r in range(args.plain):
         order = list(plain) if r % 2 == 0 else list(plain)[::-1]
         for mode in order:
-            plain[mode].append(run_child(f"plain-{mode}", program_args)["elapsed_s"])
+            plain[mode].append(run_child(f"plain-{mode}", program_args))
     if args.plain:
-        print(f"untimed runs (the program's own elapsed_s, {args.plain} rounds alternating), s:")
-        for mode, e in plain.items():
-            print(f"  {mode:12s} median {statistics.median(e):.4f}  min {min(e):.4f}  max {max(e):.4f}")
+        print(f"untimed runs (the program's own elapsed_s, {args.plain} rounds alternating), s;")
+        print("  the process's CPU time per wall second of the program, and its threads at the end:")
+        for mode, got in plain.items():
+            e = [x["elapsed_s"] for x in got]
+            cpu = statistics.median(x["cpu_per_wall"] for x in got)
+            threads = max(x["threads"] for x in got)
+            print(
+                f"  {mode:12s} median {statistics.median(e):.4f}  min {min(e):.4f}  max {max(e):.4f}"
+                f"  cpu/wall {cpu:.2f}  threads {threads}"
+            )
     if args.profile:
         print("one run under the shim with cProfile (whole program, construction included), by own time:")
         print(run_child("profile", program_args)["profile"])
