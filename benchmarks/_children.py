@@ -18,7 +18,9 @@ __all__ = ["run_json_child"]
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_json_child(script: str, child: str, program_args: list[str], backend: str, timeout: float = 600) -> Any:
+def run_json_child(
+    script: str, child: str, program_args: list[str], backend: str, timeout: float = 600, env: dict | None = None
+) -> Any:
     """Run ``python3 SCRIPT --child CHILD -- PROGRAM_ARGS`` and return its last stdout line, parsed.
 
     Parameters
@@ -34,6 +36,8 @@ def run_json_child(script: str, child: str, program_args: list[str], backend: st
         ``EMUBLAS_VERBOSE`` are cleared, so the child sets up what it measures itself.
     timeout : float, optional
         Seconds.
+    env : dict, optional
+        More environment variables for the child.
 
     Returns
     -------
@@ -45,8 +49,9 @@ def run_json_child(script: str, child: str, program_args: list[str], backend: st
     RuntimeError
         The child failed; the message ends with its stderr.
     """
+    more = env or {}
     env = {k: v for k, v in os.environ.items() if k not in ("EMUBLAS_INTERPOSE", "EMUBLAS_VERBOSE")}
-    env["EMUBLAS_BACKEND"] = backend
+    env.update(more, EMUBLAS_BACKEND=backend)
     proc = subprocess.run(
         [sys.executable, script, "--child", child, "--", *program_args],
         env=env,

@@ -47,7 +47,7 @@ def child(mode: str, program_args: list[str]) -> None:
     given back after the program's first product (the untimed construction), to tell
     whether the memory an emulated call leaves cached slows what follows."""
     plain = mode.startswith("plain-")
-    mode = mode.removeprefix("plain-")
+    mode = mode.removeprefix("plain-").removesuffix("-eager")  # -eager: the parent set the environment
     ops = mode.startswith("ops-")
     mode = mode.removeprefix("ops-")
     sys.path.insert(0, str(ROOT))
@@ -152,13 +152,19 @@ def _time_every_op(cupy, calls: list) -> None:
 
 
 def run_child(mode: str, program_args: list[str]) -> dict:
-    return run_json_child(__file__, mode, program_args, "native" if mode.endswith("shim-native") else "auto")
+    """One child; a mode ending in ``-eager`` loads every CUDA module at start
+    (``CUDA_MODULE_LOADING=EAGER``), so no library kernel is loaded inside the timed part."""
+    eager = {"CUDA_MODULE_LOADING": "EAGER"} if mode.endswith("-eager") else {}
+    backend = "native" if mode.removesuffix("-eager").endswith("shim-native") else "auto"
+    return run_json_child(__file__, mode, program_args, backend, env=eager)
 
 
 def op_table(rounds: int, program_args: list[str]) -> None:
     """Every library call of the program timed on its own, natively and under the shim: sums by
     kind after the two constructions, and the program's time outside them."""
     got: dict[str, list[dict]] = {"native": [], "shim": []}
+    for mode in got:  # warm-up: the first processes compile and cache cupy's kernels
+        run_child(f"ops-{mode}", program_args)
     for r in range(rounds):
         for mode in ("native", "shim") if r % 2 == 0 else ("shim", "native"):
             got[mode].append(run_child(f"ops-{mode}", program_args))
@@ -234,7 +240,7 @@ def main() -> None:
         argv, program_args = argv[:i], argv[i + 1 :]
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     modes = ("native", "shim", "shim-native", "shim-free", "shim-sleep", "profile")
-    children = modes + tuple(f"plain-{m}" for m in modes) + tuple(f"ops-{m}" for m in modes)
+    children = modes + tuple(f"plain-{m}{e}" for m in modes for e in ("", "-eager")) + tuple(f"ops-{m}" for m in modes)
     ap.add_argument("--child", choices=children, help=argparse.SUPPRESS)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--threshold", type=float, default=0.05, help="list calls slower under the shim by this fraction")
@@ -248,6 +254,11 @@ def main() -> None:
     ap.add_argument(
         "--ops", type=int, default=0, help="rounds timing every library call of the program, native and shim"
     )
+    ap.add_argument(
+        "--plain-modes",
+        default="native,shim,shim-native,shim-free,shim-sleep",
+        help="the untimed runs' modes, comma-separated (each may end in -eager)",
+    )
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     if args.child:
@@ -257,7 +268,7 @@ def main() -> None:
         op_table(args.ops, program_args)
     runs: dict[str, list[dict]] = {"native": [], "shim": []}
     rows = matmul_table(args, program_args, runs) if args.rounds else []
-    plain: dict[str, list[dict]] = {"native": [], "shim": [], "shim-native": [], "shim-free": [], "shim-sleep": []}
+    plain: dict[str, list[dict]] = {m: [] for m in args.plain_modes.split(",")}
     for r in range(args.plain):
         order = list(plain) if r % 2 == 0 else list(plain)[::-1]
         for mode in order:
