@@ -47,7 +47,8 @@ def child(mode: str, program_args: list[str]) -> None:
     given back after the program's first product (the untimed construction), to tell
     whether the memory an emulated call leaves cached slows what follows."""
     plain = mode.startswith("plain-")
-    mode = mode.removeprefix("plain-").removesuffix("-eager")  # -eager: the parent set the environment
+    # -eager, -gemmex: the parent set the environment
+    mode = mode.removeprefix("plain-").removesuffix("-eager").removesuffix("-gemmex")
     ops = mode.startswith("ops-")
     mode = mode.removeprefix("ops-")
     sys.path.insert(0, str(ROOT))
@@ -153,13 +154,16 @@ def _time_every_op(cupy, calls: list) -> None:
 
 def run_child(mode: str, program_args: list[str]) -> dict:
     """One child; a mode ending in ``-eager`` loads every CUDA module at start
-    (``CUDA_MODULE_LOADING=EAGER``), so no library kernel is loaded inside the timed part."""
-    eager = {"CUDA_MODULE_LOADING": "EAGER"} if mode.endswith("-eager") else {}
+    (``CUDA_MODULE_LOADING=EAGER``), so no library kernel is loaded inside the timed part;
+    one ending in ``-gemmex`` makes ozaki2's products without cuBLASLt."""
+    env = {"CUDA_MODULE_LOADING": "EAGER"} if mode.endswith("-eager") else {}
+    if mode.endswith("-gemmex"):  # ozaki2's int8 products through gemmEx only, never cuBLASLt
+        env["EMUBLAS_OZAKI2_PRODUCTS"] = "gemmex"
     backend = "native" if mode.removesuffix("-eager").endswith("shim-native") else "auto"
-    return run_json_child(__file__, mode, program_args, backend, env=eager)
+    return run_json_child(__file__, mode, program_args, backend, env=env)
 
 
-def op_table(rounds: int, program_args: list[str]) -> None:
+def op_table(rounds: int, program_args: list[str]) -> dict[str, list[dict]]:
     """Every library call of the program timed on its own, natively and under the shim: sums by
     kind after the two constructions, and the program's time outside them."""
     got: dict[str, list[dict]] = {"native": [], "shim": []}
@@ -190,6 +194,10 @@ def op_table(rounds: int, program_args: list[str]) -> None:
         n = statistics.median(t[name] for t in table["native"]) * 1e3
         s = statistics.median(t[name] for t in table["shim"]) * 1e3
         print(f"| {name} | {n:.1f} | {s:.1f} | {s - n:+.1f} |")
+    for mode, answers in got.items():
+        each = [[f"{t * 1e3:.1f}" for name, t in a["calls"] if name == "cholesky"] for a in answers]
+        print(f"cholesky calls one by one, {mode} (ms): " + " / ".join(" ".join(e) for e in each))
+    return got
 
 
 def matmul_table(args, program_args: list[str], runs: dict[str, list[dict]]) -> list[dict]:
@@ -240,7 +248,11 @@ def main() -> None:
         argv, program_args = argv[:i], argv[i + 1 :]
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     modes = ("native", "shim", "shim-native", "shim-free", "shim-sleep", "profile")
-    children = modes + tuple(f"plain-{m}{e}" for m in modes for e in ("", "-eager")) + tuple(f"ops-{m}" for m in modes)
+    children = (
+        modes
+        + tuple(f"plain-{m}{e}" for m in modes for e in ("", "-eager", "-gemmex"))
+        + tuple(f"ops-{m}" for m in modes)
+    )
     ap.add_argument("--child", choices=children, help=argparse.SUPPRESS)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--threshold", type=float, default=0.05, help="list calls slower under the shim by this fraction")
@@ -264,8 +276,7 @@ def main() -> None:
     if args.child:
         child(args.child, program_args)
         return
-    if args.ops:
-        op_table(args.ops, program_args)
+    ops = op_table(args.ops, program_args) if args.ops else {}
     runs: dict[str, list[dict]] = {"native": [], "shim": []}
     rows = matmul_table(args, program_args, runs) if args.rounds else []
     plain: dict[str, list[dict]] = {m: [] for m in args.plain_modes.split(",")}
@@ -290,7 +301,15 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(
-                {"program_args": program_args, "rounds": args.rounds, "calls": rows, "runs": runs, "plain": plain}, f
+                {
+                    "program_args": program_args,
+                    "rounds": args.rounds,
+                    "calls": rows,
+                    "runs": runs,
+                    "plain": plain,
+                    "ops": ops,
+                },
+                f,
             )
 
 

@@ -296,7 +296,7 @@ shim-calls)
     nvidia-smi $q
     timeout 540 python3 benchmarks/bench_shim_calls_gpu.py --rounds "${1:-2}" --plain "${2:-2}" --ops "${3:-0}" ${4:+--profile} ${PLAIN_MODES:+--plain-modes "$PLAIN_MODES"} --json "$OUT/shim_calls_gpu.json" >"$OUT/shim_calls_gpu.txt" 2>&1
     nvidia-smi $q | tail -1
-    grep -v "^ *[0-9]" "$OUT/shim_calls_gpu.txt" | head -45; grep -A9 "^untimed runs" "$OUT/shim_calls_gpu.txt"; grep -A10 "^each library call" "$OUT/shim_calls_gpu.txt"; grep -A40 "^one run under" "$OUT/shim_calls_gpu.txt" | cut -c1-150
+    grep -v "^ *[0-9]" "$OUT/shim_calls_gpu.txt" | head -45; grep -A9 "^untimed runs" "$OUT/shim_calls_gpu.txt"; grep -A12 "^each library call" "$OUT/shim_calls_gpu.txt"; grep -A40 "^one run under" "$OUT/shim_calls_gpu.txt" | cut -c1-150
     ;;
 min-dim)
     set -euo pipefail
