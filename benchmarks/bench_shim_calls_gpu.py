@@ -1,19 +1,27 @@
-"""Each cupy product of an unchanged program, natively and under the shim, call by call on the GPU.
+"""An unchanged cupy program natively and under the shim, taken apart call by call on the GPU.
 
-    python3 benchmarks/bench_shim_calls_gpu.py [--rounds 2] [--threshold 0.05] [--profile] [--json F] [-- N NB]
+    python3 benchmarks/bench_shim_calls_gpu.py [--rounds 2] [--plain R] [--plain-modes M,...]
+        [--ops R] [--threshold 0.05] [--profile] [--json F] [-- N NB]
 
 Runs ``examples/cupy_cholesky.py`` (``N NB``, default 16384 2048) in fresh processes,
 natively and under the shim (``emublas.interpose.install()``, ``EMUBLAS_BACKEND=auto``),
-alternating, ``--rounds`` times.  In each process every ``cupy.matmul`` the program
-makes is timed from a device synchronisation before it to one after it, so the calls
-run one at a time (these are the calls' own times, not the program's, whose calls
-overlap): the host time until the call returns and the time until the device is
-done.  The program is deterministic, so the calls pair by their index; the table
-lists the calls whose device time under the shim exceeds native by more than
-``--threshold``, and the sums.  This tells the shim's own host cost of a call from a
-native call that runs slower on the GPU under the shim.  ``--profile`` adds one more run under
-the shim with cProfile (not timed; its 25 costliest functions by own time are printed), to
-name where the shim's host time goes.
+alternating, in three ways:
+
+- ``--rounds``: every ``cupy.matmul`` timed from a device synchronisation before it to
+  one after it (the calls' own times, not the program's, whose calls overlap): host time
+  until it returns, device time until done.  The program is deterministic, so the calls
+  pair by index; the table lists those slower under the shim by more than
+  ``--threshold``, then the sums and the memory pool's size.
+- ``--plain``: the program untimed (its own ``elapsed_s``) in the ``--plain-modes``:
+  ``native``, ``shim``, ``shim-native`` (the shim with backend native: its per-call cost
+  alone), ``shim-free`` (the pool's cached blocks freed after the set-up's first product),
+  ``shim-sleep`` (3 s of idle GPU after it); any mode may end in ``-eager``
+  (``CUDA_MODULE_LOADING=EAGER``) or ``-gemmex`` (ozaki2's products without cuBLASLt).
+- ``--ops``: every library call the program makes (products, Cholesky, triangular solves,
+  norms, triangles) timed alone, summed by kind over the part the program times (from
+  its printed ``clock_start``), after one warm-up process per mode.
+
+``--profile`` adds one run under the shim with cProfile (its 25 costliest functions).
 """
 
 from __future__ import annotations
@@ -116,8 +124,10 @@ def child(mode: str, program_args: list[str]) -> None:
         buf = io.StringIO()
         pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(25)
         report = buf.getvalue()
-    elapsed = next((float(x.split("=")[1]) for x in text.getvalue().splitlines() if x.startswith("elapsed_s")), None)
+    said = dict(line.split(" = ", 1) for line in text.getvalue().splitlines() if " = " in line)
+    elapsed = float(said["elapsed_s"]) if "elapsed_s" in said else None
     answer = {"calls": calls, "elapsed_s": elapsed, "profile": report, "pool_bytes": pool.total_bytes()}
+    answer["clock_start"] = float(said.get("clock_start", "-inf"))  # the program's perf_counter at its t0
     # the process's CPU time over the program's wall time (several busy threads show as > 1) and its threads
     answer.update(cpu_per_wall=busy / wall, threads=len(os.listdir("/proc/self/task")))
     print(json.dumps(answer))
@@ -125,7 +135,7 @@ def child(mode: str, program_args: list[str]) -> None:
 
 def _time_every_op(cupy, calls: list) -> None:
     """Time each of the program's library calls (products, factorizations, solves, norms,
-    triangles) from a synchronisation before it to one after: ``(name, device seconds)``."""
+    triangles) from a synchronisation before it to one after: ``(name, device seconds, start)``."""
     import cupyx.scipy.linalg
 
     def wrap(owner, name):
@@ -137,7 +147,7 @@ def _time_every_op(cupy, calls: list) -> None:
             t0 = time.perf_counter()
             out = fn(*args, **kwargs)
             dev.synchronize()
-            calls.append((name, time.perf_counter() - t0))
+            calls.append((name, time.perf_counter() - t0, t0))
             return out
 
         setattr(owner, name, timed_op)
@@ -165,7 +175,7 @@ def run_child(mode: str, program_args: list[str]) -> dict:
 
 def op_table(rounds: int, program_args: list[str]) -> dict[str, list[dict]]:
     """Every library call of the program timed on its own, natively and under the shim: sums by
-    kind after the two constructions, and the program's time outside them."""
+    kind of those after the program's clock started, and the program's time outside them."""
     got: dict[str, list[dict]] = {"native": [], "shim": []}
     for mode in got:  # warm-up: the first processes compile and cache cupy's kernels
         run_child(f"ops-{mode}", program_args)
@@ -175,13 +185,9 @@ def op_table(rounds: int, program_args: list[str]) -> dict[str, list[dict]]:
 
     def sums(answer: dict) -> dict[str, float]:
         out: dict[str, float] = {}
-        products = 0
-        for name, seconds in answer["calls"]:
-            if name == "matmul":
-                products += 1
-                if products <= 2:  # the two constructions, before the program's clock starts
-                    continue
-            out[name] = out.get(name, 0.0) + seconds
+        for name, seconds, start in answer["calls"]:
+            if start >= answer["clock_start"]:  # not the set-up's calls, before the program's clock
+                out[name] = out.get(name, 0.0) + seconds
         out["(outside these calls)"] = answer["elapsed_s"] - sum(out.values())
         out["(elapsed_s)"] = answer["elapsed_s"]
         return out
@@ -195,8 +201,8 @@ def op_table(rounds: int, program_args: list[str]) -> dict[str, list[dict]]:
         s = statistics.median(t[name] for t in table["shim"]) * 1e3
         print(f"| {name} | {n:.1f} | {s:.1f} | {s - n:+.1f} |")
     for mode, answers in got.items():
-        each = [[f"{t * 1e3:.1f}" for name, t in a["calls"] if name == "cholesky"] for a in answers]
-        print(f"cholesky calls one by one, {mode} (ms): " + " / ".join(" ".join(e) for e in each))
+        each = [[f"{t * 1e3:.1f}" for name, t, start in a["calls"] if name == "cholesky"] for a in answers]
+        print(f"cholesky calls one by one (set-up's included), {mode} (ms): " + " / ".join(" ".join(e) for e in each))
     return got
 
 

@@ -51,8 +51,13 @@
 #                                                     cores): ozaki2 CPU calls alternating with scipy dgemm, this
 #                                                     tree against .old (bench_mixed_cpu.py, ROUNDS, default 3):
 #                                                     $OUT/mixed_cpu.json  (carry: .whl, .old)
-#   bash benchmarks/device_run.sh shim-calls [ROUNDS] build; each cupy.matmul of examples/cupy_cholesky.py timed
-#                                                     natively and under the shim, paired by call (carry: .whl)
+#   bash benchmarks/device_run.sh shim-calls [ROUNDS [PLAIN [OPS [profile]]]]
+#                                                     build; bench_shim_calls_gpu.py on examples/cupy_cholesky.py:
+#                                                     each cupy.matmul natively and under the shim, paired by
+#                                                     call (ROUNDS, default 2), untimed runs of PLAIN_MODES
+#                                                     (env, see --plain-modes; PLAIN rounds, default 2), every
+#                                                     library call timed alone (OPS rounds, default 0), a
+#                                                     cProfile run; $OUT/shim_calls_gpu.{txt,json}  (carry: .whl)
 #   bash benchmarks/device_run.sh min-dim [OUT_DIR]   CPU, no build: the sweep behind EMUBLAS_MIN_DIM
 #                                                     (BENCHMARKS.md, "The interpose size threshold")
 #
@@ -288,8 +293,7 @@ one-call)
     tar czf /tmp/one_call.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/one_call.tgz "$OUT/"
     ;;
 shim-calls)
-    # #16's cupy program, call by call: each cupy.matmul timed natively and under the shim
-    # (bench_shim_calls_gpu.py; branch gpu-shim-calls, not yet run on a GPU)  (carry: .whl)
+    # #16's cupy program, call by call, natively and under the shim (bench_shim_calls_gpu.py)  (carry: .whl)
     source "$here/_device_setup.sh"
     nvidia-smi -L
     q="--query-gpu=clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw,clocks_throttle_reasons.active --format=csv"

@@ -294,3 +294,94 @@ def test_gpu_branches_on_a_numpy_cupy(tmp_path, fake_cupy):
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = dict(line.split(" = ") for line in proc.stdout.splitlines())
     assert float(lines["z relative residual"]) < 1e-14 and float(lines["d relative residual"]) < 1e-14
+
+
+FAKE_CUPY_PACKAGE = {
+    "__init__.py": '''"""numpy dressed as cupy, as a package the shim can swap entry points in (no GPU: the
+shim finds none, so every call stays native)."""
+from numpy import *  # noqa: F403
+from numpy import linalg, ndarray  # noqa: F401
+
+from . import cublas, cuda  # noqa: F401
+
+__version__ = "0-fake"
+
+
+class _Rng:
+    def __init__(self, seed):
+        import numpy
+
+        self._g = numpy.random.default_rng(seed)
+
+    def standard_normal(self, shape):
+        return self._g.standard_normal(shape)
+
+
+class random:  # noqa: N801
+    default_rng = _Rng
+
+
+def get_default_memory_pool():
+    return cuda.POOL
+''',
+    "cuda.py": """class Device:
+    def synchronize(self):
+        pass
+
+
+class _Pool:
+    def total_bytes(self):
+        return 0
+
+    def free_all_blocks(self):
+        pass
+
+
+POOL = _Pool()
+
+
+class runtime:  # noqa: N801
+    @staticmethod
+    def getDeviceCount():
+        return 0
+""",
+    "cublas.py": """def gemm(*args, **kwargs):
+    raise NotImplementedError
+
+
+def syrk(*args, **kwargs):
+    raise NotImplementedError
+""",
+}
+
+
+def test_shim_calls_gpu_runs_on_a_numpy_cupy(tmp_path):
+    """bench_shim_calls_gpu.py end to end on numpy dressed as a cupy package: its children
+    (native, under the shim, the shim with the pool freed), the per-product pairing and the
+    op-by-op table (plumbing only: no GPU is timed)."""
+    root = tmp_path / "fake"
+    (root / "cupy").mkdir(parents=True)
+    (root / "cupyx" / "scipy" / "linalg").mkdir(parents=True)
+    for name, text in FAKE_CUPY_PACKAGE.items():
+        (root / "cupy" / name).write_text(text)
+    (root / "cupyx" / "__init__.py").write_text("")
+    (root / "cupyx" / "scipy" / "__init__.py").write_text("")
+    (root / "cupyx" / "scipy" / "linalg" / "__init__.py").write_text("from scipy.linalg import solve_triangular\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
+    out = tmp_path / "calls.json"
+    cmd = [sys.executable, os.path.join(BENCH, "bench_shim_calls_gpu.py"), "--rounds", "1", "--plain", "1"]
+    cmd += ["--plain-modes", "native,shim-free", "--ops", "1", "--json", str(out), "--", "96", "32"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    # 2 constructions, 2 warm-ups, trailing updates (z: 3 blocks of 32, d: 2), 2 residuals, 4 x 4 + 4 power steps
+    assert len(doc["calls"]) == 2 + 2 + (2 + 1) + 2 + 20
+    assert all(len(r["device"]) == 2 and min(r["device"]) >= 0 for r in doc["calls"])
+    assert set(doc["plain"]) == {"native", "shim-free"}
+    assert all(x["elapsed_s"] > 0 and x["threads"] >= 1 for runs in doc["plain"].values() for x in runs)
+    for mode in ("native", "shim"):
+        (answer,) = doc["ops"][mode]
+        names = [name for name, _, start in answer["calls"]]
+        timed = [name for name, _, start in answer["calls"] if start >= answer["clock_start"]]
+        assert names.count("cholesky") == 2 + 3 + 2 and timed.count("cholesky") == 3 + 2  # warm-ups untimed
+    assert "cholesky calls one by one (set-up's included), shim" in proc.stdout
