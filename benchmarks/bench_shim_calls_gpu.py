@@ -86,28 +86,19 @@ def child(mode: str, program_args: list[str]) -> None:
         _time_every_op(cupy, calls)
     elif not plain:
         cupy.matmul = timed
-    elif mode == "shim-sleep":
+    elif mode in ("shim-sleep", "shim-free"):
+        settle = (lambda: time.sleep(3.0)) if mode == "shim-sleep" else pool.free_all_blocks
 
-        def first_then_sleep(a, b, *args, **kwargs):
+        def first_then_settle(a, b, *args, **kwargs):
+            """The set-up's first product, then 3 s of idle GPU or the pool's cached blocks freed."""
             out = routed(a, b, *args, **kwargs)
-            if cupy.matmul is first_then_sleep:
+            if cupy.matmul is first_then_settle:
                 cupy.cuda.Device().synchronize()
-                time.sleep(3.0)  # the GPU idles: clocks and temperature settle
+                settle()
                 cupy.matmul = routed
             return out
 
-        cupy.matmul = first_then_sleep
-    elif mode == "shim-free":
-
-        def first_then_free(a, b, *args, **kwargs):
-            out = routed(a, b, *args, **kwargs)
-            if cupy.matmul is first_then_free:
-                cupy.cuda.Device().synchronize()
-                pool.free_all_blocks()
-                cupy.matmul = routed
-            return out
-
-        cupy.matmul = first_then_free
+        cupy.matmul = first_then_settle
     sys.argv = [str(PROGRAM), *program_args]
     prof = cProfile.Profile() if mode == "profile" else None
     cpu0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
