@@ -115,9 +115,12 @@ def test_bench_gemmul8_dry_run(tmp_path):
 
 
 def test_scripts_follow_one_naming_convention():
-    """Benchmark scripts are bench_*.py; device runs go through one runner, device_run.sh <job>."""
+    """Benchmark scripts are bench_*.py beside the shared helpers (_*.py); device runs go
+    through one runner, device_run.sh <job>."""
     names = sorted(os.listdir(BENCH))
-    scripts = [n for n in names if n.endswith(".py") and n != "_timing.py"]
+    helpers = [n for n in names if n.endswith(".py") and n.startswith("_")]
+    assert helpers == ["_children.py", "_timing.py"], helpers
+    scripts = [n for n in names if n.endswith(".py") and not n.startswith("_")]
     assert scripts and all(n.startswith("bench_") for n in scripts), scripts
     assert [n for n in names if n.endswith(".sh")] == ["_device_setup.sh", "device_run.sh"]
     proc = subprocess.run(
