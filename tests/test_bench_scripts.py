@@ -144,3 +144,25 @@ def test_timing_loader_is_emublas_timing_without_emublas():
     from emublas import timing
 
     assert proc.stdout.strip() == str(sorted(timing.__all__))
+
+
+def test_children_runner_reads_the_last_line_and_reports_a_failure(tmp_path, monkeypatch):
+    """benchmarks/_children.py: the child's last stdout line as JSON, its environment as asked
+    (the shim's variables cleared), and a failed child's stderr in the error."""
+    monkeypatch.syspath_prepend(BENCH)
+    from _children import run_json_child
+
+    script = tmp_path / "child.py"
+    script.write_text(
+        "import json, os, sys\n"
+        "if sys.argv[2] == 'fail':\n"
+        "    sys.exit('the child says no')\n"
+        "print('noise')\n"
+        "keys = ('EMUBLAS_BACKEND', 'EMUBLAS_VERBOSE', 'EXTRA')\n"
+        "print(json.dumps({'args': sys.argv[3:], 'env': [os.environ.get(k) for k in keys]}))\n"
+    )
+    monkeypatch.setenv("EMUBLAS_VERBOSE", "1")
+    got = run_json_child(str(script), "ok", ["7"], "native", env={"EXTRA": "x"})
+    assert got == {"args": ["--", "7"], "env": ["native", None, "x"]}
+    with pytest.raises(RuntimeError, match="the child says no"):
+        run_json_child(str(script), "fail", [], "auto")
