@@ -46,23 +46,45 @@ ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "examples" / "cupy_cholesky.py"
 
 
+#: the processes' set-ups: native, or the shim installed (see child())
+SHIM_MODES = ("shim", "shim-native", "shim-free", "shim-sleep", "profile")
+MODES = ("native", *SHIM_MODES)
+#: what a mode's ending adds to its child's environment
+ENDINGS = {"-eager": {"CUDA_MODULE_LOADING": "EAGER"}, "-gemmex": {"EMUBLAS_OZAKI2_PRODUCTS": "gemmex"}}
+
+
+def parse_mode(name: str) -> tuple[str, str, dict[str, str]]:
+    """``(view, set-up, environment)`` of a child's mode name.
+
+    The view is ``"plain"`` (``plain-``: the program untimed), ``"ops"`` (``ops-``: every
+    library call timed) or ``"calls"`` (each product timed); the set-up one of :data:`MODES`;
+    an ending ``-eager`` loads every CUDA module at start (``CUDA_MODULE_LOADING=EAGER``), one
+    ``-gemmex`` makes ozaki2's products without cuBLASLt.
+    """
+    view = "calls"
+    for prefix in ("plain-", "ops-"):
+        if name.startswith(prefix):
+            view, name = prefix[:-1], name.removeprefix(prefix)
+    env: dict[str, str] = {}
+    for ending, more in ENDINGS.items():
+        if name.endswith(ending):
+            env.update(more)
+            name = name.removesuffix(ending)
+    return view, name, env
+
+
 def child(mode: str, program_args: list[str]) -> None:
     """One run of the program, natively or under the shim; prints the calls as JSON.
 
-    ``plain-`` modes leave the program's calls untimed (only its own elapsed_s);
     ``shim-native`` installs the shim with ``EMUBLAS_BACKEND=native`` (its per-call cost
-    without any emulated call); ``shim-free`` is ``shim`` with the memory pool's free blocks
-    given back after the program's first product (the untimed construction), to tell
-    whether the memory an emulated call leaves cached slows what follows."""
-    plain = mode.startswith("plain-")
-    # -eager, -gemmex: the parent set the environment
-    mode = mode.removeprefix("plain-").removesuffix("-eager").removesuffix("-gemmex")
-    ops = mode.startswith("ops-")
-    mode = mode.removeprefix("ops-")
+    without any emulated call); ``shim-free`` and ``shim-sleep`` are ``shim`` with the memory
+    pool's free blocks given back, or 3 s of idle GPU, after the program's first product (the
+    untimed set-up), to tell whether what an emulated call leaves behind slows what follows."""
+    view, mode, _ = parse_mode(mode)  # the parent set the environment
     sys.path.insert(0, str(ROOT))
     import cupy
 
-    if mode in ("shim", "profile", "shim-native", "shim-free", "shim-sleep"):
+    if mode in SHIM_MODES:
         import emublas.interpose
 
         emublas.interpose.install()
@@ -82,9 +104,9 @@ def child(mode: str, program_args: list[str]) -> None:
         calls.append((list(a.shape), list(b.shape), str(a.dtype), t1 - t0, t2 - t0, pool.total_bytes()))
         return out
 
-    if ops:
+    if view == "ops":
         _time_every_op(cupy, calls)
-    elif not plain:
+    elif view == "calls":
         cupy.matmul = timed
     elif mode in ("shim-sleep", "shim-free"):
         settle = (lambda: time.sleep(3.0)) if mode == "shim-sleep" else pool.free_all_blocks
@@ -154,14 +176,9 @@ def _time_every_op(cupy, calls: list) -> None:
 
 
 def run_child(mode: str, program_args: list[str]) -> dict:
-    """One child; a mode ending in ``-eager`` loads every CUDA module at start
-    (``CUDA_MODULE_LOADING=EAGER``), so no library kernel is loaded inside the timed part;
-    one ending in ``-gemmex`` makes ozaki2's products without cuBLASLt."""
-    env = {"CUDA_MODULE_LOADING": "EAGER"} if mode.endswith("-eager") else {}
-    if mode.endswith("-gemmex"):  # ozaki2's int8 products through gemmEx only, never cuBLASLt
-        env["EMUBLAS_OZAKI2_PRODUCTS"] = "gemmex"
-    backend = "native" if mode.removesuffix("-eager").endswith("shim-native") else "auto"
-    return run_json_child(__file__, mode, program_args, backend, env=env)
+    """One child process in ``mode`` (:func:`parse_mode`), its JSON answer."""
+    _, setup, env = parse_mode(mode)
+    return run_json_child(__file__, mode, program_args, "native" if setup == "shim-native" else "auto", env=env)
 
 
 def op_table(rounds: int, program_args: list[str]) -> dict[str, list[dict]]:
@@ -244,12 +261,7 @@ def main() -> None:
         i = argv.index("--")
         argv, program_args = argv[:i], argv[i + 1 :]
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    modes = ("native", "shim", "shim-native", "shim-free", "shim-sleep", "profile")
-    children = (
-        modes
-        + tuple(f"plain-{m}{e}" for m in modes for e in ("", "-eager", "-gemmex"))
-        + tuple(f"ops-{m}" for m in modes)
-    )
+    children = MODES + tuple(f"plain-{m}{e}" for m in MODES for e in ("", *ENDINGS)) + tuple(f"ops-{m}" for m in MODES)
     ap.add_argument("--child", choices=children, help=argparse.SUPPRESS)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--threshold", type=float, default=0.05, help="list calls slower under the shim by this fraction")
