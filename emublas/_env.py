@@ -21,6 +21,7 @@ __all__ = [
     "env_texts",
     "env_unset",
     "env_probe",
+    "env_tokens",
     "env_decode",
     "env_reader",
     "env_converter",
@@ -167,6 +168,29 @@ def env_probe(name: str) -> Callable[[], object]:
     if not _RAW_OK:
         return functools.partial(os.environ.get, name)
     return functools.partial(_RAW.get, os.fsencode(name))  # type: ignore[union-attr]
+
+
+def env_tokens(names: tuple[str, ...]) -> Callable[[], tuple]:
+    """A reader, of no arguments, of environment variables ``names`` as a tuple of tokens.
+
+    Equal tuples are equal values (None: unset), so the tuple can key a cache of what depends
+    on those variables; on POSIX CPython it is one lookup per name in C, without decoding.
+
+    Parameters
+    ----------
+    names : tuple of str
+        Variable names.
+
+    Returns
+    -------
+    callable
+        ``read() -> tuple``, one hashable token per name (:func:`env_decode` gives its text).
+    """
+    if not _RAW_OK:
+        return lambda: tuple(map(os.environ.get, names))
+    keys = tuple(os.fsencode(n) for n in names)
+    get = _RAW.get  # type: ignore[union-attr]
+    return lambda: tuple(map(get, keys))
 
 
 def env_decode(token: object) -> str | None:

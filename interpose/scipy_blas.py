@@ -185,14 +185,15 @@ def replacement(name: str, original: Callable) -> Callable:
 
     routine = front.ROUTINES[name]
     kind, prefix, dtype = name[1:], name[0], front.DTYPES[name[0]]
+    tick, native_below = policy.counter(name), policy.native_below
 
     @functools.wraps(original)
     def emulated(*args, **kwargs):
         # most calls of a program are small: one operand's smallest side (``a`` is the second
         # argument of every routine) can settle the route before the arguments are bound
         a = args[1] if len(args) > 1 else None
-        if type(a) is _NDARRAY and a.ndim == 2 and min(a.shape) < policy.native_below(kind, prefix):
-            policy.count(name)
+        if type(a) is _NDARRAY and a.ndim == 2 and min(a.shape) < native_below(kind, prefix):
+            tick()
             return original(*args, **kwargs)
         t0 = time.perf_counter()
         dims = call_dims(name, args, kwargs)

@@ -438,6 +438,91 @@ def test_native_below_is_a_floor_of_route(monkeypatch):
         emublas.set_backend(None)
 
 
+def test_native_below_kept_answer_follows_what_it_depends_on(monkeypatch):
+    """native_below() keeps its answer, but a use() block (in its own thread only), a new
+    set_backend(), a changed variable and, after the cost table's re-reading time, a changed
+    table floor each give the answer worked out anew."""
+    from emublas.backends.auto import tables
+    from emublas.interpose import policy
+
+    monkeypatch.delenv("EMUBLAS_BACKEND", raising=False)
+    monkeypatch.delenv("EMUBLAS_VERBOSE", raising=False)
+    monkeypatch.setenv("EMUBLAS_MIN_DIM", "64")
+    clock = [1000.0]
+    monkeypatch.setattr(policy, "_monotonic", lambda: clock[0])
+    auto = emublas.backends.get("auto")
+    table_floor = [300]
+    monkeypatch.setattr(auto, "native_below", lambda *a: table_floor[0])
+    try:
+        emublas.set_backend("ozaki2")
+        assert policy.native_below("gemm", "d") == 64
+        seen = {}
+
+        def other_thread():
+            with emublas.use("native"):
+                seen["inside"] = policy.native_below("gemm", "d")
+            seen["after"] = policy.native_below("gemm", "d")
+
+        worker = threading.Thread(target=other_thread)
+        with emublas.use("auto"):
+            assert policy.native_below("gemm", "d") == 300
+            worker.start()
+            worker.join()
+        assert seen == {"inside": 2**62, "after": 64}
+        assert policy.native_below("gemm", "d") == 64
+        emublas.set_backend("auto")
+        assert policy.native_below("gemm", "d") == 300
+        monkeypatch.setenv("EMUBLAS_MIN_DIM", "500")
+        assert policy.native_below("gemm", "d") == 500
+        monkeypatch.setenv("EMUBLAS_MIN_DIM", "64")
+        table_floor[0] = 900  # as if emublas calibrate wrote a new table
+        assert policy.native_below("gemm", "d") == 300  # kept within the re-reading time
+        clock[0] += tables.RECHECK_S
+        assert policy.native_below("gemm", "d") == 900
+        table_floor[0] = 950
+        monkeypatch.setenv("EMUBLAS_AUTO_BITS", "30")  # one of auto's variables: asked anew at once
+        assert policy.native_below("gemm", "d") == 950
+        monkeypatch.setenv("EMUBLAS_VERBOSE", "1")
+        assert policy.native_below("gemm", "d") == 0
+        monkeypatch.setenv("EMUBLAS_MIN_DIM", "x")
+        monkeypatch.delenv("EMUBLAS_VERBOSE")
+        for _ in range(2):  # a bad value raises on every call, it is never kept
+            with pytest.raises(ValueError, match="EMUBLAS_MIN_DIM"):
+                policy.native_below("gemm", "d")
+    finally:
+        emublas.set_backend(None)
+
+
+def test_stats_count_exactly_across_threads():
+    """Calls counted from many threads at once are all counted; reading the counts changes
+    none; reset_stats zeroes them."""
+    from emublas.interpose import policy
+
+    shim.reset_stats()
+    tick = policy.counter("sgemm")
+    start = threading.Barrier(8)
+
+    def work():
+        start.wait()
+        for i in range(20000):
+            tick()
+            if i % 5000 == 0:
+                shim.stats()
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    policy.count("sgemm", emulated=True)
+    assert shim.stats() == shim.stats() == {"sgemm:native": 160000, "sgemm:emulated": 1}
+    shim.reset_stats()
+    assert shim.stats() == {}
+    tick()
+    assert shim.stats() == {"sgemm:native": 1}
+    shim.reset_stats()
+
+
 def test_small_calls_go_to_scipy_without_binding(active, rng, monkeypatch, capsys):
     """Below the floor a call reaches scipy's routine without its arguments being bound (its
     result and errors are scipy's, it is counted); given ``a`` by keyword, or under

@@ -51,7 +51,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 # the value parsers and environment readers live in the lowest layer (the kernels read them too)
-from .._env import boolean, env_flag, env_int, env_reader, env_value, int_range
+from .._env import boolean, env_flag, env_int, env_reader, env_tokens, env_value, int_range
 from .options import Grid, Option, choice, device_list
 
 __all__ = [
@@ -65,6 +65,7 @@ __all__ = [
     "env_flag",
     "env_int",
     "env_reader",
+    "env_tokens",
     "split_nonfinite",
 ]
 
