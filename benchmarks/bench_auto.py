@@ -122,6 +122,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=None,
         help="skip the points predicted not to fit in what is left of this many seconds (and list them)",
     )
+    ap.add_argument(
+        "--rotate",
+        action="store_true",
+        help="start each repetition with the next configuration (native, auto, ozaki2 in turn), so that"
+        " no configuration always follows the same one",
+    )
     ap.add_argument("--json", default=None)
     ap.add_argument(
         "--wait-idle",
@@ -200,6 +206,7 @@ def main(argv=None) -> int:
                     "table": table.label,
                     "table_source": table.source,
                     "budget_s": args.budget_s,
+                    "rotate": args.rotate,
                     "elapsed_s": time.perf_counter() - start,
                     "targets_held": held,
                     "rows": rows,
@@ -249,8 +256,10 @@ def measure(args, cp, prefix: str, routine: str, name: str, n: int, rng) -> dict
         emublas.zgemm(1.0, np.ones((1, 1)), np.ones((1, 1)), backend="native")
         fns[1]()
         choice = emublas.auto_last()
-        for _ in range(reps):
-            for i, fn in enumerate(fns):
+        for rep in range(reps):
+            first = rep % len(fns) if args.rotate else 0
+            for i in [*range(first, len(fns)), *range(first)]:
+                fn = fns[i]
                 if gpu:
                     times[i].append(gpu_timed(cp, fn, counts[i]))
                 else:

@@ -58,6 +58,11 @@
 #                                                     (env, see --plain-modes; PLAIN rounds, default 2), every
 #                                                     library call timed alone (OPS rounds, default 0), a
 #                                                     cProfile run; $OUT/shim_calls_gpu.{txt,json}  (carry: .whl)
+#   bash benchmarks/device_run.sh auto-gpu [ROUNDS]   build; the GPU tests of auto and of the shim's cupy side (120 s); then
+#                                                     bench_auto.py --rotate at 64, 256, 1024 and 4096 with this tree's
+#                                                     script, this tree's package against .old's, alternating ROUNDS times
+#                                                     (default 2); then this tree over the whole grid with what is left:
+#                                                     $OUT/auto_gpu_{new,old}_R.json, $OUT/auto_gpu_grid.json  (carry: .whl, .old)
 #   bash benchmarks/device_run.sh min-dim [OUT_DIR]   CPU, no build: the sweep behind EMUBLAS_MIN_DIM
 #                                                     (BENCHMARKS.md, "The interpose size threshold")
 #
@@ -193,6 +198,35 @@ ab)
                 --json "$OUT/phases_${t}_$r.json" 2>&1 | grep -E "^\| [a-z]+ \|" | sed "s/^/$t /"
         done
     done
+    ;;
+auto-gpu)
+    rounds=${1:-2}
+    source "$here/_device_setup.sh"
+    nvidia-smi -L
+    timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu -n 16 -rf tests/test_auto.py tests/test_interpose_gpu.py \
+        >"$OUT/pytest_auto.log" 2>&1
+    echo "pytest exit status $? at ${SECONDS} s"
+    grep -E "^(FAILED|ERROR)" "$OUT/pytest_auto.log" | head -20
+    tail -1 "$OUT/pytest_auto.log"
+    trees="new"
+    if [ -f .old/COMMIT ]; then
+        python3 -m pip uninstall -y -q emublas >/dev/null 2>&1 # as in ab: PYTHONPATH picks the tree
+        cp emublas/_kernels/_cpu*.so .old/emublas/_kernels/
+        trees="new old"
+        echo "new: this tree, old: $(cat .old/COMMIT)"
+    fi
+    for r in $(seq "$rounds"); do
+        for t in $trees; do
+            tree=$PWD
+            [ "$t" = old ] && tree=$PWD/.old
+            PYTHONPATH="$tree:/tmp/site" timeout 120 python3 benchmarks/bench_auto.py --device gpu --rotate \
+                --sizes 64 256 1024 4096 --reps 3 --json "$OUT/auto_gpu_${t}_$r.json" 2>&1 \
+                | grep -E "auto->" | sed "s/^/$t /" | cut -c1-200
+        done
+    done
+    PYTHONPATH="$PWD:/tmp/site" timeout $((570 - SECONDS)) python3 benchmarks/bench_auto.py --device gpu --rotate \
+        --reps 3 --budget-s $((540 - SECONDS)) --json "$OUT/auto_gpu_grid.json" >"$OUT/auto_grid.log" 2>&1
+    tail -n 26 "$OUT/auto_grid.log" | cut -c1-240
     ;;
 next-check)
     rounds=${1:-2}

@@ -471,6 +471,30 @@ def test_decision_cache_follows_shape_table_and_options(forced, tmp_path, monkey
         assert (emublas.auto_last()["m"], emublas.auto_last()["n"]) == (n, 2)
 
 
+def test_route_reuses_the_last_entry_only_for_the_same_array_type(monkeypatch):
+    """route()'s shortcut (the last call's entry) is taken for the same shape, options dict and
+    array type, so a call of the same shape on another device's arrays is decided for that
+    device; the decisions are the cached ones either way."""
+    from emublas.backends.auto import backend as auto_backend
+
+    class Other(np.ndarray):  # stands in for cupy's array type (a GPU is not needed here)
+        pass
+
+    auto = auto_backend.BACKEND
+    monkeypatch.setattr(auto_backend, "_device", lambda c: "gpu" if isinstance(c, Other) else "cpu")
+    asked = []
+    real = auto._cached
+    monkeypatch.setattr(auto, "_cached", lambda *a: asked.append(a[2]) or real(*a))
+    opts = emublas.config.resolve("auto")[1]
+    out = np.zeros((300, 300), order="F")
+    other = out.view(Other)
+    for c in (out, out, other, other, out):
+        auto.route("gemm", "d", 300, 300, 300, c, opts)
+    assert asked == ["cpu", "gpu", "cpu"]
+    auto.route("gemm", "d", 300, 300, 301, out, opts)  # another shape: decided (cached) anew
+    assert asked == ["cpu", "gpu", "cpu", "cpu"]
+
+
 def test_cached_decision_still_warns_every_call(tmp_path, monkeypatch):
     """A call no backend qualifies for warns on every call, not only when first decided."""
     t = _table(FAST_Z)

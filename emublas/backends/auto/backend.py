@@ -185,9 +185,9 @@ class AutoBackend(Backend):
         self._decisions: dict[tuple, tuple] = {}
         # (options dict, its (accuracy, bits, table, "cpu")): the front hands every call of a
         # process the same shared dict, so the three lookups are made once per dict
-        self._opts_key: tuple = (None, None)
+        self._opts_key: tuple = (None, None, None)
         # (options dict, (kind, prefix, m, n, k), entry) of the last CPU call :meth:`route` took
-        self._last_route: tuple = (None, None, None)
+        self._last_route: tuple = (None, None, None, None)
 
     # -- readiness -----------------------------------------------------------
     def device_readiness(self, device):
@@ -393,8 +393,8 @@ class AutoBackend(Backend):
     def _cached(self, routine, prefix, device, m, n, k, opts) -> tuple:
         """The decision of a call shape (see :meth:`_choose`), cached, delivered (:func:`_deliver`)."""
         seen = self._opts_key  # one read: another thread may replace it meanwhile
-        if seen[0] is opts and device == "cpu":
-            key = (routine, prefix, m, n, k, seen[1])
+        if seen[0] is opts and seen[1] == device:
+            key = (routine, prefix, m, n, k, seen[2])
         else:
             key = (routine, prefix, m, n, k, self._options_key(opts, device))
         hit = self._decisions.get(key)
@@ -406,10 +406,9 @@ class AutoBackend(Backend):
 
     def _options_key(self, opts: dict, device: str) -> tuple:
         """``(accuracy, bits, table, device)``: the decision key's tail, kept with the options
-        dict's identity for CPU calls (the front hands every call of a process the same dict)."""
+        dict's identity and the device (the front hands every call of a process the same dict)."""
         tail = (opts.get("accuracy", "native"), opts.get("bits"), opts.get("table"), device)
-        if device == "cpu":
-            self._opts_key = (opts, tail)  # holds opts alive, so its identity cannot be reused
+        self._opts_key = (opts, device, tail)  # holds opts alive, so its identity cannot be reused
         return tail
 
     def _refresh(self, key: tuple, hit: tuple | None, now: float) -> tuple:
@@ -473,21 +472,22 @@ class AutoBackend(Backend):
             ``(backend, name, options)``: the chosen backend, its name and the
             options to call it with.
         """
-        # This runs on every auto call of the fronts: a CPU call of the same shape and options
-        # dict as the last one takes its entry, still checked for age, without building a key
-        # (the front's prefix is out's dtype, so the key is these values and the device).
+        # This runs on every auto call of the fronts: a call of the same shape, options dict and
+        # array type as the last one takes its entry, still checked for age, without building a
+        # key (the front's prefix is out's dtype and the array type fixes the device, so the key
+        # is these values).  On cupy a small call is all host time, so this matters there too.
         last = self._last_route  # one read: another thread may replace it meanwhile
         call = (kind, prefix, m, n, k)
+        array_type = type(out)
         hit = None
-        if last[0] is opts and last[1] == call and type(out) is np.ndarray:
+        if last[0] is opts and last[3] is array_type and last[1] == call:
             hit = last[2]
             if time.monotonic() - hit[0] >= tables.RECHECK_S:
                 hit = None
         if hit is None:
-            on_cpu = type(out) is np.ndarray
-            hit = self._cached(kind, prefix, "cpu" if on_cpu else _device(out), m, n, k, opts)
-            if on_cpu:
-                self._last_route = (opts, call, hit)  # holds opts alive: its id stays its own
+            device = "cpu" if array_type is np.ndarray else _device(out)
+            hit = self._cached(kind, prefix, device, m, n, k, opts)
+            self._last_route = (opts, call, hit, array_type)  # holds opts alive: its id stays its own
         else:
             _deliver(hit)
         return hit[6]  # its options dict: callers only read it
