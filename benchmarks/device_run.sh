@@ -61,7 +61,8 @@
 #   bash benchmarks/device_run.sh auto-gpu [ROUNDS]   build; the GPU tests of auto and of the shim's cupy side (120 s); then
 #                                                     bench_auto.py --rotate at 64, 256, 1024 and 4096 with this tree's
 #                                                     script, this tree's package against .old's, alternating ROUNDS times
-#                                                     (default 2); then this tree over the whole grid with what is left:
+#                                                     (default 2); then this tree over the whole grid until second
+#                                                     AUTO_GPU_END (env, default 570):
 #                                                     $OUT/auto_gpu_{new,old}_R.json, $OUT/auto_gpu_grid.json  (carry: .whl, .old)
 #   bash benchmarks/device_run.sh min-dim [OUT_DIR]   CPU, no build: the sweep behind EMUBLAS_MIN_DIM
 #                                                     (BENCHMARKS.md, "The interpose size threshold")
@@ -224,8 +225,9 @@ auto-gpu)
                 | grep -E "auto->" | sed "s/^/$t /" | cut -c1-200
         done
     done
-    PYTHONPATH="$PWD:/tmp/site" timeout $((570 - SECONDS)) python3 benchmarks/bench_auto.py --device gpu --rotate \
-        --reps 3 --budget-s $((540 - SECONDS)) --json "$OUT/auto_gpu_grid.json" >"$OUT/auto_grid.log" 2>&1
+    end=${AUTO_GPU_END:-570} # the job's last second (env), the grid's budget ending 30 s before it
+    PYTHONPATH="$PWD:/tmp/site" timeout $((end - SECONDS)) python3 benchmarks/bench_auto.py --device gpu --rotate \
+        --reps 3 --budget-s $((end - 30 - SECONDS)) --json "$OUT/auto_gpu_grid.json" >"$OUT/auto_grid.log" 2>&1
     tail -n 26 "$OUT/auto_grid.log" | cut -c1-240
     ;;
 next-check)
