@@ -195,6 +195,10 @@ def main(argv=None) -> int:
                     "program_args": args.program_args,
                     "backend": args.backend,
                     "commands": {k: v[0] for k, v in cmds.items()},
+                    # what both modes inherit that moves their times (threads, glibc's allocator)
+                    "environment": {
+                        k: v for k, v in os.environ.items() if k.startswith(("OPENBLAS_", "OMP_", "MALLOC_"))
+                    },
                     "summary": summary,
                     "shim_vs_native": ratio,
                     "paired_shim_vs_native": paired,
