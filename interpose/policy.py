@@ -318,7 +318,7 @@ def native_below(routine: str, prefix: str, device: str = "cpu") -> int:
         ``EMUBLAS_VERBOSE``.
     """
     # Asked before every small call, with the caches cold from the program's BLAS work, where
-    # each object touched costs about a microsecond: the answer is kept, stamped with what it
+    # every object touched costs (bench_shim_calls.py): the answer is kept, stamped with what it
     # depends on (the selection made in code, the variables read, and time for the cost
     # table's re-reading), so a repeated question reads those and one dict entry.
     memo = _FLOOR_MEMO
@@ -372,8 +372,8 @@ def counter(routine: str, emulated: bool = False) -> Callable[[], object]:
     """The counting step of one kind of intercepted call: each call of it counts one in :func:`stats`.
 
     For the path every small call takes: one call in C, exact without a lock (``next`` of an
-    :class:`itertools.count` is atomic under the GIL), where a lock and a dict cost about 15
-    microseconds with the caches cold.
+    :class:`itertools.count` is atomic under the GIL), where a lock and a dict touch several
+    objects, each of them costly with the caches cold.
 
     Parameters
     ----------

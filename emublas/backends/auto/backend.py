@@ -183,10 +183,10 @@ class AutoBackend(Backend):
     def __init__(self):
         self._usable: dict[str, tuple[str, ...]] = {}
         self._decisions: dict[tuple, tuple] = {}
-        # (options dict, its (accuracy, bits, table, "cpu")): the front hands every call of a
-        # process the same shared dict, so the three lookups are made once per dict
+        # (options dict, device, its (accuracy, bits, table, device)): the front hands every
+        # call of a process the same shared dict, so the three lookups are made once per dict
         self._opts_key: tuple = (None, None, None)
-        # (options dict, (kind, prefix, m, n, k), entry) of the last CPU call :meth:`route` took
+        # (options dict, (kind, prefix, m, n, k), entry, array type) of the last call :meth:`route` took
         self._last_route: tuple = (None, None, None, None)
 
     # -- readiness -----------------------------------------------------------
