@@ -19,7 +19,8 @@ With ``--device gpu`` the same comparison runs on cupy arrays (sizes 64 ... 1638
 default) against the GPU's cost table: every batch starts on an idle device and
 its wall time ends after ``emublas.synchronize()`` and a device synchronization
 (ozaki2 calls return before the GPU finishes, like cuBLAS), so it is the time a
-program waits for; no pause (no OpenBLAS threads to settle).  Calls slower than
+program waits for; no pause unless ``--gpu-pause`` asks for one (no OpenBLAS threads
+to settle, but a batch may inherit the clocks the batch before it left).  Calls slower than
 ``--slow-s`` get at most ``--slow-reps`` repetitions, and ``--budget-s`` skips the
 (routine, size) points whose predicted time (the previous size's measured time
 scaled by n^3) does not fit in what is left, and lists them:
@@ -56,10 +57,13 @@ def timed(fn, count: int, wait_idle: bool, tries: int = 3) -> float:
     return settled_time(fn, count=count, pause=PAUSE, wait_idle=wait_idle, tries=tries, idle_tries=tries, slack=0.005)
 
 
-def gpu_timed(cp, fn, count: int) -> float:
-    """Seconds per call of ``count`` back-to-back calls on an idle GPU, up to the moment every
-    queued kernel and deferred accuracy verdict is done (wall clock)."""
+def gpu_timed(cp, fn, count: int, pause: float = 0.0) -> float:
+    """Seconds per call of ``count`` back-to-back calls on an idle GPU (idle for ``pause``
+    seconds first), up to the moment every queued kernel and deferred accuracy verdict is
+    done (wall clock)."""
     cp.cuda.Device().synchronize()
+    if pause:
+        time.sleep(pause)
     t0 = time.perf_counter()
     for _ in range(count):
         fn()
@@ -127,6 +131,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         action="store_true",
         help="start each repetition with the next configuration (native, auto, ozaki2 in turn), so that"
         " no configuration always follows the same one",
+    )
+    ap.add_argument(
+        "--gpu-pause",
+        type=float,
+        default=0.0,
+        help="GPU: seconds the device stays idle before every batch, so that no batch inherits the"
+        " clocks a heavy batch before it left (see bench_auto_small_gpu.py)",
     )
     ap.add_argument("--json", default=None)
     ap.add_argument(
@@ -207,6 +218,7 @@ def main(argv=None) -> int:
                     "table_source": table.source,
                     "budget_s": args.budget_s,
                     "rotate": args.rotate,
+                    "gpu_pause_s": args.gpu_pause,
                     "elapsed_s": time.perf_counter() - start,
                     "targets_held": held,
                     "rows": rows,
@@ -261,7 +273,7 @@ def measure(args, cp, prefix: str, routine: str, name: str, n: int, rng) -> dict
             for i in [*range(first, len(fns)), *range(first)]:
                 fn = fns[i]
                 if gpu:
-                    times[i].append(gpu_timed(cp, fn, counts[i]))
+                    times[i].append(gpu_timed(cp, fn, counts[i], args.gpu_pause))
                 else:
                     # the same pause before every batch: auto often runs native
                     times[i].append(timed(fn, counts[i], args.wait_idle))

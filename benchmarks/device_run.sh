@@ -64,6 +64,11 @@
 #                                                     (default 2); then this tree over the whole grid until second
 #                                                     AUTO_GPU_END (env, default 570):
 #                                                     $OUT/auto_gpu_{new,old}_R.json, $OUT/auto_gpu_grid.json  (carry: .whl, .old)
+#   bash benchmarks/device_run.sh auto-small          build; the GPU tests of auto and of the shim's cupy side (120 s);
+#                                                     bench_auto_small_gpu.py (auto's steps on small calls, batch order);
+#                                                     then bench_auto.py --rotate --gpu-pause 0.2 at 64 ... 8192 until
+#                                                     second AUTO_GPU_END (env, default 570):
+#                                                     $OUT/auto_small_gpu.json, $OUT/auto_gpu_pause.json  (carry: .whl)
 #   bash benchmarks/device_run.sh min-dim [OUT_DIR]   CPU, no build: the sweep behind EMUBLAS_MIN_DIM
 #                                                     (BENCHMARKS.md, "The interpose size threshold")
 #
@@ -229,6 +234,22 @@ auto-gpu)
     PYTHONPATH="$PWD:/tmp/site" timeout $((end - SECONDS)) python3 benchmarks/bench_auto.py --device gpu --rotate \
         --reps 3 --budget-s $((end - 30 - SECONDS)) --json "$OUT/auto_gpu_grid.json" >"$OUT/auto_grid.log" 2>&1
     tail -n 26 "$OUT/auto_grid.log" | cut -c1-240
+    ;;
+auto-small)
+    source "$here/_device_setup.sh"
+    nvidia-smi -L
+    timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu -n 16 -rf tests/test_auto.py tests/test_interpose_gpu.py \
+        >"$OUT/pytest_auto.log" 2>&1
+    echo "pytest exit status $? at ${SECONDS} s"
+    grep -E "^(FAILED|ERROR)" "$OUT/pytest_auto.log" | head -20
+    tail -1 "$OUT/pytest_auto.log"
+    timeout 180 python3 benchmarks/bench_auto_small_gpu.py --json "$OUT/auto_small_gpu.json" 2>&1 \
+        | tee "$OUT/auto_small_gpu.log" | grep -v -E "^ +[0-9]" | cut -c1-400
+    end=${AUTO_GPU_END:-570}
+    timeout $((end - SECONDS)) python3 benchmarks/bench_auto.py --device gpu --rotate --gpu-pause 0.2 \
+        --sizes 64 128 256 512 1024 2048 4096 8192 --reps 3 --budget-s $((end - 20 - SECONDS)) \
+        --json "$OUT/auto_gpu_pause.json" >"$OUT/auto_pause.log" 2>&1
+    tail -n 34 "$OUT/auto_pause.log" | cut -c1-250
     ;;
 next-check)
     rounds=${1:-2}

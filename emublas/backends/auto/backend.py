@@ -40,6 +40,7 @@ __all__ = ["AutoBackend", "BACKEND", "last_run", "parse_bits"]
 
 _PREFIX_OF_CHAR = {"f": "s", "d": "d", "F": "c", "D": "z"}  # numpy's dtype chars: the BLAS prefixes
 _last = threading.local()
+_monotonic = time.monotonic  # bound once: route() reads it on every call
 #: Decisions kept per (routine, device, dtype, m, n, k, accuracy, bits, table option);
 #: the oldest goes when full.  Each entry holds the table it was made with and is used only
 #: while that is still the table in force.
@@ -186,7 +187,7 @@ class AutoBackend(Backend):
         # (options dict, device, its (accuracy, bits, table, device)): the front hands every
         # call of a process the same shared dict, so the three lookups are made once per dict
         self._opts_key: tuple = (None, None, None)
-        # (options dict, (kind, prefix, m, n, k), entry, array type) of the last call :meth:`route` took
+        # (options dict, array type, (kind, prefix, m, n, k), entry) of the last call :meth:`route` took
         self._last_route: tuple = (None, None, None, None)
 
     # -- readiness -----------------------------------------------------------
@@ -398,7 +399,7 @@ class AutoBackend(Backend):
         else:
             key = (routine, prefix, m, n, k, self._options_key(opts, device))
         hit = self._decisions.get(key)
-        now = time.monotonic()
+        now = _monotonic()
         # a decision younger than RECHECK_S was made with the table in use now: no table lookup
         if hit is None or now - hit[0] >= tables.RECHECK_S:
             hit = self._refresh(key, hit, now)
@@ -477,20 +478,18 @@ class AutoBackend(Backend):
         # key (the front's prefix is out's dtype and the array type fixes the device, so the key
         # is these values).  On cupy a small call is all host time, so this matters there too.
         last = self._last_route  # one read: another thread may replace it meanwhile
-        call = (kind, prefix, m, n, k)
         array_type = type(out)
-        hit = None
-        if last[0] is opts and last[3] is array_type and last[1] == call:
-            hit = last[2]
-            if time.monotonic() - hit[0] >= tables.RECHECK_S:
-                hit = None
-        if hit is None:
-            device = "cpu" if array_type is np.ndarray else _device(out)
-            hit = self._cached(kind, prefix, device, m, n, k, opts)
-            self._last_route = (opts, call, hit, array_type)  # holds opts alive: its id stays its own
-        else:
-            _deliver(hit)
-        return hit[6]  # its options dict: callers only read it
+        if last[0] is opts and last[1] is array_type and last[2] == (kind, prefix, m, n, k):
+            hit = last[3]
+            if _monotonic() - hit[0] < tables.RECHECK_S:
+                _last.call = hit[4]  # _deliver, inlined: this is the whole cost of a repeated call
+                if hit[5]:
+                    _callers.warn(hit[5], UserWarning)
+                return hit[6]  # (backend, name, options): callers only read it
+        device = "cpu" if array_type is np.ndarray else _device(out)
+        hit = self._cached(kind, prefix, device, m, n, k, opts)
+        self._last_route = (opts, array_type, (kind, prefix, m, n, k), hit)  # holds opts alive: its id stays its own
+        return hit[6]
 
     # -- compute ---------------------------------------------------------------
     def gemm(self, alpha, a, b, beta, c, trans_a, trans_b, **opts) -> None:
