@@ -13,6 +13,10 @@ target holds (shim median <= native median x (1 + ``--tolerance``)).
     python3 benchmarks/bench_shim_program.py --device cpu --runs 5 --json shim_cpu.json
     python3 benchmarks/bench_shim_program.py --device gpu --runs 3 --json shim_gpu.json
 
+With ``--control`` each round also runs the native command a second time (the three
+modes rotate their order): native_again/native is what two identical modes give on
+this host, the yardstick for shim/native.
+
 Default programs: ``examples/scipy_cholesky.py`` (cpu), ``examples/cupy_cholesky.py``
 (gpu); ``--program FILE`` and ``-- ARGS...`` give another (it must print
 ``elapsed_s = X``).
@@ -64,6 +68,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         " summarise where its calls went: calls and milliseconds per routine and target, the"
         " emulated calls one by one",
     )
+    ap.add_argument(
+        "--control",
+        action="store_true",
+        help="also run the native command a second time per round (mode 'native_again'; the three"
+        " modes rotate their order): the ratio of two identical modes is what noise alone gives",
+    )
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     if args.runs < 1 or args.warmup < 0:
@@ -79,10 +89,13 @@ def commands(args) -> dict[str, tuple[list[str], dict[str, str]]]:
     """``{"native": (argv, env), "shim": (argv, env)}``."""
     base = {k: v for k, v in os.environ.items() if k not in CLEARED}
     prog = [args.program, *args.program_args]
-    return {
+    cmds = {
         "native": ([sys.executable, *prog], base),
         "shim": ([sys.executable, "-m", "emublas.interpose", *prog], {**base, "EMUBLAS_BACKEND": args.backend}),
     }
+    if getattr(args, "control", False):
+        cmds["native_again"] = cmds["native"]
+    return cmds
 
 
 def _process(argv: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
@@ -144,21 +157,23 @@ def spread(xs: list[float]) -> dict[str, float]:
 def main(argv=None) -> int:
     args = parse_args(argv)
     cmds = commands(args)
-    runs: dict[str, list[dict]] = {"native": [], "shim": []}
+    modes = list(cmds)
+    runs: dict[str, list[dict]] = {name: [] for name in modes}
     print(
         f"program: {os.path.relpath(args.program, ROOT)} {' '.join(args.program_args)}; shim: EMUBLAS_BACKEND="
         + args.backend
     )
     for _ in range(args.warmup):
-        for name in ("native", "shim"):
+        for name in modes:
             got = run_once(*cmds[name], args.timeout_s)
             print(f"warm-up {name:6s} elapsed {got['elapsed_s']:.4f} s  process {got['wall_s']:.3f} s", flush=True)
     for r in range(args.runs):
-        order = ("native", "shim") if r % 2 == 0 else ("shim", "native")
+        # two modes alternate; three rotate, so each follows each other equally often
+        order = modes[r % len(modes) :] + modes[: r % len(modes)] if len(modes) > 2 else modes[:: 1 - 2 * (r % 2)]
         for name in order:
             got = run_once(*cmds[name], args.timeout_s)
             runs[name].append(got)
-            print(f"run {r} {name:6s} elapsed {got['elapsed_s']:.4f} s  process {got['wall_s']:.3f} s", flush=True)
+            print(f"run {r} {name:12s} elapsed {got['elapsed_s']:.4f} s  process {got['wall_s']:.3f} s", flush=True)
     summary = {
         name: {key: spread([x[key] for x in rs]) for key in ("elapsed_s", "wall_s")} for name, rs in runs.items()
     }
@@ -167,10 +182,10 @@ def main(argv=None) -> int:
     paired = statistics.median(s["elapsed_s"] / n["elapsed_s"] for s, n in zip(runs["shim"], runs["native"]))
     sums = {name: sorted({x["checksum"] for x in rs}) for name, rs in runs.items()}
     held = ratio <= 1.0 + args.tolerance
-    for name in ("native", "shim"):
+    for name in modes:
         e, w = summary[name]["elapsed_s"], summary[name]["wall_s"]
         print(
-            f"{name:6s} elapsed median {e['median']:.4f} s [{e['min']:.4f}, {e['max']:.4f}]"
+            f"{name:12s} elapsed median {e['median']:.4f} s [{e['min']:.4f}, {e['max']:.4f}]"
             f"  process {w['median']:.3f} s [{w['min']:.3f}, {w['max']:.3f}]"
             f"  checksum {', '.join(map(str, sums[name]))}"
         )
@@ -178,6 +193,20 @@ def main(argv=None) -> int:
         f"shim/native: elapsed {ratio:.3f} (paired {paired:.3f}), process {wall_ratio:.3f};"
         f" target (shim <= native x {1 + args.tolerance:g}): {'held' if held else 'MISSED'}"
     )
+    control = None
+    if "native_again" in runs:
+        again = runs["native_again"]
+        control = {
+            "native_again_vs_native": summary["native_again"]["elapsed_s"]["median"]
+            / summary["native"]["elapsed_s"]["median"],
+            "paired_native_again_vs_native": statistics.median(
+                a["elapsed_s"] / n["elapsed_s"] for a, n in zip(again, runs["native"])
+            ),
+        }
+        print(
+            f"control, native_again/native (the same command twice): {control['native_again_vs_native']:.3f}"
+            f" (paired {control['paired_native_again_vs_native']:.3f})"
+        )
     routed = None
     if args.routes:
         routed = routes(*cmds["shim"], args.timeout_s)
@@ -205,6 +234,7 @@ def main(argv=None) -> int:
                     "process_shim_vs_native": wall_ratio,
                     "checksums": sums,
                     "target_held": held,
+                    "control": control,
                     "runs": runs,
                     "routes": routed,
                 },
