@@ -612,11 +612,13 @@ def test_pool_team_leaves_busy_cpus_alone(seeded: Seeded) -> None:
                 check(cpu.i8gemm(a, b, threads=ncpu), want, seeded, "busy machine, held")
         spent = _pool_cpu_ticks() - before
         assert spent <= 2, f"pool workers used {spent} ticks on a machine with no free CPU"
-        # a long region (~0.1 s on one thread) keeps its team: the spinners it would wait out
-        # are usually another library's workers, asleep within 0.1 s
-        big_a, big_b = seeded.i8((1536, 1536)), seeded.i8((1536, 1536))
+        # a long region keeps its team: the spinners it would wait out are usually another
+        # library's workers, asleep within 0.1 s.  3072^3 is eight times 1536^3's work: at
+        # 1536^3 the worker's share could fall under one 10 ms clock tick on a fast host, and
+        # the test failed by chance
+        big_a, big_b = seeded.i8((3072, 3072)), seeded.i8((3072, 3072))
         before = _pool_cpu_ticks()
-        got = cpu.i8gemm(big_a, big_b, threads=2)  # one worker: its share is several clock ticks
+        got = cpu.i8gemm(big_a, big_b, threads=2)  # one worker
         spent = _pool_cpu_ticks() - before
         assert spent >= 1, "a long region ran without the pool's workers on a busy machine"
         assert np.array_equal(got, cpu.i8gemm(big_a, big_b, threads=1)), f"long region (seed {seeded.seed})"
