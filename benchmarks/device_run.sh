@@ -66,7 +66,7 @@
 #                                                     $OUT/auto_gpu_{new,old}_R.json, $OUT/auto_gpu_grid.json  (carry: .whl, .old)
 #   bash benchmarks/device_run.sh auto-small          build; the GPU tests of auto and of the shim's cupy side (120 s);
 #                                                     bench_auto_small_gpu.py (auto's steps on small calls, batch order);
-#                                                     then bench_auto.py --rotate --gpu-pause 0.2 at 64 ... 8192 until
+#                                                     then bench_auto.py --rotate --gpu-pause 0.2 at 64 ... 16384 until
 #                                                     second AUTO_GPU_END (env, default 570):
 #                                                     $OUT/auto_small_gpu.json, $OUT/auto_gpu_pause.json  (carry: .whl)
 #   bash benchmarks/device_run.sh min-dim [OUT_DIR]   CPU, no build: the sweep behind EMUBLAS_MIN_DIM
@@ -247,7 +247,7 @@ auto-small)
         | tee "$OUT/auto_small_gpu.log" | grep -v -E "^ +[0-9]" | cut -c1-400
     end=${AUTO_GPU_END:-570}
     timeout $((end - SECONDS)) python3 benchmarks/bench_auto.py --device gpu --rotate --gpu-pause 0.2 \
-        --sizes 64 128 256 512 1024 2048 4096 8192 --reps 3 --budget-s $((end - 20 - SECONDS)) \
+        --sizes 64 128 256 512 1024 2048 4096 8192 16384 --reps 3 --budget-s $((end - 20 - SECONDS)) \
         --json "$OUT/auto_gpu_pause.json" >"$OUT/auto_pause.log" 2>&1
     tail -n 34 "$OUT/auto_pause.log" | cut -c1-250
     ;;
