@@ -59,7 +59,7 @@
 #                                                     library call timed alone (OPS rounds, default 0), a
 #                                                     cProfile run; $OUT/shim_calls_gpu.{txt,json}  (carry: .whl)
 #   bash benchmarks/device_run.sh auto-gpu [ROUNDS]   build; the GPU tests of auto and of the shim's cupy side (120 s); then
-#                                                     bench_auto.py --rotate at 64, 256, 1024 and 4096 with this tree's
+#                                                     bench_auto.py --rotate at 64, 256, 1024 and 4096 (AUTO_GPU_SIZES) with this tree's
 #                                                     script, this tree's package against .old's, alternating ROUNDS times
 #                                                     (default 2); then this tree over the whole grid until second
 #                                                     AUTO_GPU_END (env, default 570):
@@ -226,11 +226,12 @@ auto-gpu)
             tree=$PWD
             [ "$t" = old ] && tree=$PWD/.old
             PYTHONPATH="$tree:/tmp/site" timeout 120 python3 benchmarks/bench_auto.py --device gpu --rotate \
-                --sizes 64 256 1024 4096 --reps 3 --json "$OUT/auto_gpu_${t}_$r.json" 2>&1 \
+                --sizes ${AUTO_GPU_SIZES:-64 256 1024 4096} --reps 3 --json "$OUT/auto_gpu_${t}_$r.json" 2>&1 \
                 | grep -E "auto->" | sed "s/^/$t /" | cut -c1-200
         done
     done
     end=${AUTO_GPU_END:-570} # the job's last second (env), the grid's budget ending 30 s before it
+    [ $((end - SECONDS)) -ge 60 ] || exit 0 # no time left for the grid
     PYTHONPATH="$PWD:/tmp/site" timeout $((end - SECONDS)) python3 benchmarks/bench_auto.py --device gpu --rotate \
         --reps 3 --budget-s $((end - 30 - SECONDS)) --json "$OUT/auto_gpu_grid.json" >"$OUT/auto_grid.log" 2>&1
     tail -n 26 "$OUT/auto_grid.log" | cut -c1-240

@@ -459,6 +459,9 @@ def test_decision_cache_follows_shape_table_and_options(forced, tmp_path, monkey
     assert emublas.auto_last()["options"]["moduli"] == 16
     # the forced table's file rewritten (nothing emulated): seen once RECHECK_S has passed
     monkeypatch.setattr(tables, "RECHECK_S", 0.0)
+    # route()'s memo holds the re-check time made with the old RECHECK_S: forget it, as that
+    # time passing would
+    monkeypatch.setattr(auto, "_last_route", auto_backend._NO_ROUTE)
     forced.write_text(json.dumps(_table({})))
     os.utime(forced, (1, 1))  # a new mtime even within the clock's resolution
     emublas.zgemm(1.0, a, a, backend="auto")
@@ -471,6 +474,47 @@ def test_decision_cache_follows_shape_table_and_options(forced, tmp_path, monkey
         assert (emublas.auto_last()["m"], emublas.auto_last()["n"]) == (n, 2)
 
 
+def test_route_keeps_each_threads_last_decision():
+    """route()'s shortcut writes a thread's record (auto_last) only when another thread took the
+    entry last; any other delivery of a decision (choice(), as the shim asks) makes the next
+    route() of that thread write it again.  Each thread's auto_last is its own last call."""
+    import threading
+
+    from emublas.backends.auto import backend as auto_backend
+
+    auto = auto_backend.BACKEND
+    opts = emublas.config.resolve("auto")[1]
+    out = np.zeros((300, 300), order="F")
+
+    def route(m):
+        auto.route("gemm", "d", m, 300, 300, out, opts)
+        return emublas.auto_last()["m"]
+
+    assert route(300) == 300
+    assert route(300) == 300  # the shortcut, nothing written
+    auto.choice("gemm", "d", 7, 300, 300, "cpu", opts)  # another record for this thread
+    assert emublas.auto_last()["m"] == 7
+    assert route(300) == 300  # written again, though the shape is the last one route() saw
+    seen = {}
+
+    def other():
+        seen["first"] = emublas.auto_last()  # a new thread has no record yet
+        seen["routed"] = route(300)  # the entry another thread took last: written for this one
+        seen["again"] = route(300)
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert seen == {"first": None, "routed": 300, "again": 300}
+    assert route(300) == 300  # the other thread took the entry last: this one's record still right
+    auto.choice("gemm", "d", 9, 300, 300, "cpu", opts)
+    t = threading.Thread(target=lambda: seen.update(late=route(300)))
+    t.start()
+    t.join()
+    assert seen["late"] == 300 and emublas.auto_last()["m"] == 9  # each thread its own
+    assert route(300) == 300
+
+
 def test_route_reuses_the_last_entry_only_for_the_same_array_type(monkeypatch):
     """route()'s shortcut (the last call's entry) is taken for the same shape, options dict and
     array type, so a call of the same shape on another device's arrays is decided for that
@@ -481,6 +525,7 @@ def test_route_reuses_the_last_entry_only_for_the_same_array_type(monkeypatch):
         pass
 
     auto = auto_backend.BACKEND
+    monkeypatch.setattr(auto, "_last_route", auto_backend._NO_ROUTE)  # no call remembered from other tests
     monkeypatch.setattr(auto_backend, "_device", lambda c: "gpu" if isinstance(c, Other) else "cpu")
     asked = []
     real = auto._cached

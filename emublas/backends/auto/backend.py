@@ -41,6 +41,10 @@ __all__ = ["AutoBackend", "BACKEND", "last_run", "parse_bits"]
 _PREFIX_OF_CHAR = {"f": "s", "d": "d", "F": "c", "D": "z"}  # numpy's dtype chars: the BLAS prefixes
 _last = threading.local()
 _monotonic = time.monotonic  # bound once: route() reads it on every call
+_get_ident = threading.get_ident
+#: route()'s memo when no call is remembered: (options dict, array type, (kind, prefix, m, n, k),
+#: entry, re-check time, thread that last had the entry delivered)
+_NO_ROUTE: tuple = (None, None, None, None, 0.0, None)
 #: Decisions kept per (routine, device, dtype, m, n, k, accuracy, bits, table option);
 #: the oldest goes when full.  Each entry holds the table it was made with and is used only
 #: while that is still the table in force.
@@ -187,8 +191,9 @@ class AutoBackend(Backend):
         # (options dict, device, its (accuracy, bits, table, device)): the front hands every
         # call of a process the same shared dict, so the three lookups are made once per dict
         self._opts_key: tuple = (None, None, None)
-        # (options dict, array type, (kind, prefix, m, n, k), entry) of the last call :meth:`route` took
-        self._last_route: tuple = (None, None, None, None)
+        # the last call :meth:`route` took (see _NO_ROUTE); any other delivery clears it
+        self._last_route: tuple = _NO_ROUTE
+        self._gpu_checked = False
 
     # -- readiness -----------------------------------------------------------
     def device_readiness(self, device):
@@ -213,8 +218,12 @@ class AutoBackend(Backend):
         return True
 
     def check(self, device: str) -> None:
-        if device != "cpu":  # native's CPU BLAS is scipy's, a hard dependency: it checks nothing there
-            _native().check(device)
+        # native's CPU BLAS is scipy's, a hard dependency: nothing to check there; a process's
+        # GPUs stay usable once they were (native's rule), so a GPU is checked once
+        if device == "cpu" or self._gpu_checked:
+            return
+        _native().check(device)
+        self._gpu_checked = True
 
     def table(self, device: str, path: str | None = None) -> tables.Table:
         """The cost table used on ``device``.
@@ -403,6 +412,7 @@ class AutoBackend(Backend):
         # a decision younger than RECHECK_S was made with the table in use now: no table lookup
         if hit is None or now - hit[0] >= tables.RECHECK_S:
             hit = self._refresh(key, hit, now)
+        self._last_route = _NO_ROUTE  # this thread's record changes here: route() may not skip it
         return _deliver(hit)
 
     def _options_key(self, opts: dict, device: str) -> tuple:
@@ -473,22 +483,28 @@ class AutoBackend(Backend):
             ``(backend, name, options)``: the chosen backend, its name and the
             options to call it with.
         """
-        # This runs on every auto call of the fronts: a call of the same shape, options dict and
-        # array type as the last one takes its entry, still checked for age, without building a
-        # key (the front's prefix is out's dtype and the array type fixes the device, so the key
-        # is these values).  On cupy a small call is all host time, so this matters there too.
+        # This runs on every auto call of the fronts, so its repeated-call path touches little
+        # (a small cupy call is all host time, and between two calls the CUDA launch path leaves
+        # little of this in the caches): the last call's entry serves a call of the same options
+        # dict, array type and shape (the front's prefix is out's dtype, the array type fixes
+        # the device) until its re-check time; this thread's record (last_run) is written only
+        # when another thread took the entry last, as _cached clears the memo whenever it
+        # delivers a record.
         last = self._last_route  # one read: another thread may replace it meanwhile
         array_type = type(out)
-        if last[0] is opts and last[1] is array_type and last[2] == (kind, prefix, m, n, k):
+        if last[0] is opts and last[1] is array_type and last[2] == (kind, prefix, m, n, k) and _monotonic() < last[4]:
             hit = last[3]
-            if _monotonic() - hit[0] < tables.RECHECK_S:
-                _last.call = hit[4]  # _deliver, inlined: this is the whole cost of a repeated call
-                if hit[5]:
-                    _callers.warn(hit[5], UserWarning)
-                return hit[6]  # (backend, name, options): callers only read it
+            thread = _get_ident()
+            if last[5] != thread:
+                _last.call = hit[4]
+                self._last_route = (*last[:5], thread)
+            if hit[5]:
+                _callers.warn(hit[5], UserWarning)
+            return hit[6]  # (backend, name, options): callers only read it
         device = "cpu" if array_type is np.ndarray else _device(out)
         hit = self._cached(kind, prefix, device, m, n, k, opts)
-        self._last_route = (opts, array_type, (kind, prefix, m, n, k), hit)  # holds opts alive: its id stays its own
+        # holds opts alive, so its identity stays its own
+        self._last_route = (opts, array_type, (kind, prefix, m, n, k), hit, hit[0] + tables.RECHECK_S, _get_ident())
         return hit[6]
 
     # -- compute ---------------------------------------------------------------
