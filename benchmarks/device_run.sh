@@ -78,6 +78,15 @@ job=${1:-}
 shift || true
 here="$(dirname "$0")"
 
+# The GPU tests of auto and of the shim's cupy side, within 120 s: $OUT/pytest_auto.log
+auto_tests() {
+    timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu -n 16 -rf tests/test_auto.py tests/test_interpose_gpu.py \
+        >"$OUT/pytest_auto.log" 2>&1
+    echo "pytest exit status $? at ${SECONDS} s"
+    grep -E "^(FAILED|ERROR)" "$OUT/pytest_auto.log" | head -20
+    tail -1 "$OUT/pytest_auto.log"
+}
+
 # The GPU tests in parts side by side, within LIMIT seconds: gpu_tests LIMIT PART...
 gpu_tests() {
     local limit=$1 part r rc=0 workers kexpr files
@@ -209,11 +218,7 @@ auto-gpu)
     rounds=${1:-2}
     source "$here/_device_setup.sh"
     nvidia-smi -L
-    timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu -n 16 -rf tests/test_auto.py tests/test_interpose_gpu.py \
-        >"$OUT/pytest_auto.log" 2>&1
-    echo "pytest exit status $? at ${SECONDS} s"
-    grep -E "^(FAILED|ERROR)" "$OUT/pytest_auto.log" | head -20
-    tail -1 "$OUT/pytest_auto.log"
+    auto_tests
     trees="new"
     if [ -f .old/COMMIT ]; then
         python3 -m pip uninstall -y -q emublas >/dev/null 2>&1 # as in ab: PYTHONPATH picks the tree
@@ -239,11 +244,7 @@ auto-gpu)
 auto-small)
     source "$here/_device_setup.sh"
     nvidia-smi -L
-    timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu -n 16 -rf tests/test_auto.py tests/test_interpose_gpu.py \
-        >"$OUT/pytest_auto.log" 2>&1
-    echo "pytest exit status $? at ${SECONDS} s"
-    grep -E "^(FAILED|ERROR)" "$OUT/pytest_auto.log" | head -20
-    tail -1 "$OUT/pytest_auto.log"
+    auto_tests
     timeout 180 python3 benchmarks/bench_auto_small_gpu.py --json "$OUT/auto_small_gpu.json" 2>&1 \
         | tee "$OUT/auto_small_gpu.log" | grep -v -E "^ +[0-9]" | cut -c1-400
     end=${AUTO_GPU_END:-570}
