@@ -17,6 +17,11 @@ Printed: the median per-call time of each configuration by the configuration tha
 before it.  If a native batch after a native batch is as slow as an auto batch after one,
 the order, not auto, made bench_auto.py's auto/native ratios there.
 
+Part 3, ``--parts stubs`` (not run by default): for dgemm and dsyrk at ``--n``, native, auto,
+auto with its ``route`` replaced by a function that returns the decision and nothing else, and
+with ``check`` replaced too, in rotating order: how much of auto's extra time in a loop each
+step is.
+
     python3 benchmarks/bench_auto_small_gpu.py --json auto_small_gpu.json
 """
 
@@ -182,6 +187,48 @@ def order(cp, args) -> dict:
     return rows
 
 
+def stubs(cp, args) -> dict:
+    """auto's extra time with its steps replaced, one at a time, by stand-ins that do nothing:
+    how much of it each step is, inside a loop of real calls."""
+    auto, opts = config.resolve("auto", None)
+    rows = {}
+    for name in ("dgemm", "dsyrk"):
+        a, b, out = operands(cp, name, args.n)
+        fns = {be: caller(name, a, b, out, be) for be in ("native", "auto")}
+        fns["auto"]()
+        kind = "gemm" if name.endswith("gemm") else "syrk"
+        routed = auto.route(kind, "d", args.n, args.n, args.n, out, opts)
+        variants = {
+            "native": ({}, "native"),
+            "auto": ({}, "auto"),
+            "auto, route stubbed": ({"route": lambda *a: routed}, "auto"),
+            "auto, route and check stubbed": ({"route": lambda *a: routed, "check": lambda d: None}, "auto"),
+        }
+        times: dict[str, list[float]] = {v: [] for v in variants}
+        for r in range(args.rounds):
+            order = list(variants)[r % len(variants) :] + list(variants)[: r % len(variants)]
+            for v in order:
+                patch, be = variants[v]
+                for attr, fn in patch.items():
+                    setattr(auto, attr, fn)  # an instance attribute hides the method
+                try:
+                    times[v].append(batch(cp, fns[be], args.batch))
+                finally:
+                    for attr in patch:
+                        delattr(auto, attr)
+        med = {v: statistics.median(t) for v, t in times.items()}
+        rows[name] = {"times_s": times, "median_s": med}
+        print(
+            f"{name} {args.n} stubs: "
+            + "  ".join(f"{v} {(m - med['native']) * 1e6:+.2f} us" for v, m in med.items() if v != "native"),
+            flush=True,
+        )
+    return rows
+
+
+PARTS = {"small": small_calls, "steps_us": steps, "profiles": profiles, "order": order, "stubs": stubs}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=64)
@@ -191,19 +238,14 @@ def main(argv=None) -> int:
     ap.add_argument("--big", type=int, default=4096)
     ap.add_argument("--seq-rounds", type=int, default=6)
     ap.add_argument("--pause", type=float, default=0.2)
+    ap.add_argument("--parts", nargs="+", default=["small", "steps_us", "profiles", "order"], choices=list(PARTS))
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     import cupy as cp
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OzakiAccuracyWarning)
-        result = {
-            "args": vars(args),
-            "small": small_calls(cp, args),
-            "steps_us": steps(cp, args),
-            "profiles": profiles(cp, args),
-            "order": order(cp, args),
-        }
+        result = {"args": vars(args), **{part: PARTS[part](cp, args) for part in args.parts}}
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(result, fh, indent=1)
