@@ -43,6 +43,7 @@ import numpy as np
 import emublas
 from emublas import config
 from emublas.errors import OzakiAccuracyWarning
+from emublas.timing import elapsed
 
 ROUTINES = ("dgemm", "dsyrk", "zgemm", "zherk")
 
@@ -69,13 +70,10 @@ def caller(name: str, a, b, out, backend: str):
 
 
 def batch(cp, fn, count: int) -> float:
-    """Seconds per call of ``count`` back-to-back calls, to the end of the device's work."""
-    cp.cuda.Device().synchronize()
-    t0 = time.perf_counter()
-    for _ in range(count):
-        fn()
-    cp.cuda.Device().synchronize()
-    return (time.perf_counter() - t0) / count
+    """Seconds per call of ``count`` back-to-back calls on an idle device, to the end of its work."""
+    sync = cp.cuda.Device().synchronize
+    sync()
+    return elapsed(fn, count, sync) / count
 
 
 def best_us(fn, number: int) -> float:

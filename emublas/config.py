@@ -294,8 +294,11 @@ def resolve(backend: str | None = None, options: Mapping[str, Any] | None = None
     """
     # a call's backend= decides alone: EMUBLAS_BACKEND is not read (a typo there cannot break it)
     # explicit_selection() and get_backend() inlined: this runs on every call
-    stack = _local.stack
-    chosen = stack[-1] if stack else _global
+    if not _open_blocks:
+        chosen = _global
+    else:
+        stack = _local.stack
+        chosen = stack[-1] if stack else _global
     if backend is None:
         if chosen is None:
             chosen = _environment_selection()
