@@ -65,7 +65,8 @@
 #                                                     AUTO_GPU_END (env, default 570):
 #                                                     $OUT/auto_gpu_{new,old}_R.json, $OUT/auto_gpu_grid.json  (carry: .whl, .old)
 #   bash benchmarks/device_run.sh auto-small          build; the GPU tests of auto and of the shim's cupy side (120 s);
-#                                                     bench_auto_small_gpu.py (auto's steps on small calls, batch order);
+#                                                     bench_auto_small_gpu.py (auto's steps on small calls, batch order;
+#                                                     env AUTO_SMALL_PARTS and AUTO_SMALL_ROUNDS pick its parts and rounds);
 #                                                     then bench_auto.py --rotate --gpu-pause 0.2 at 64 ... 16384 until
 #                                                     second AUTO_GPU_END (env, default 570):
 #                                                     $OUT/auto_small_gpu.json, $OUT/auto_gpu_pause.json  (carry: .whl)
@@ -245,7 +246,9 @@ auto-small)
     source "$here/_device_setup.sh"
     nvidia-smi -L
     auto_tests
-    timeout 180 python3 benchmarks/bench_auto_small_gpu.py --json "$OUT/auto_small_gpu.json" 2>&1 \
+    # shellcheck disable=SC2086  # AUTO_SMALL_PARTS is a list of words
+    timeout 180 python3 benchmarks/bench_auto_small_gpu.py --parts ${AUTO_SMALL_PARTS:-small steps_us profiles order} \
+        --rounds "${AUTO_SMALL_ROUNDS:-9}" --json "$OUT/auto_small_gpu.json" 2>&1 \
         | tee "$OUT/auto_small_gpu.log" | grep -v -E "^ +[0-9]" | cut -c1-400
     end=${AUTO_GPU_END:-570}
     timeout $((end - SECONDS)) python3 benchmarks/bench_auto.py --device gpu --rotate --gpu-pause 0.2 \
