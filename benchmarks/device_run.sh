@@ -64,6 +64,12 @@
 #                                                     (default 2); then this tree over the whole grid until second
 #                                                     AUTO_GPU_END (env, default 570):
 #                                                     $OUT/auto_gpu_{new,old}_R.json, $OUT/auto_gpu_grid.json  (carry: .whl, .old)
+#   bash benchmarks/device_run.sh native-small [ROUNDS]
+#                                                     build; the GPU tests of native, auto and the shim's cupy
+#                                                     side (240 s); bench_auto_small_gpu.py --parts small at 64 ... 512
+#                                                     (NATIVE_SMALL_SIZES), this tree against .old, alternating ROUNDS
+#                                                     times (default 2); the cupy program under the shim with the A/A
+#                                                     control: $OUT/small_*.json, $OUT/shim_cupy.json  (carry: .whl, .old)
 #   bash benchmarks/device_run.sh auto-small          build; the GPU tests of auto and of the shim's cupy side (120 s);
 #                                                     bench_auto_small_gpu.py (auto's steps on small calls, batch order;
 #                                                     env AUTO_SMALL_PARTS and AUTO_SMALL_ROUNDS pick its parts and rounds);
@@ -241,6 +247,42 @@ auto-gpu)
     PYTHONPATH="$PWD:/tmp/site" timeout $((end - SECONDS)) python3 benchmarks/bench_auto.py --device gpu --rotate \
         --reps 3 --budget-s $((end - 30 - SECONDS)) --json "$OUT/auto_gpu_grid.json" >"$OUT/auto_grid.log" 2>&1
     tail -n 26 "$OUT/auto_grid.log" | cut -c1-240
+    ;;
+native-small)
+    # native's cuBLAS call path and auto's route memo on small calls (#16): the GPU tests that run
+    # native's and auto's cuBLAS calls (240 s); bench_auto_small_gpu.py --parts small at each of
+    # NATIVE_SMALL_SIZES (env, default 64 128 256 512), this tree against .old, alternating ROUNDS
+    # times (default 2); then the cupy program under the shim with the native A/A control until
+    # second 570: $OUT/small_{new,old}_N_R.json, $OUT/shim_cupy.json  (carry: .whl, .old)
+    rounds=${1:-2}
+    source "$here/_device_setup.sh"
+    nvidia-smi -L
+    timeout 240 python3 -m pytest -q -p no:cacheprovider -m gpu -n 16 -rf -k "native or auto or interpose" \
+        tests/test_native_layouts.py tests/test_blas_parity.py tests/test_auto.py tests/test_interpose_gpu.py \
+        >"$OUT/pytest_native.log" 2>&1
+    echo "pytest exit status $? at ${SECONDS} s"
+    grep -E "^(FAILED|ERROR)" "$OUT/pytest_native.log" | head -20
+    tail -1 "$OUT/pytest_native.log"
+    trees="new"
+    if [ -f .old/COMMIT ]; then
+        python3 -m pip uninstall -y -q emublas >/dev/null 2>&1 # as in ab: PYTHONPATH picks the tree
+        cp emublas/_kernels/_cpu*.so .old/emublas/_kernels/
+        trees="new old"
+        echo "new: this tree, old: $(cat .old/COMMIT)"
+    fi
+    for r in $(seq "$rounds"); do
+        for n in ${NATIVE_SMALL_SIZES:-64 128 256 512}; do
+            for t in $trees; do
+                tree=$PWD
+                [ "$t" = old ] && tree=$PWD/.old
+                PYTHONPATH="$tree:/tmp/site" timeout 60 python3 benchmarks/bench_auto_small_gpu.py --parts small \
+                    --n "$n" --rounds 12 --json "$OUT/small_${t}_${n}_$r.json" 2>&1 | sed "s/^/$t /" | cut -c1-160
+            done
+        done
+    done
+    [ $((570 - SECONDS)) -ge 120 ] || exit 0 # no time left for the program
+    PYTHONPATH="$PWD:/tmp/site" timeout $((570 - SECONDS)) python3 benchmarks/bench_shim_program.py --device gpu \
+        --runs 5 --warmup 1 --control --json "$OUT/shim_cupy.json" 2>&1 | tee "$OUT/shim.log" | tail -8
     ;;
 auto-small)
     source "$here/_device_setup.sh"

@@ -42,9 +42,10 @@ _PREFIX_OF_CHAR = {"f": "s", "d": "d", "F": "c", "D": "z"}  # numpy's dtype char
 _last = threading.local()
 _monotonic = time.monotonic  # bound once: route() reads it on every call
 _get_ident = threading.get_ident
-#: route()'s memo when no call is remembered: (options dict, array type, (kind, prefix, m, n, k),
-#: entry, re-check time, thread that last had the entry delivered)
-_NO_ROUTE: tuple = (None, None, None, None, 0.0, None)
+#: route()'s memo when no call is remembered: (options dict, array type, kind, prefix, m, n, k,
+#: re-check time, entry, thread that last had the entry delivered); flat, so that a repeated
+#: call compares its fields without building a key
+_NO_ROUTE: tuple = (None, None, None, None, -1, -1, -1, 0.0, None, None)
 #: Decisions kept per (routine, device, dtype, m, n, k, accuracy, bits, table option);
 #: the oldest goes when full.  Each entry holds the table it was made with and is used only
 #: while that is still the table in force.
@@ -490,21 +491,28 @@ class AutoBackend(Backend):
         # the device) until its re-check time; this thread's record (last_run) is written only
         # when another thread took the entry last, as _cached clears the memo whenever it
         # delivers a record.
-        last = self._last_route  # one read: another thread may replace it meanwhile
-        array_type = type(out)
-        if last[0] is opts and last[1] is array_type and last[2] == (kind, prefix, m, n, k) and _monotonic() < last[4]:
-            hit = last[3]
-            thread = _get_ident()
-            if last[5] != thread:
+        last_opts, last_type, last_kind, last_prefix, last_m, last_n, last_k, until, hit, thread = self._last_route
+        if (
+            last_opts is opts
+            and last_type is type(out)
+            and last_m == m
+            and last_n == n
+            and last_k == k
+            and last_kind == kind
+            and last_prefix == prefix
+            and _monotonic() < until
+        ):
+            if thread != _get_ident():
                 _last.call = hit[4]
-                self._last_route = (*last[:5], thread)
+                self._last_route = (opts, last_type, kind, prefix, m, n, k, until, hit, _get_ident())
             if hit[5]:
                 _callers.warn(hit[5], UserWarning)
             return hit[6]  # (backend, name, options): callers only read it
+        array_type = type(out)
         device = "cpu" if array_type is np.ndarray else _device(out)
         hit = self._cached(kind, prefix, device, m, n, k, opts)
         # holds opts alive, so its identity stays its own
-        self._last_route = (opts, array_type, (kind, prefix, m, n, k), hit, hit[0] + tables.RECHECK_S, _get_ident())
+        self._last_route = (opts, array_type, kind, prefix, m, n, k, hit[0] + tables.RECHECK_S, hit, _get_ident())
         return hit[6]
 
     # -- compute ---------------------------------------------------------------

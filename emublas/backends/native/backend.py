@@ -112,32 +112,70 @@ def _gpu_operand(x, trans: int, flip_ok: bool = True):
     return x, trans, max(1, x.shape[0])
 
 
+class _Cuda:
+    """What every cuBLAS call of this backend uses, bound on the first GPU call (a numpy-only
+    program never imports cupy): a small call is all host time, and an ``import`` statement
+    in a function, even of a loaded module, costs a fraction of a microsecond per call."""
+
+    def __init__(self):
+        import cupy
+        from cupy_backends.cuda.libs import cublas
+
+        from ..._kernels import cublas_ext
+
+        self.cupy = cupy
+        self.cublas = cublas
+        self.ext = cublas_ext
+        self.get_handle = cupy.cuda.device.get_cublas_handle
+        self.get_stream = cupy.cuda.get_current_stream
+        self.host_mode = cublas.CUBLAS_POINTER_MODE_HOST
+        self.lower = cublas.CUBLAS_FILL_MODE_LOWER
+        self.upper = cublas.CUBLAS_FILL_MODE_UPPER
+        self.gemm = {dt: getattr(cublas, p + "gemm") for dt, p in _PREFIX.items()}
+        self.syrk = {dt: getattr(cublas, p + "syrk") for dt, p in _PREFIX.items()}
+
+
+_CUDA: list[_Cuda] = []
+
+
+def _cuda() -> _Cuda:
+    if not _CUDA:
+        _CUDA.append(_Cuda())
+    return _CUDA[0]
+
+
 class _CublasCall:
     """cupy's cuBLAS handle on the current stream in host pointer mode; a mode the handle had
     before is restored afterwards (cupy's own is host mode, so the common call sets none)."""
 
-    def __enter__(self):
-        import cupy
-        from cupy_backends.cuda.libs import cublas
+    __slots__ = ("cuda", "handle", "mode")
 
-        self.cublas = cublas
-        self.handle = cupy.cuda.device.get_cublas_handle()
-        cublas.setStream(self.handle, cupy.cuda.get_current_stream().ptr)
-        self.mode = cublas.getPointerMode(self.handle)
-        if self.mode != cublas.CUBLAS_POINTER_MODE_HOST:
-            cublas.setPointerMode(self.handle, cublas.CUBLAS_POINTER_MODE_HOST)
-        return self
+    def __enter__(self) -> _Cuda:
+        cuda = self.cuda = _CUDA[0] if _CUDA else _cuda()
+        cublas = cuda.cublas
+        handle = self.handle = cuda.get_handle()
+        cublas.setStream(handle, cuda.get_stream().ptr)
+        mode = self.mode = cublas.getPointerMode(handle)
+        if mode != cuda.host_mode:
+            cublas.setPointerMode(handle, cuda.host_mode)
+        return cuda
 
     def __exit__(self, *exc):
-        if self.mode != self.cublas.CUBLAS_POINTER_MODE_HOST:
-            self.cublas.setPointerMode(self.handle, self.mode)
+        if self.mode != self.cuda.host_mode:
+            self.cuda.cublas.setPointerMode(self.handle, self.mode)
         return False
 
 
 def _cupy():
-    import cupy
+    return _cuda().cupy
 
-    return cupy
+
+_REAL = {  # a dtype's real part, as cuBLAS's herk/her2k take alpha and beta
+    np.dtype(np.float32): np.dtype(np.float32),
+    np.dtype(np.float64): np.dtype(np.float64),
+    np.dtype(np.complex64): np.dtype(np.float32),
+    np.dtype(np.complex128): np.dtype(np.float64),
+}
 
 
 class _HostScalars(threading.local):
@@ -257,10 +295,10 @@ class NativeBackend(Backend):
         a, trans_a, lda = _gpu_operand(a, trans_a)
         b, trans_b, ldb = _gpu_operand(b, trans_b)
         al, be = _SCALARS.addresses(alpha, c.dtype, beta, c.dtype)
-        with _CublasCall() as cb:
-            fn = getattr(cb.cublas, _PREFIX[c.dtype] + "gemm")
-            fn(
-                cb.handle,
+        call = _CublasCall()
+        with call as cuda:
+            cuda.gemm[c.dtype](
+                call.handle,
                 trans_a,
                 trans_b,
                 m,
@@ -279,10 +317,9 @@ class NativeBackend(Backend):
     # -- rank-k ------------------------------------------------------------------
     def _gpu_rank_k(self, kind, alpha, a, b, beta, c, trans, lower):
         """cuBLAS syrk (through cupy) or herk/syr2k/her2k (through ctypes) into ``c``."""
-        from ..._kernels import cublas_ext
-
+        ext = (_CUDA[0] if _CUDA else _cuda()).ext
         prefix = _PREFIX[c.dtype]
-        if kind != "syrk" and not cublas_ext.available(kind, prefix):
+        if kind != "syrk" and not ext.available(kind, prefix):
             return NotImplemented  # the front derives it from gemm
         n = c.shape[0]
         k = a.shape[0] if trans else a.shape[1]
@@ -295,18 +332,18 @@ class NativeBackend(Backend):
                 a, b, trans = a.T, b.T, 1 - trans
             a, trans, lda = _gpu_operand(a, trans, flip_ok=False)
             b, _, ldb = _gpu_operand(b, trans, flip_ok=False)
-        real_dt = np.empty(0, c.dtype).real.dtype
+        real_dt = _REAL[c.dtype]
         al, be = _SCALARS.addresses(alpha, real_dt if kind == "herk" else c.dtype, beta, real_dt if herm else c.dtype)
-        with _CublasCall() as cb:
-            uplo = cb.cublas.CUBLAS_FILL_MODE_LOWER if lower else cb.cublas.CUBLAS_FILL_MODE_UPPER
-            head = (cb.handle, uplo, trans, n, k, al, a.data.ptr, lda)
+        call = _CublasCall()
+        with call as cuda:
+            head = (call.handle, cuda.lower if lower else cuda.upper, trans, n, k, al, a.data.ptr, lda)
             tail = (be, c.data.ptr, max(1, n))
             if kind == "syrk":
-                getattr(cb.cublas, prefix + "syrk")(*head, *tail)
+                cuda.syrk[c.dtype](*head, *tail)
             elif b is None:
-                cublas_ext.call(kind, prefix, *head, *tail)
+                ext.call(kind, prefix, *head, *tail)
             else:
-                cublas_ext.call(kind, prefix, *head, b.data.ptr, ldb, *tail)
+                ext.call(kind, prefix, *head, b.data.ptr, ldb, *tail)
         return None
 
     def _rank_k(self, kind, alpha, a, b, beta, c, trans, lower):
