@@ -94,6 +94,17 @@ auto_tests() {
     tail -1 "$OUT/pytest_auto.log"
 }
 
+# Sets trees to "new", or to "new old" where .old is carried: then the package is uninstalled so
+# that PYTHONPATH picks each tree (as in ab), and .old gets this build's C extension
+pick_trees() {
+    trees="new"
+    [ -f .old/COMMIT ] || return 0
+    python3 -m pip uninstall -y -q emublas >/dev/null 2>&1
+    cp emublas/_kernels/_cpu*.so .old/emublas/_kernels/
+    trees="new old"
+    echo "new: this tree, old: $(cat .old/COMMIT)"
+}
+
 # The GPU tests in parts side by side, within LIMIT seconds: gpu_tests LIMIT PART...
 gpu_tests() {
     local limit=$1 part r rc=0 workers kexpr files
@@ -226,13 +237,7 @@ auto-gpu)
     source "$here/_device_setup.sh"
     nvidia-smi -L
     auto_tests
-    trees="new"
-    if [ -f .old/COMMIT ]; then
-        python3 -m pip uninstall -y -q emublas >/dev/null 2>&1 # as in ab: PYTHONPATH picks the tree
-        cp emublas/_kernels/_cpu*.so .old/emublas/_kernels/
-        trees="new old"
-        echo "new: this tree, old: $(cat .old/COMMIT)"
-    fi
+    pick_trees
     for r in $(seq "$rounds"); do
         for t in $trees; do
             tree=$PWD
@@ -263,13 +268,7 @@ native-small)
     echo "pytest exit status $? at ${SECONDS} s"
     grep -E "^(FAILED|ERROR)" "$OUT/pytest_native.log" | head -20
     tail -1 "$OUT/pytest_native.log"
-    trees="new"
-    if [ -f .old/COMMIT ]; then
-        python3 -m pip uninstall -y -q emublas >/dev/null 2>&1 # as in ab: PYTHONPATH picks the tree
-        cp emublas/_kernels/_cpu*.so .old/emublas/_kernels/
-        trees="new old"
-        echo "new: this tree, old: $(cat .old/COMMIT)"
-    fi
+    pick_trees
     for r in $(seq "$rounds"); do
         for n in ${NATIVE_SMALL_SIZES:-64 128 256 512}; do
             for t in $trees; do
