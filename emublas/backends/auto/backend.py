@@ -43,9 +43,10 @@ _last = threading.local()
 _monotonic = time.monotonic  # bound once: route() reads it on every call
 _get_ident = threading.get_ident
 #: route()'s memo when no call is remembered: (options dict, array type, kind, prefix, m, n, k,
-#: re-check time, entry, thread that last had the entry delivered); flat, so that a repeated
-#: call compares its fields without building a key
-_NO_ROUTE: tuple = (None, None, None, None, -1, -1, -1, 0.0, None, None)
+#: re-check time, the entry's (backend, name, options), its warning, its last-run record, thread
+#: that last had the entry delivered); flat, so that a repeated call compares its fields without
+#: building a key and reads nothing else
+_NO_ROUTE: tuple = (None, None, None, None, -1, -1, -1, 0.0, None, "", None, None)
 #: Decisions kept per (routine, device, dtype, m, n, k, accuracy, bits, table option);
 #: the oldest goes when full.  Each entry holds the table it was made with and is used only
 #: while that is still the table in force.
@@ -491,7 +492,20 @@ class AutoBackend(Backend):
         # the device) until its re-check time; this thread's record (last_run) is written only
         # when another thread took the entry last, as _cached clears the memo whenever it
         # delivers a record.
-        last_opts, last_type, last_kind, last_prefix, last_m, last_n, last_k, until, hit, thread = self._last_route
+        (
+            last_opts,
+            last_type,
+            last_kind,
+            last_prefix,
+            last_m,
+            last_n,
+            last_k,
+            until,
+            routed,
+            warning,
+            record,
+            thread,
+        ) = self._last_route  # one read: another thread may replace it meanwhile
         if (
             last_opts is opts
             and last_type is type(out)
@@ -503,16 +517,18 @@ class AutoBackend(Backend):
             and _monotonic() < until
         ):
             if thread != _get_ident():
-                _last.call = hit[4]
-                self._last_route = (opts, last_type, kind, prefix, m, n, k, until, hit, _get_ident())
-            if hit[5]:
-                _callers.warn(hit[5], UserWarning)
-            return hit[6]  # (backend, name, options): callers only read it
+                _last.call = record
+                memo = (opts, last_type, kind, prefix, m, n, k, until, routed, warning, record, _get_ident())
+                self._last_route = memo
+            if warning:
+                _callers.warn(warning, UserWarning)
+            return routed  # (backend, name, options): callers only read it
         array_type = type(out)
         device = "cpu" if array_type is np.ndarray else _device(out)
         hit = self._cached(kind, prefix, device, m, n, k, opts)
         # holds opts alive, so its identity stays its own
-        self._last_route = (opts, array_type, kind, prefix, m, n, k, hit[0] + tables.RECHECK_S, hit, _get_ident())
+        until = hit[0] + tables.RECHECK_S
+        self._last_route = (opts, array_type, kind, prefix, m, n, k, until, hit[6], hit[5], hit[4], _get_ident())
         return hit[6]
 
     # -- compute ---------------------------------------------------------------
