@@ -66,10 +66,11 @@
 #                                                     $OUT/auto_gpu_{new,old}_R.json, $OUT/auto_gpu_grid.json  (carry: .whl, .old)
 #   bash benchmarks/device_run.sh native-small [ROUNDS]
 #                                                     build; the GPU tests of native, auto and the shim's cupy
-#                                                     side (240 s); bench_auto_small_gpu.py --parts small at 64 ... 512
+#                                                     side (240 s); the cupy program under the shim with the A/A
+#                                                     control; bench_auto_small_gpu.py --parts small at 64 ... 512
 #                                                     (NATIVE_SMALL_SIZES), this tree against .old, alternating ROUNDS
-#                                                     times (default 2); the cupy program under the shim with the A/A
-#                                                     control: $OUT/small_*.json, $OUT/shim_cupy.json  (carry: .whl, .old)
+#                                                     times (default 2): $OUT/shim_cupy.json, $OUT/small.tgz
+#                                                     (carry: .whl, .old)
 #   bash benchmarks/device_run.sh auto-small          build; the GPU tests of auto and of the shim's cupy side (120 s);
 #                                                     bench_auto_small_gpu.py (auto's steps on small calls, batch order;
 #                                                     env AUTO_SMALL_PARTS and AUTO_SMALL_ROUNDS pick its parts and rounds);
@@ -255,10 +256,11 @@ auto-gpu)
     ;;
 native-small)
     # native's cuBLAS call path and auto's route memo on small calls (#16): the GPU tests that run
-    # native's and auto's cuBLAS calls (240 s); bench_auto_small_gpu.py --parts small at each of
-    # NATIVE_SMALL_SIZES (env, default 64 128 256 512), this tree against .old, alternating ROUNDS
-    # times (default 2); then the cupy program under the shim with the native A/A control until
-    # second 570: $OUT/small_{new,old}_N_R.json, $OUT/shim_cupy.json  (carry: .whl, .old)
+    # native's and auto's cuBLAS calls (240 s); the cupy program under the shim with the native A/A
+    # control (300 s; before the trees are set up: the shim needs the installed package); then
+    # bench_auto_small_gpu.py --parts small at each of NATIVE_SMALL_SIZES (env, default 64 128 256
+    # 512), this tree against .old, alternating ROUNDS times (default 2; 0: none):
+    # $OUT/shim_cupy.json, $OUT/small.tgz  (carry: .whl, .old)
     rounds=${1:-2}
     source "$here/_device_setup.sh"
     nvidia-smi -L
@@ -268,20 +270,22 @@ native-small)
     echo "pytest exit status $? at ${SECONDS} s"
     grep -E "^(FAILED|ERROR)" "$OUT/pytest_native.log" | head -20
     tail -1 "$OUT/pytest_native.log"
+    timeout 300 python3 benchmarks/bench_shim_program.py --device gpu --runs 5 --warmup 1 --control \
+        --json "$OUT/shim_cupy.json" 2>&1 | tee "$OUT/shim.log" | tail -8
+    [ "$rounds" -gt 0 ] || exit 0
     pick_trees
+    mkdir -p "$OUT/small"
     for r in $(seq "$rounds"); do
         for n in ${NATIVE_SMALL_SIZES:-64 128 256 512}; do
             for t in $trees; do
                 tree=$PWD
                 [ "$t" = old ] && tree=$PWD/.old
                 PYTHONPATH="$tree:/tmp/site" timeout 60 python3 benchmarks/bench_auto_small_gpu.py --parts small \
-                    --n "$n" --rounds 12 --json "$OUT/small_${t}_${n}_$r.json" 2>&1 | sed "s/^/$t /" | cut -c1-160
+                    --n "$n" --rounds 12 --json "$OUT/small/${t}_${n}_$r.json" 2>&1 | sed "s/^/$t /" | cut -c1-160
             done
         done
     done
-    [ $((570 - SECONDS)) -ge 120 ] || exit 0 # no time left for the program
-    PYTHONPATH="$PWD:/tmp/site" timeout $((570 - SECONDS)) python3 benchmarks/bench_shim_program.py --device gpu \
-        --runs 5 --warmup 1 --control --json "$OUT/shim_cupy.json" 2>&1 | tee "$OUT/shim.log" | tail -8
+    tar czf "$OUT/small.tgz" -C "$OUT" small && rm -rf "$OUT/small" # one file back, not one per run
     ;;
 auto-small)
     source "$here/_device_setup.sh"
