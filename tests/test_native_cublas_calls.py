@@ -89,7 +89,7 @@ def cublas(monkeypatch):
     }
     for name, module in modules.items():
         monkeypatch.setitem(sys.modules, name, module)
-    monkeypatch.setattr(native, "_CUDA", [])
+    monkeypatch.setattr(native, "_CUDA", None)
     return fake
 
 

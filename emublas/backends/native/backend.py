@@ -135,13 +135,14 @@ class _Cuda:
         self.syrk = {dt: getattr(cublas, p + "syrk") for dt, p in _PREFIX.items()}
 
 
-_CUDA: list[_Cuda] = []
+_CUDA: _Cuda | None = None  # hot paths read ``_CUDA or _cuda()``: one global load once bound
 
 
 def _cuda() -> _Cuda:
-    if not _CUDA:
-        _CUDA.append(_Cuda())
-    return _CUDA[0]
+    global _CUDA
+    if _CUDA is None:
+        _CUDA = _Cuda()
+    return _CUDA
 
 
 class _CublasCall:
@@ -151,7 +152,7 @@ class _CublasCall:
     __slots__ = ("cuda", "handle", "mode")
 
     def __enter__(self) -> _Cuda:
-        cuda = self.cuda = _CUDA[0] if _CUDA else _cuda()
+        cuda = self.cuda = _CUDA or _cuda()
         cublas = cuda.cublas
         handle = self.handle = cuda.get_handle()
         cublas.setStream(handle, cuda.get_stream().ptr)
@@ -317,7 +318,7 @@ class NativeBackend(Backend):
     # -- rank-k ------------------------------------------------------------------
     def _gpu_rank_k(self, kind, alpha, a, b, beta, c, trans, lower):
         """cuBLAS syrk (through cupy) or herk/syr2k/her2k (through ctypes) into ``c``."""
-        ext = (_CUDA[0] if _CUDA else _cuda()).ext
+        ext = (_CUDA or _cuda()).ext
         prefix = _PREFIX[c.dtype]
         if kind != "syrk" and not ext.available(kind, prefix):
             return NotImplemented  # the front derives it from gemm
