@@ -10,7 +10,8 @@ class BackendUnavailableError(RuntimeError):
 
 
 class OzakiAccuracyWarning(UserWarning):
-    """Ozaki-II could not certify some output entries to native BLAS's error bound.
+    """Ozaki-II could not certify some output entries to native BLAS's error bound
+    (or, with its ``bits`` option, to that many correct bits relative to ``Σ|a||b|``).
 
     Raised directly (accuracy at risk) when those entries were left as computed
     (``fallback="none"``); its subclass :class:`OzakiFallbackWarning` when they

@@ -13,7 +13,7 @@ import scipy.linalg.blas as fblas
 
 import emublas
 from emublas.backends.auto import model, tables
-from emublas.backends.auto.backend import parse_bits
+from emublas.backends.base import parse_bits
 from emublas.backends.ozaki2.moduli import real_set, two_m_set
 from emublas.explain import format_decision
 
@@ -128,14 +128,15 @@ def test_bits_respected(tmp_path):
     assert count < 16
     assert two_m_set(count).bits >= 2 * 20 + math.log2(k) + model.OZAKI2_SLACK_BITS
     assert two_m_set(count - 1).bits < 2 * 20 + math.log2(k) + model.OZAKI2_SLACK_BITS
-    assert d.options["fallback"] == "none"  # native's bound is stricter than 20 bits
+    # certified to the 20 bits asked for (native's bound, stricter, would fail every entry)
+    assert d.options["fallback"] == "dot" and d.options["bits"] == 20
     # more bits than native's bound guarantees at this k: native does not qualify, ozaki2 is
     # chosen even though it is predicted slower
     d = model.decide(t, "gemm", "d", k, k, k, bits=50)
     nat = d.candidates[0]
     assert not nat.qualifies and d.backend == "ozaki2"
     assert real_set(d.options["moduli"]).bits >= 2 * 50 + math.log2(k) + model.OZAKI2_SLACK_BITS
-    assert d.options["fallback"] == "dot"
+    assert d.options["fallback"] == "dot" and d.options["bits"] == 50
     # bits within native's bound on a real product where ozaki2 is slower: native
     assert model.decide(t, "gemm", "d", k, k, k, bits=30).backend == "native"
     with pytest.raises(ValueError, match="bits=54"):

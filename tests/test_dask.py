@@ -100,6 +100,24 @@ def test_modes_and_moduli(sync, rng, mode):
         _same(got, ref)
 
 
+@pytest.mark.parametrize("bits", [None, 12])
+def test_bits_option(sync, rng, bits):
+    """ozaki2's ``bits``: the blocks certify to the bits asked for, as the single call does
+    (bit for bit, and 6 moduli certify 12 bits where native's bound fails every entry)."""
+    a, b = _operands(rng, np.float64)
+    kw = dict(backend="ozaki2", moduli=6, fallback="none", bits=bits)
+    with warnings.catch_warnings(record=True) as single:
+        warnings.simplefilter("always")
+        ref = emublas.gemm(1.0, a, b, **kw)
+    short = any(issubclass(w.category, emublas.OzakiAccuracyWarning) for w in single)
+    assert short == (bits is None)
+    with pytest.warns(emublas.OzakiAccuracyWarning, match="native") if short else warnings.catch_warnings():
+        if not short:
+            warnings.simplefilter("error", emublas.OzakiAccuracyWarning)
+        got = ed.matmul(da.from_array(a, chunks=(50, 26)), da.from_array(b, chunks=(26, 61)), **kw).compute()
+    _same(got, ref)
+
+
 def test_complex_hybrid_moduli(sync, rng):
     """Past 22 moduli, complex products use 3M for the extra moduli."""
     a, b = _operands(rng, np.complex128)

@@ -385,6 +385,28 @@ def test_modes_and_warning(emublas, cp, rng):
     np.testing.assert_allclose(cp.asnumpy(got), a @ b, rtol=1e-12, atol=1e-300)  # recomputed entries
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_bits_option_on_the_gpu(emublas, cp, rng, dtype):
+    """``bits``: the device certifies to the bits asked for, as the CPU does (bit for bit, the
+    same count of uncertified entries), through a replayed graph too, and its deferred
+    warning names the request."""
+    a, b = _wide(rng, (40, 64), dtype, 0.5), _wide(rng, (64, 30), dtype, 0.5)
+    gemm = "zgemm" if dtype == np.complex128 else "dgemm"
+    emublas.synchronize()
+    for _ in range(3):  # the second and third calls replay a captured graph
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", emublas.OzakiAccuracyWarning)
+            host, dev = _both(emublas, cp, gemm, (1.0, a, b), {"moduli": 6, "bits": 12, "fallback": "none"})
+            emublas.synchronize()
+        assert emublas.ozaki2.last_run()["required_bits"] == 12
+        assert emublas.ozaki2.last_run()["uncertified"] == 0
+        np.testing.assert_array_equal(dev, host)
+    assert np.all(np.abs(dev - a @ b) <= 2.0**-12 * (np.abs(a) @ np.abs(b)))
+    with pytest.warns(emublas.OzakiAccuracyWarning, match="30 correct bits"):
+        emublas.gemm(1.0, cp.asarray(a), cp.asarray(b), backend="ozaki2", moduli=6, bits=30, fallback="none")
+        emublas.synchronize()
+
+
 @pytest.mark.parametrize("mode", ["fast", "accurate"])
 @pytest.mark.parametrize("dtype", ["float64", "complex128"])
 def test_call_is_capturable_in_a_cuda_graph(emublas, cp, rng, mode, dtype):

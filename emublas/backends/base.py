@@ -52,7 +52,7 @@ from typing import Any, ClassVar
 
 # the value parsers and environment readers live in the lowest layer (the kernels read them too)
 from .._env import boolean, env_flag, env_int, env_reader, env_tokens, env_value, int_range
-from .options import Grid, Option, choice, device_list
+from .options import Grid, Option, choice, device_list, parse_bits
 
 __all__ = [
     "Option",
@@ -61,6 +61,7 @@ __all__ = [
     "int_range",
     "boolean",
     "device_list",
+    "parse_bits",
     "env_value",
     "env_flag",
     "env_int",

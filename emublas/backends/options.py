@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Grid", "Option", "choice", "device_list"]
+__all__ = ["Grid", "Option", "choice", "device_list", "parse_bits"]
 
 #: A knob grid: option name -> the values to sweep (raw values, parsed by the option's parser).
 Grid = Mapping[str, Sequence[Any]]
@@ -123,3 +123,40 @@ def device_list(raw: Any) -> tuple[int, ...] | str | None:
 
 
 device_list.valid = "current, all, or device ids like 0,1"  # type: ignore[attr-defined]
+
+
+def parse_bits(raw: Any) -> int | None:
+    """Parse a ``bits`` option: correct bits per entry, or native BLAS's accuracy.
+
+    Parameters
+    ----------
+    raw : int, str or None
+        An integer 1..53 (checked against the call's precision when it runs), or
+        None, ``""``, ``"none"``, ``"native"`` for native BLAS's accuracy.
+
+    Returns
+    -------
+    int or None
+        The number of bits, or None for native accuracy.
+
+    Raises
+    ------
+    ValueError
+        For anything else (booleans and non-integral numbers included).
+    """
+    if raw is None or (isinstance(raw, str) and raw.strip().lower() in ("", "none", "native")):
+        return None
+    if isinstance(raw, bool):
+        raise ValueError(f"{raw!r} is not a number of bits")
+    try:
+        value = int(raw.strip()) if isinstance(raw, str) else int(raw)
+        if not isinstance(raw, str) and value != raw:
+            raise ValueError
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{raw!r} is not a number of bits (1..53) or none") from None
+    if not 1 <= value <= 53:
+        raise ValueError(f"bits={value} is outside 1..53")
+    return value
+
+
+parse_bits.valid = "integers 1..53 (24 for float32 data) or none"  # type: ignore[attr-defined]

@@ -26,17 +26,16 @@ from __future__ import annotations
 
 import threading
 import time
-import warnings
 from typing import Any
 
 import numpy as np
 
 from ... import _callers
 from ..._arrays import is_cupy
-from ..base import Backend, Option, choice
+from ..base import Backend, Option, choice, parse_bits
 from . import model, tables
 
-__all__ = ["AutoBackend", "BACKEND", "last_run", "parse_bits"]
+__all__ = ["AutoBackend", "BACKEND", "last_run"]
 
 _PREFIX_OF_CHAR = {"f": "s", "d": "d", "F": "c", "D": "z"}  # numpy's dtype chars: the BLAS prefixes
 _last = threading.local()
@@ -53,43 +52,6 @@ _NO_ROUTE: tuple = (None, None, None, None, -1, -1, -1, 0.0, None, "", None, Non
 CACHE_SIZE = 4096
 
 
-def parse_bits(raw: Any) -> int | None:
-    """Parse the ``bits`` option.
-
-    Parameters
-    ----------
-    raw : int, str or None
-        An integer 1..53 (checked against the call's precision when it runs), or
-        None, ``""``, ``"none"``, ``"native"`` for native BLAS's accuracy.
-
-    Returns
-    -------
-    int or None
-        The number of bits, or None for native accuracy.
-
-    Raises
-    ------
-    ValueError
-        For anything else (booleans and non-integral numbers included).
-    """
-    if raw is None or (isinstance(raw, str) and raw.strip().lower() in ("", "none", "native")):
-        return None
-    if isinstance(raw, bool):
-        raise ValueError(f"{raw!r} is not a number of bits")
-    try:
-        value = int(raw.strip()) if isinstance(raw, str) else int(raw)
-        if not isinstance(raw, str) and value != raw:
-            raise ValueError
-    except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"{raw!r} is not a number of bits (1..53) or none") from None
-    if not 1 <= value <= 53:
-        raise ValueError(f"bits={value} is outside 1..53")
-    return value
-
-
-parse_bits.valid = "integers 1..53 (24 for float32 data) or none"  # type: ignore[attr-defined]
-
-
 def _text(raw: Any) -> str | None:
     if raw is None or str(raw).strip() == "":
         return None
@@ -97,20 +59,6 @@ def _text(raw: Any) -> str | None:
 
 
 _text.valid = "a path to a cost table JSON file"  # type: ignore[attr-defined]
-
-
-def _run(fn, options: dict, *args):
-    """``fn(*args, **options)``; ozaki2 run for bits=N below native's bound (fallback none) runs
-    with its uncertified-entries warning silenced: its certificate checks the stricter native
-    bound, so that warning does not apply.  A plain call otherwise (no context manager: the
-    common small native call must stay cheap)."""
-    if options.get("fallback") != "none":
-        return fn(*args, **options)
-    from ...errors import OzakiAccuracyWarning
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", OzakiAccuracyWarning)
-        return fn(*args, **options)
 
 
 def last_run() -> dict | None:
@@ -536,10 +484,7 @@ class AutoBackend(Backend):
         m, n = c.shape
         k = a.shape[0] if trans_a else a.shape[1]
         be, options = self._choose("gemm", c, m, n, k, opts)[2:4]
-        if options:
-            _run(be.gemm, options, alpha, a, b, beta, c, trans_a, trans_b)
-        else:  # native: the plain call
-            be.gemm(alpha, a, b, beta, c, trans_a, trans_b)
+        be.gemm(alpha, a, b, beta, c, trans_a, trans_b, **options)
 
     def _rank(self, kind, args, beta, c, trans, lower, opts):
         a = args[1]
@@ -547,9 +492,7 @@ class AutoBackend(Backend):
         k = a.shape[0] if trans else a.shape[1]
         be, options = self._choose(kind, c, n, n, k, opts)[2:4]
         # NotImplemented: the front derives the routine from this backend's gemm (decided anew)
-        if options:
-            return _run(getattr(be, kind), options, *args, beta, c, trans, lower)
-        return getattr(be, kind)(*args, beta, c, trans, lower)
+        return getattr(be, kind)(*args, beta, c, trans, lower, **options)
 
     def syrk(self, alpha, a, beta, c, trans, lower, **opts):
         return self._rank("syrk", (alpha, a), beta, c, trans, lower, opts)

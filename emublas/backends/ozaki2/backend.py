@@ -9,7 +9,7 @@ both give the same results.
 from __future__ import annotations
 
 from ..._kernels import cpu
-from ..base import Backend, Option, choice, device_list, int_range
+from ..base import Backend, Option, choice, device_list, int_range, parse_bits
 
 
 class Ozaki2Backend(Backend):
@@ -53,6 +53,14 @@ class Ozaki2Backend(Backend):
                 "entries the accuracy certificate does not cover: recomputed as float64 dot"
                 " products (dot), or left as computed (none); either way a warning says how many",
                 env="EMUBLAS_OZAKI_FALLBACK",
+            ),
+            "bits": Option(
+                "bits",
+                None,
+                parse_bits,
+                "what the certificate checks each entry against: native BLAS's error bound (none), or"
+                " N correct bits relative to sum|a||b|; mode=auto sizes the moduli count for it",
+                env="EMUBLAS_OZAKI_BITS",
             ),
             "devices": Option(
                 "devices",
@@ -131,7 +139,7 @@ class Ozaki2Backend(Backend):
         """A whole Dask gemm: exact residues summed over the k-blocks, one CRT per output block.
 
         The result is the single-process one bit for bit (:mod:`.distributed`).
-        ``moduli``, ``mode`` and ``fallback`` apply; ``devices``/``split`` do not
+        ``moduli``, ``mode``, ``fallback`` and ``bits`` apply; ``devices``/``split`` do not
         (each block runs on the device that holds it).
 
         Parameters
@@ -160,6 +168,7 @@ class Ozaki2Backend(Backend):
             moduli=opts.get("moduli", "default"),
             mode=opts.get("mode", "accurate"),
             fallback=opts.get("fallback", "dot"),
+            bits=opts.get("bits"),
         )
 
 

@@ -72,10 +72,13 @@ class Prepared:
         moduli,
         mode,
         fallback,
+        bits,
     ):
         self.timer = timer = pipeline.Timer()
         t0 = time.perf_counter()
         precision = precision_of(out.dtype)
+        if bits is not None and bits > precision:
+            raise ValueError(f"ozaki2: bits={bits} is outside 1..{precision}, the significand bits of {out.dtype} data")
         bx, by = bounds_from or (x, y)
         shared = bounds_from is not None or y is x  # rank-k: one set of rows (and shifts) for both sides
         complex_data = x.dtype.kind == "c"
@@ -109,6 +112,7 @@ class Prepared:
             shared=shared,
             complex_data=complex_data,
             row_plans=row_plans,
+            bits=bits,
         )
         self.x_shift, self.y_shift, self.info = p.x_shift, p.y_shift, p.info
         self.jb = job_for(recipe_name, p, x.shape[1])
@@ -122,6 +126,7 @@ class Prepared:
             precision=precision,
             W=W,
             fallback=fallback,
+            bits=bits,
             L=fl,
             R=fr,
             conj_l=conj_x,
@@ -290,7 +295,9 @@ def report(routine, cert, info, shape, uplo, fallback) -> None:
     info["uncertified"] = count
     info["fallback"] = fallback
     if count:
-        certify.warn(routine, count, entries(shape, uplo), info["moduli"], info["bits"], fallback)
+        certify.warn(
+            routine, count, entries(shape, uplo), info["moduli"], info["bits"], fallback, info["required_bits"]
+        )
 
 
 def entries(shape, uplo) -> int:

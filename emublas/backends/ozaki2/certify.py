@@ -15,9 +15,13 @@ the units of ``C'``, the exact product of the scaled integer factors
   upper bounds of the bound planes' row sums (``ceil(127a)·ceil(127b) ≤
   (127a+1)(127b+1)`` summed over k).
 
+With the ``bits`` option the bound is ``2^-bits·Σ_l |x_il||y_jl|`` instead: a
+caller who asks for fewer bits than native's is warned only about entries that
+miss those.
+
 An entry whose bound is not met is counted and, unless ``fallback="none"``,
 recomputed in the same kernel as a float64 dot product in order (which meets
-the bound); :class:`~emublas.OzakiAccuracyWarning` then says how many.
+native's bound); :class:`~emublas.OzakiAccuracyWarning` then says how many.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from ... import _callers
 from ...errors import OzakiAccuracyWarning, OzakiFallbackWarning
 from .moduli import ModulusSet, crt_split
 
-__all__ = ["certificate", "warn", "FALLBACKS"]
+__all__ = ["certificate", "requirement", "target_log2", "warn", "FALLBACKS"]
 
 #: What happens to an entry the certificate does not cover: recomputed as a
 #: float64 dot product (``dot``), or left as it is with a warning (``none``).
@@ -62,6 +66,7 @@ def certificate(
     precision: int,
     W=None,
     fallback: str = "dot",
+    bits: int | None = None,
     L=None,
     R=None,
     conj_l=False,
@@ -87,6 +92,9 @@ def certificate(
         The accurate mode's bound product (int32, m × n); None in fast mode.
     fallback : {"dot", "none"}
         Whether uncertified entries are recomputed as dot products.
+    bits : int, optional
+        Correct bits each entry must have, relative to ``Σ|x||y|``; None: native
+        BLAS's bound ``k·u``.
     L, R : array, optional
         The factors the fallback's dot products read (``Σ_l op(L_il)·op(R_jl)``).
     conj_l, conj_r : bool
@@ -104,7 +112,7 @@ def certificate(
         "row_err": px.err,
         "col_err": py.err,
         "crt_err": crt_error(mset, nterms) + slack(cplx),
-        "target": math.log2(max(k, 1)) - precision,
+        "target": target_log2(k, precision, bits),
         "W": W,
         "fix": fallback == "dot",
         "L": L,
@@ -117,7 +125,43 @@ def certificate(
     return cert
 
 
-def warn(routine: str, count: int, total: int, moduli: int, bits: float, fallback: str) -> None:
+def target_log2(k: int, precision: int, bits: int | None = None) -> float:
+    """log2 of the error the certificate allows per unit of ``Σ|x||y|``.
+
+    Parameters
+    ----------
+    k : int
+        The inner dimension.
+    precision : int
+        Significand bits of the routine's dtype.
+    bits : int, optional
+        Correct bits asked for; None: native BLAS's bound ``k·u``.
+
+    Returns
+    -------
+    float
+    """
+    return math.log2(max(k, 1)) - precision if bits is None else -float(bits)
+
+
+def requirement(bits: int | None) -> str:
+    """What the certificate checks, as a warning names it.
+
+    Parameters
+    ----------
+    bits : int or None
+        The ``bits`` option.
+
+    Returns
+    -------
+    str
+    """
+    return "native BLAS's error bound" if bits is None else f"{bits} correct bits (error <= 2^-{bits}*sum|a||b|)"
+
+
+def warn(
+    routine: str, count: int, total: int, moduli: int, bits: float, fallback: str, required: int | None = None
+) -> None:
     """The accuracy warning of a call with ``count`` uncertified entries out of ``total``.
 
     It is attributed to the first frame outside emublas (the user's call, or the
@@ -136,20 +180,22 @@ def warn(routine: str, count: int, total: int, moduli: int, bits: float, fallbac
     fallback : {"dot", "none"}
         ``"dot"``: the entries were recomputed (:class:`OzakiFallbackWarning`);
         otherwise left as computed (:class:`OzakiAccuracyWarning`).
+    required : int, optional
+        The ``bits`` option the entries were certified against (None: native's bound).
     """
     category: type[Warning]
     if fallback == "dot":
         what, category = (
-            ("recomputed as float64 dot products: their accuracy is native BLAS's, only slower"),
+            "recomputed as float64 dot products: their error is within native BLAS's bound k*u*sum|a||b|, only slower",
             OzakiFallbackWarning,
         )
     else:
         what, category = (
-            "left as computed (fallback='none'): their error may exceed native BLAS's bound",
+            f"left as computed (fallback='none'): their error may exceed {requirement(required)}",
             OzakiAccuracyWarning,
         )
     _callers.warn(
-        f"ozaki2 {routine}: {count} of {total} entries could not be certified to native BLAS's error bound"
+        f"ozaki2 {routine}: {count} of {total} entries could not be certified to {requirement(required)}"
         f" with {moduli} moduli ({bits:.0f} bits) and were {what}. More moduli, mode='accurate' or"
         " mode='auto' certify more of them; an exponent span wider than the reconstruction carries never is.",
         category,

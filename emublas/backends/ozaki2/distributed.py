@@ -135,7 +135,21 @@ def _meta(x, dtype):
     return x._meta.astype(dtype)[:0, :0] if x._meta is not None else np.empty((0, 0), dtype)
 
 
-def gemm(alpha, x, y, beta, c, *, conj_x: bool, conj_y: bool, dtype, moduli="default", mode="accurate", fallback="dot"):
+def gemm(
+    alpha,
+    x,
+    y,
+    beta,
+    c,
+    *,
+    conj_x: bool,
+    conj_y: bool,
+    dtype,
+    moduli="default",
+    mode="accurate",
+    fallback="dot",
+    bits=None,
+):
     """``alpha·op(X)·op(Y)ᵀ + beta·c`` as a lazy Dask array, bit for bit the single-process result.
 
     Exact int8 residue products are summed over the k-blocks and each output block
@@ -154,7 +168,7 @@ def gemm(alpha, x, y, beta, c, *, conj_x: bool, conj_y: bool, dtype, moduli="def
         Whether ``x``, ``y`` are conjugated.
     dtype : numpy.dtype
         The routine's dtype.
-    moduli, mode, fallback
+    moduli, mode, fallback, bits
         The ozaki2 options of those names.
 
     Returns
@@ -170,7 +184,11 @@ def gemm(alpha, x, y, beta, c, *, conj_x: bool, conj_y: bool, dtype, moduli="def
     if mode != "fast":
         wrow, wcol, blocks_w = _bound_accurate(x, y, left, right)
     precision = routines.precision_of(dtype)
-    p = routines.plan("gemm", family, precision, left, right, wrow, wcol, moduli=moduli, mode=mode, complex_data=cplx)
+    if bits is not None and bits > precision:
+        raise ValueError(f"ozaki2: bits={bits} is outside 1..{precision}, the significand bits of {dtype} data")
+    p = routines.plan(
+        "gemm", family, precision, left, right, wrow, wcol, moduli=moduli, mode=mode, complex_data=cplx, bits=bits
+    )
     jb = routines.job_for("2m" if cplx else "real", p, x.shape[1])
     cert = certify.certificate(
         p.px,
@@ -181,6 +199,7 @@ def gemm(alpha, x, y, beta, c, *, conj_x: bool, conj_y: bool, dtype, moduli="def
         precision=precision,
         W=None,
         fallback=fallback,
+        bits=bits,
         conj_l=conj_x,
         conj_r=conj_y,
     )
@@ -298,6 +317,7 @@ def _finalize(state, c, *, ops, jb, alpha, beta, dtype, x_shift, y_shift, cert=N
             cert.get("moduli", 0),
             cert.get("bits", 0.0),
             "dot" if cert["fix"] else "none",
+            cert.get("required_bits"),
         )
     return out
 
@@ -306,7 +326,7 @@ def _cert_block(cert: dict, p, r0: int, r1: int, c0: int, c1: int) -> dict:
     """The certificate of output block rows [r0, r1) × columns [c0, c1) (W and the factor
     panels are attached in the block's finalize task)."""
     out = {key: cert[key] for key in ("crt_err", "target", "fix", "conj_l", "conj_r")}
-    out["moduli"], out["bits"] = len(p.moduli), p.mset.bits
+    out["moduli"], out["bits"], out["required_bits"] = len(p.moduli), p.mset.bits, p.info["required_bits"]
     out["row_err"], out["col_err"] = p.px.err[r0:r1], p.py.err[c0:c1]
     out["row_wsum"], out["col_wsum"] = p.px.wsum[r0:r1], p.py.wsum[c0:c1]
     out["row_budget"], out["col_budget"] = p.px.budget[r0:r1], p.py.budget[c0:c1]

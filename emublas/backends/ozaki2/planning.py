@@ -145,11 +145,12 @@ def fixed_moduli(family: Family, precision: int, moduli) -> tuple[list[int], lis
     return ms, roots, ModulusSet.from_moduli(ms)
 
 
-def _choose(family: Family, precision: int, moduli, mode: str, left, right, g_r, g_c):
+def _choose(family: Family, precision: int, moduli, mode: str, left, right, g_r, g_c, bits=None):
     """``(count, L_exact, chose)``: the number of moduli; in auto mode picked from the
-    estimate of :func:`~.scaling.needed_bits` (the only mode that computes it)."""
+    estimate of :func:`~.scaling.needed_bits` (the only mode that computes it), for ``bits``
+    correct bits per entry where given, else for the data's precision."""
     if mode == "auto":
-        L_exact = scaling.needed_bits(left, right, g_r, g_c, precision)
+        L_exact = scaling.needed_bits(left, right, g_r, g_c, precision if bits is None else bits)
         cap = family.maximum if moduli == "default" else min(int(moduli), family.maximum)
         count = family.smallest_for(L_exact)
         if count is None or count > cap:
@@ -225,6 +226,7 @@ def plan(
     shared=False,
     complex_data=False,
     row_plans=None,
+    bits=None,
 ) -> Plan:
     """Moduli count, moduli and row plans from the sides' statistics and, in accurate
     mode, the bound product's row and column maxima ``wrow``, ``wcol`` (None: fast mode).
@@ -254,6 +256,9 @@ def plan(
     row_plans : tuple of scaling.RowPlan, optional
         Both factors' row plans, already made with this plan's bound and slack (the CPU's
         fast mode makes them in the pass that makes the first residues); not with ``auto``.
+    bits : int, optional
+        Correct bits per entry the call is certified to (the ``bits`` option; None:
+        native's bound): ``auto`` mode sizes the count for them.
 
     Returns
     -------
@@ -262,7 +267,7 @@ def plan(
     g_r = g_c = None
     if mode == "auto":
         g_r, g_c = scaling.growth(left, wrow), scaling.growth(right, wcol)
-    count, L_exact, chose = _choose(family, precision, moduli, mode, left, right, g_r, g_c)
+    count, L_exact, chose = _choose(family, precision, moduli, mode, left, right, g_r, g_c, bits)
     ms, roots = family.modulus_list(count)
     mset = ModulusSet.from_moduli(ms)
     slack = certify.slack(complex_data)
@@ -278,6 +283,7 @@ def plan(
         "auto_chose": chose,
         "bits": mset.bits,
         "needed_bits": None if L_exact is None else L_exact + MARGIN_BITS,
+        "required_bits": bits,
     }
     return Plan(ms, roots, mset, px, py, info)
 

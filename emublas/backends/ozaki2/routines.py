@@ -41,7 +41,8 @@ def last_run() -> dict | None:
     dict or None
         The record of this thread's last call: ``routine``, ``moduli`` (count),
         ``mode``, ``auto_chose``, ``bits`` (of the moduli's product),
-        ``needed_bits`` (auto mode only, else None), ``phases`` (seconds per
+        ``needed_bits`` (auto mode only, else None), ``required_bits`` (the
+        ``bits`` option the entries were certified to; None: native's bound), ``phases`` (seconds per
         phase), ``fallback``, ``uncertified`` (entries the certificate did not
         cover) and, on cupy arrays, ``gpu_plan`` and ``graph`` (None: issued
         directly; "captured" or "replayed": through a CUDA graph, :mod:`.graphs`).
@@ -75,6 +76,7 @@ def _execute(
     moduli="default",
     mode="accurate",
     fallback="dot",
+    bits=None,
     devices=None,
     split="auto",
     graphs="auto",
@@ -101,6 +103,7 @@ def _execute(
         moduli=moduli,
         mode=mode,
         fallback=fallback,
+        bits=bits,
     )
     if not is_cupy(out):
         _last.info = calls.run_cpu(routine, recipe_name, family, x, y, out, alpha, beta, **kw)
@@ -120,7 +123,7 @@ def _execute(
         and fallback_factors is None
         and not unscale
     ):
-        fixed = (conj_x, conj_y, uplo, moduli, mode, fallback, split)
+        fixed = (conj_x, conj_y, uplo, moduli, mode, fallback, bits, split)
         sig = cuda_graphs.signature(routine, recipe_name, (family.name, family.maximum), x, y, out, alpha, beta, fixed)
     if sig is None:
         counters, info = direct(x, y, out)
@@ -147,6 +150,7 @@ def gemm(
     moduli="default",
     mode="accurate",
     fallback="dot",
+    bits=None,
     devices=None,
     split="auto",
     graphs="auto",
@@ -171,6 +175,9 @@ def gemm(
     fallback : {"dot", "none"}
         Entries the accuracy certificate does not cover: recomputed as float64
         dot products, or left as computed (a warning counts them either way).
+    bits : int or None
+        Correct bits per entry, relative to ``Σ|a||b|``, that the certificate checks
+        (None: native BLAS's bound ``k·u``); ``auto`` mode sizes the count for them.
     devices : None, "all" or list of int
         GPUs sharing a cupy call (None: the arrays' own device); ignored for numpy.
     split : {"auto", "moduli", "tiles"}
@@ -205,6 +212,7 @@ def gemm(
         moduli=moduli,
         mode=mode,
         fallback=fallback,
+        bits=bits,
         devices=devices,
         split=split,
         graphs=graphs,
@@ -224,6 +232,7 @@ def rank_k(
     moduli="default",
     mode="accurate",
     fallback="dot",
+    bits=None,
     devices=None,
     split="auto",
     graphs="auto",
@@ -249,7 +258,7 @@ def rank_k(
         for herk/her2k (a plain transpose for syrk/syr2k).
     lower : bool
         Which triangle of ``c`` to update.
-    moduli, mode, fallback, devices, split, graphs
+    moduli, mode, fallback, bits, devices, split, graphs
         As in :func:`gemm`.
 
     Returns
@@ -275,7 +284,9 @@ def rank_k(
     if moduli != "default" and int(moduli) > limit:
         return NotImplemented
     uplo = 2 if lower else 1
-    opts = dict(uplo=uplo, moduli=moduli, mode=mode, fallback=fallback, devices=devices, split=split, graphs=graphs)
+    opts = dict(
+        uplo=uplo, moduli=moduli, mode=mode, fallback=fallback, bits=bits, devices=devices, split=split, graphs=graphs
+    )
     if kind == "syrk":
         if x.shape[1] % 2:
             x = xp.concatenate([x, xp.zeros((x.shape[0], 1), x.dtype)], axis=1)

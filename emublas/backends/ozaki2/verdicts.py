@@ -85,7 +85,13 @@ def check(wait: bool = False) -> None:
         info["uncertified"] = (info.get("uncertified") or 0) + count
         if count:
             certify.warn(
-                f"{routine} (an earlier call on the GPU)", count, total, info["moduli"], info["bits"], fallback
+                f"{routine} (an earlier call on the GPU)",
+                count,
+                total,
+                info["moduli"],
+                info["bits"],
+                fallback,
+                info.get("required_bits"),
             )
 
 
