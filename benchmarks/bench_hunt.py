@@ -4,6 +4,7 @@
     python3 benchmarks/bench_hunt.py --cases 500 --backends ozaki2 --kinds gemm,syr2k --show 5
     python3 benchmarks/bench_hunt.py --cases 300 --backends ozaki2 --device gpu   # cupy operands
     python3 benchmarks/bench_hunt.py --cases 2000 --backends ozaki2 --kinds syrk,herk,syr2k,her2k --triangle-from 1
+    python3 benchmarks/bench_hunt.py --cases 500 --backends ozaki2 --options bits=20 moduli=6   # fixed options
 
 Each case (tests/hunt_cases.py: structured matrices at exponents across the whole
 float32/float64 range) is run and every written entry is compared with its exact
@@ -45,7 +46,22 @@ def main(argv=None) -> int:
         help="ozaki2's rank-k bound product as a triangle from this many rows (scaling.TRIANGLE_MIN;"
         " 1 puts the hunt's small cases on that path)",
     )
+    p.add_argument(
+        "--options",
+        nargs="+",
+        default=None,
+        metavar="KEY=VALUE",
+        help="backend options for every case instead of the drawn ones (integers as integers)",
+    )
     args = p.parse_args(argv)
+    fixed = None
+    if args.options:
+        fixed = {}
+        for item in args.options:
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                p.error(f"--options: expected KEY=VALUE, got {item!r}")
+            fixed[key] = int(value) if value.lstrip("-").isdigit() else value
     if args.triangle_from is not None:
         from emublas.backends.ozaki2 import scaling
 
@@ -65,7 +81,7 @@ def main(argv=None) -> int:
                 shown = []
                 t0 = time.perf_counter()
                 for _ in range(args.cases):
-                    case = H.make_case(rng, kind, prefix, backend)
+                    case = H.make_case(rng, kind, prefix, backend, options=fixed)
                     out = H.run_and_check(case, args.device)
                     count["cases"] += 1
                     count["entries"] += out.entries
@@ -86,7 +102,7 @@ def main(argv=None) -> int:
                 rows.append(dict(kind=kind, prefix=prefix, backend=backend, seconds=round(dt, 2), **count))
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"argv": sys.argv, "rows": rows}, fh, indent=1)
+            json.dump({"argv": sys.argv, "options": fixed, "rows": rows}, fh, indent=1)
     return 1 if any(r["silent"] for r in rows) else 0
 
 

@@ -39,7 +39,8 @@ and ``n`` the number of terms:
   or imaginary part), columns of op(b) the same, so a term ``s·x·y`` errs by at
   most ``|s|·(εx·|y| + |x|·εy + εx·εy)``; the sum over the terms, doubled.
   boolpack raises no warning for this by design: the bound is its contract.
-* ozaki2: native's bound (its accuracy contract: native accuracy, or a warning).
+* ozaki2: native's bound (its accuracy contract: native accuracy, or a warning); with
+  its ``bits`` option N, native's bound plus ``2^-N·S`` (the certificate's target then).
 
 What symm/hemm/trmm must not read (the other triangle, trmm's unit diagonal, hemm's
 imaginary diagonal) holds NaN, and on the emulating backends a case may shrink
@@ -744,6 +745,10 @@ def _check_product(case: Case, out: np.ndarray, warned: bool, max_bad: int = 5, 
         pairs = [(x, y if y is not None else x)] if one else [(x, y), (y, x)]
         sm = sum(_fl(_maxabs(p)) * _fl(_maxabs(q)) for p, q in pairs) * (2 if cplx else 1)
         strassen_extra = C_FACTOR * growth * u * alpha_abs * sm
+    # ozaki2's bits option: each entry certified to 2^-N·Σ|x||y| (alpha, beta and the final
+    # rounding stay within native's share)
+    oz_bits = case.options.get("bits") if case.backend == "ozaki2" else None
+    oz_share = Fraction(1, 1 << int(oz_bits)) if oz_bits else Fraction(0)
     bits = int(case.options.get("bits", 16)) if case.backend == "boolpack" else None
     if bits is not None:
         yT = y if y is not None else x
@@ -818,6 +823,7 @@ def _check_product(case: Case, out: np.ndarray, warned: bool, max_bad: int = 5, 
                 res.entries += 1
                 # underflow in the sums before alpha scales with alpha
                 target = C_FACTOR * (nterms + 3) * (u * s_abs + eta * (1 + alpha_abs)) + strassen_extra + q_extra
+                target += oz_share * s_abs
                 if extra is not None:
                     target += extra[i][j]
                 if not math.isfinite(g):

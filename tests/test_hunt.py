@@ -54,11 +54,11 @@ class DrawRng:
         return self.data.draw(st.sampled_from(list(values)))
 
 
-def _hunt(data, kind, backend):
+def _hunt(data, kind, backend, options=None):
     rng = DrawRng(data)
     prefix = data.draw(st.sampled_from(H.PREFIXES), label="prefix")
     family = data.draw(st.sampled_from(H.FAMILIES), label="family")
-    case = H.make_case(rng, kind, prefix, backend, family)
+    case = H.make_case(rng, kind, prefix, backend, family, options)
     outcome = H.run_and_check(case)
     assert outcome.silent == 0, (case.describe(), outcome.crash, outcome.bad[:3])
 
@@ -99,6 +99,18 @@ def test_hunt_long(kind, backend, data, request):
     if "slow" not in (request.config.option.markexpr or ""):
         pytest.skip("the long hunt runs with -m slow")
     _hunt(data, kind, backend)
+
+
+@pytest.mark.parametrize("kind", [k for k in H.KINDS if k != "trsm"])
+@_FAST
+@given(data=st.data())
+def test_hunt_ozaki2_bits(kind, data):
+    """ozaki2 certified to fewer bits than native's, with few moduli: an entry outside
+    2^-N·S (plus native's bound) must come with a warning."""
+    bits = data.draw(st.sampled_from([8, 20]), label="bits")
+    moduli = data.draw(st.sampled_from([4, 6, 8]), label="moduli")
+    mode = data.draw(st.sampled_from(["fast", "accurate", "auto"]), label="mode")
+    _hunt(data, kind, "ozaki2", {"bits": bits, "moduli": moduli, "mode": mode})
 
 
 # -- the checker itself finds what it should -----------------------------------
