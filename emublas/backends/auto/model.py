@@ -42,8 +42,8 @@ OZAKI2_NATIVE = {"s": 8, "d": 16, "c": 8, "z": 16}
 #: (relative to sum|a||b|), so that its certificate (ozaki2's ``bits`` option) passes every
 #: entry of ordinary data; an entry it cannot pass is recomputed, slower and with a warning.
 #: Measured with ``benchmarks/bench_auto_bits.py --probe`` (phi = 0.5, k = 40 ... 4096, dgemm at
-#: 7 and 11 moduli, zgemm at 7): every entry passed from 12.3 bits of slack on; entries failed
-#: at up to 11.0 (zgemm, k = 40).  13 keeps a margin over both.  The actual errors need less
+#: 7 and 11 moduli, zgemm at 7, slack in steps of 2 bits): every probe passed every entry at
+#: 13.0 bits of slack or less; entries failed at up to 11.0 (zgemm, k = 40).  The actual errors need less
 #: (about 10 bits past 2N + log2 k on BENCHMARKS.md's accuracy-against-moduli tables).
 OZAKI2_SLACK_BITS = 13.0
 #: Bits strassen may lose per level against the classical product, normwise: the Winograd
