@@ -99,7 +99,10 @@ def info() -> dict[str, Any]:
         ready = be.readiness()
         report["backends"][name] = {
             "description": be.description,
-            "options": {k: {"default": o.default, "env": o.env_var, "doc": o.doc} for k, o in be.options.items()},
+            "options": {
+                k: {"default": o.default, "shown": o.default_text, "env": o.env_var, "doc": o.doc}
+                for k, o in be.options.items()
+            },
             "cpu": {"usable": ready["cpu"][0], "detail": ready["cpu"][1]},
             "gpu": {"usable": ready["gpu"][0], "detail": ready["gpu"][1]},
         }
@@ -124,15 +127,6 @@ def _auto_tables() -> dict[str, str]:
         except ValueError as exc:
             out[device] = f"unusable: {exc}"
     return out
-
-
-def _shown(value: Any) -> str:
-    """An option value as a person writes it (``None`` is the device list's ``current``)."""
-    if value is None:
-        return "current"
-    if isinstance(value, (tuple, list)):
-        return ",".join(map(str, value))
-    return str(value)
 
 
 def format_info(report: dict[str, Any] | None = None) -> str:
@@ -184,7 +178,7 @@ def format_info(report: dict[str, Any] | None = None) -> str:
             if not b[side]["usable"]:
                 lines.append(f"  {'':9s} {side}: {b[side]['detail']}")
         for opt, o in b["options"].items():
-            lines.append(f"  {'':9s} option {opt} = {_shown(o['default'])} by default, ${o['env']}: {o['doc']}")
+            lines.append(f"  {'':9s} option {opt} = {o['shown']} by default, ${o['env']}: {o['doc']}")
     if "auto_tables" in r:
         lines.append("auto cost tables: " + "; ".join(f"{d}: {t}" for d, t in r["auto_tables"].items()))
     if "selection" in r:

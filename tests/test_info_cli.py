@@ -151,6 +151,10 @@ def test_cli_info_prints_readable_defaults():
     assert r.returncode == 0
     assert "default default" not in r.stdout and "default None" not in r.stdout
     assert "option devices = current by default" in r.stdout
+    # a None default by what it means: native accuracy for bits, the calibrated table
+    assert r.stdout.count("option bits = native by default") == 2  # auto's and ozaki2's
+    assert "option table = (calibrated, else shipped) by default" in r.stdout
+    assert "current by default, $EMUBLAS_AUTO_BITS" not in r.stdout
 
 
 def test_call_backend_and_use_block_do_not_read_a_bad_backend_variable(monkeypatch):

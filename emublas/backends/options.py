@@ -46,6 +46,16 @@ class Option:
         return self.env or "EMUBLAS_" + self.name.upper()
 
     @property
+    def default_text(self) -> str:
+        """The default as ``emublas info`` writes it: a ``None`` default by what its parser
+        says None means (``current`` device, ``native`` accuracy, ...)."""
+        if self.default is None:
+            return str(getattr(self.parse, "none", "none"))
+        if isinstance(self.default, (tuple, list)):
+            return ",".join(map(str, self.default))
+        return str(self.default)
+
+    @property
     def valid_hint(self) -> str:
         """``"; valid values: ..."`` for an error message, or "" when the parser lists none."""
         valid = getattr(self.parse, "valid", "")
@@ -123,6 +133,7 @@ def device_list(raw: Any) -> tuple[int, ...] | str | None:
 
 
 device_list.valid = "current, all, or device ids like 0,1"  # type: ignore[attr-defined]
+device_list.none = "current"  # type: ignore[attr-defined]
 
 
 def parse_bits(raw: Any) -> int | None:
@@ -160,3 +171,4 @@ def parse_bits(raw: Any) -> int | None:
 
 
 parse_bits.valid = "integers 1..53 (24 for float32 data) or none"  # type: ignore[attr-defined]
+parse_bits.none = "native"  # type: ignore[attr-defined]

@@ -59,6 +59,7 @@ def _text(raw: Any) -> str | None:
 
 
 _text.valid = "a path to a cost table JSON file"  # type: ignore[attr-defined]
+_text.none = "(calibrated, else shipped)"  # type: ignore[attr-defined]
 
 
 def last_run() -> dict | None:
