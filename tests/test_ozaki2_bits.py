@@ -57,10 +57,11 @@ def test_certified_entries_hold_the_bits_asked(rng, prefix, bits):
 def test_few_bits_need_no_warning_where_native_bound_fails_every_entry(rng):
     a, b = hard(rng, (20, 48), 0.5), hard(rng, (48, 16), 0.5)
     ref = exact_product(a, b)
-    _, caught = _run(emublas.dgemm, 1.0, a, b, backend="ozaki2", moduli=5, fallback="none")
+    # 6 moduli: 48 product bits, 18 past 2*12 + log2 k (the certificate needs about 13)
+    _, caught = _run(emublas.dgemm, 1.0, a, b, backend="ozaki2", moduli=6, fallback="none")
     assert last_run()["uncertified"] == a.shape[0] * b.shape[1]  # native's bound: none certified
     assert any("native BLAS's error bound" in str(w.message) for w in caught)
-    out, caught = _run(emublas.dgemm, 1.0, a, b, backend="ozaki2", moduli=5, fallback="none", bits=12)
+    out, caught = _run(emublas.dgemm, 1.0, a, b, backend="ozaki2", moduli=6, fallback="none", bits=12)
     assert last_run()["uncertified"] == 0 and not caught
     assert np.all(np.abs(out - ref) <= _bound(a, b, 12))
 
@@ -89,13 +90,15 @@ def test_rank_k_and_mode_auto_honour_bits(rng):
     a = hard(rng, (12, 30), 1.0, np.complex128)
     ref = exact_product(a, a.conj().T)
     lower = np.tril(np.ones((12, 12), bool))
-    out, caught = _run(emublas.zherk, 1.0, a, backend="ozaki2", moduli=6, fallback="none", bits=14, lower=1)
+    out, caught = _run(emublas.zherk, 1.0, a, backend="ozaki2", moduli=7, fallback="none", bits=14, lower=1)
     assert last_run()["required_bits"] == 14 and last_run()["uncertified"] == 0 and not caught
     assert np.all((np.abs(out - ref) <= _bound(a, a.conj().T, 14))[lower])
     _run(emublas.zgemm, 1.0, a, a, trans_b=2, backend="ozaki2", mode="auto")
     native_count = last_run()["moduli"]
     out, caught = _run(emublas.zgemm, 1.0, a, a, trans_b=2, backend="ozaki2", mode="auto", bits=14)
-    assert last_run()["moduli"] < native_count and not caught
+    assert last_run()["moduli"] < native_count
+    # the count comes from a sample of rows: an entry it misjudged is recomputed, never left
+    assert all(issubclass(w.category, emublas.OzakiFallbackWarning) for w in caught)
     assert np.all(np.abs(out - ref) <= _bound(a, a.conj().T, 14))
 
 

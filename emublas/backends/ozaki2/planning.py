@@ -8,6 +8,7 @@ the shifts on a GPU, the device kernels behind :mod:`.scaling`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -147,10 +148,14 @@ def fixed_moduli(family: Family, precision: int, moduli) -> tuple[list[int], lis
 
 def _choose(family: Family, precision: int, moduli, mode: str, left, right, g_r, g_c, bits=None):
     """``(count, L_exact, chose)``: the number of moduli; in auto mode picked from the
-    estimate of :func:`~.scaling.needed_bits` (the only mode that computes it), for ``bits``
-    correct bits per entry where given, else for the data's precision."""
+    estimate of :func:`~.scaling.needed_bits` (the only mode that computes it), for the data's
+    precision, or for ``bits`` correct bits per entry where given.  The estimate sizes for an
+    error of ``2^-(precision+1)·Σ|a||b|`` where the certificate allows ``k·2^-precision·Σ|a||b|``;
+    ``bits`` keeps that margin of ``log2 k`` bits over its target ``2^-bits·Σ|a||b|``."""
     if mode == "auto":
-        L_exact = scaling.needed_bits(left, right, g_r, g_c, precision if bits is None else bits)
+        k = left.x.shape[1]
+        sized = precision if bits is None else bits + math.ceil(math.log2(max(k, 1)))
+        L_exact = scaling.needed_bits(left, right, g_r, g_c, sized)
         cap = family.maximum if moduli == "default" else min(int(moduli), family.maximum)
         count = family.smallest_for(L_exact)
         if count is None or count > cap:
