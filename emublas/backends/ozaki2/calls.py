@@ -77,8 +77,6 @@ class Prepared:
         self.timer = timer = pipeline.Timer()
         t0 = time.perf_counter()
         precision = precision_of(out.dtype)
-        if bits is not None and bits > precision:
-            raise ValueError(f"ozaki2: bits={bits} is outside 1..{precision}, the significand bits of {out.dtype} data")
         bx, by = bounds_from or (x, y)
         shared = bounds_from is not None or y is x  # rank-k: one set of rows (and shifts) for both sides
         complex_data = x.dtype.kind == "c"

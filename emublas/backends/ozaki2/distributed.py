@@ -184,8 +184,6 @@ def gemm(
     if mode != "fast":
         wrow, wcol, blocks_w = _bound_accurate(x, y, left, right)
     precision = routines.precision_of(dtype)
-    if bits is not None and bits > precision:
-        raise ValueError(f"ozaki2: bits={bits} is outside 1..{precision}, the significand bits of {dtype} data")
     p = routines.plan(
         "gemm", family, precision, left, right, wrow, wcol, moduli=moduli, mode=mode, complex_data=cplx, bits=bits
     )

@@ -268,7 +268,14 @@ def plan(
     Returns
     -------
     Plan
+
+    Raises
+    ------
+    ValueError
+        ``bits`` above the data's precision.
     """
+    if bits is not None and bits > precision:
+        raise ValueError(f"ozaki2: bits={bits} is outside 1..{precision}, the significand bits of this call's data")
     g_r = g_c = None
     if mode == "auto":
         g_r, g_c = scaling.growth(left, wrow), scaling.growth(right, wcol)
