@@ -405,6 +405,21 @@ def test_bits_option_on_the_gpu(emublas, cp, rng, dtype):
     with pytest.warns(emublas.OzakiAccuracyWarning, match="30 correct bits"):
         emublas.gemm(1.0, cp.asarray(a), cp.asarray(b), backend="ozaki2", moduli=6, bits=30, fallback="none")
         emublas.synchronize()
+    # mode=auto sizes the count for the bits on the device as on the host (its sample is read
+    # on the host, as test_modes_and_warning compares it: close, not bit for bit)
+    host, dev = _both(emublas, cp, gemm, (1.0, a, b), {"mode": "auto", "bits": 14})
+    emublas.synchronize()
+    assert emublas.ozaki2.last_run()["moduli"] < 16 and emublas.ozaki2.last_run()["required_bits"] == 14
+    for got in (host, dev):
+        assert np.all(np.abs(got - a @ b) <= 2.0**-14 * (np.abs(a) @ np.abs(b)))
+    with pytest.raises(ValueError, match=r"bits=30 is outside 1\.\.24"):
+        emublas.gemm(
+            1.0,
+            cp.asarray(a.astype(np.complex64 if dtype == np.complex128 else np.float32)),
+            cp.asarray(b.astype(np.complex64 if dtype == np.complex128 else np.float32)),
+            backend="ozaki2",
+            bits=30,
+        )
 
 
 @pytest.mark.parametrize("mode", ["fast", "accurate"])
